@@ -1,0 +1,89 @@
+"""Reading and writing one batch with pyarrow (the small, fast path).
+
+A batch's Parquet schema is the collection's RelationDesc plus two int64
+columns, `__time` and `__diff` (see repr.relation). Spark reads and writes the
+same layout (persist.spark_batches).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from coordinator_lib.persist.blob import fsync_dir
+from coordinator_lib.repr.relation import DIFF_COLUMN, TIME_COLUMN, RelationDesc
+from coordinator_lib.repr.update import Update
+
+
+def updates_to_table(updates: Sequence[Update], desc: RelationDesc) -> pa.Table:
+    """Rows must already be validated against `desc`."""
+    columns: list[list] = [[] for _ in range(desc.arity)]
+    times: list[int] = []
+    diffs: list[int] = []
+    for row, time, diff in updates:
+        for i, value in enumerate(row):
+            columns[i].append(value)
+        times.append(time)
+        diffs.append(diff)
+    schema = desc.arrow_schema(with_time_diff=True)
+    arrays = [pa.array(col, type=schema.field(i).type) for i, col in enumerate(columns)]
+    arrays.append(pa.array(times, type=pa.int64()))
+    arrays.append(pa.array(diffs, type=pa.int64()))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def table_to_updates(table: pa.Table, desc: RelationDesc) -> list[Update]:
+    data = [table.column(name).to_pylist() for name in desc.names]
+    times = table.column(TIME_COLUMN).to_pylist()
+    diffs = table.column(DIFF_COLUMN).to_pylist()
+    rows = list(zip(*data, strict=True)) if data else [() for _ in times]
+    return [Update(row, t, d) for row, t, d in zip(rows, times, diffs, strict=True)]
+
+
+def write_batch_table(table: pa.Table, batch_dir: Path) -> int:
+    """Write `table` as one Parquet file in a new batch directory, durably.
+    Returns the bytes written."""
+    batch_dir.mkdir(parents=True, exist_ok=False)
+    final = batch_dir / "part-00000.parquet"
+    temp = batch_dir / ".part-00000.parquet.tmp"
+    pq.write_table(table, temp, compression="zstd")
+    with open(temp, "rb+") as handle:
+        os.fsync(handle.fileno())
+    os.replace(temp, final)
+    fsync_dir(batch_dir)
+    fsync_dir(batch_dir.parent)
+    return final.stat().st_size
+
+
+def read_batch_table(files: Sequence[Path], desc: RelationDesc) -> pa.Table:
+    """Read a batch's files as one table in the desc's schema."""
+    schema = desc.arrow_schema(with_time_diff=True)
+    if not files:
+        return schema.empty_table()
+    tables = [pq.read_table(f, schema=schema) for f in files]
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def consolidate_table(table: pa.Table, desc: RelationDesc, as_of: int | None) -> pa.Table:
+    """Advance times to `as_of` (dropping times after it), sum diffs per row,
+    drop zeros. Without `as_of`, consolidate per (row, time) instead.
+    Returns the data columns plus `__diff` (and `__time` without `as_of`)."""
+    if as_of is not None:
+        table = table.filter(pc.less_equal(table.column(TIME_COLUMN), as_of))
+        keys = list(desc.names)
+    else:
+        keys = [*desc.names, TIME_COLUMN]
+    if table.num_rows == 0:
+        return table.select([*keys, DIFF_COLUMN])
+    if not keys:
+        total = pc.sum(table.column(DIFF_COLUMN)).as_py() or 0
+        return pa.table({DIFF_COLUMN: pa.array([total] if total else [], type=pa.int64())})
+    # group_by puts the aggregate after the keys, named `__diff_sum`.
+    grouped = table.group_by(keys, use_threads=False).aggregate([(DIFF_COLUMN, "sum")])
+    grouped = grouped.rename_columns([*keys, DIFF_COLUMN])
+    return grouped.filter(pc.not_equal(grouped.column(DIFF_COLUMN), 0))

@@ -1,0 +1,68 @@
+"""Consensus: a map from keys to versioned values, changed only by
+compare-and-set on a sequence number (Materialize persist's `Consensus`).
+
+Everything durable that is not blob data lives here: shard states, the
+catalog, the timestamp oracle, leases. Backends: SQLite (embedded default)
+and PostgreSQL (scale-out); `open_consensus(url)` picks one.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+SeqNo = int
+
+
+@dataclass(frozen=True)
+class VersionedData:
+    seqno: SeqNo
+    data: bytes
+
+
+class ConsensusError(RuntimeError):
+    """The backend failed (I/O, connection). The outcome of a compare_and_set
+    that raised this is unknown: callers must re-read `head` to learn it."""
+
+
+class Consensus(ABC):
+    """A key-value store where each key holds one current value and its seqno."""
+
+    @abstractmethod
+    def head(self, key: str) -> VersionedData | None:
+        """The current value of `key`, or None if it was never set (or deleted)."""
+
+    @abstractmethod
+    def compare_and_set(self, key: str, expected: SeqNo | None, new: VersionedData) -> bool:
+        """Set `key` to `new` iff its current seqno is `expected` (None: the key
+        does not exist). `new.seqno` must be greater than `expected`. Returns
+        True on success, False (changing nothing) on a seqno mismatch."""
+
+    @abstractmethod
+    def list_keys(self, prefix: str = "") -> list[str]:
+        """Every existing key that starts with `prefix`, sorted."""
+
+    @abstractmethod
+    def delete(self, key: str, expected: SeqNo) -> bool:
+        """Remove `key` iff its seqno is `expected`. True on success."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections. The object is unusable afterwards."""
+
+
+def open_consensus(url: str) -> Consensus:
+    """`sqlite:///abs/path.db`, `sqlite:relative.db`, a bare path (SQLite), or
+    `postgresql://...` / `postgres://...`."""
+    if url.startswith(("postgresql://", "postgres://")):
+        from coordinator_lib.persist.postgres_consensus import PostgresConsensus
+
+        return PostgresConsensus(url)
+    path = url
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite://") :]
+    elif url.startswith("sqlite:"):
+        path = url[len("sqlite:") :]
+    from coordinator_lib.persist.sqlite_consensus import SqliteConsensus
+
+    return SqliteConsensus(path)

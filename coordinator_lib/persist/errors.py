@@ -1,0 +1,62 @@
+"""Typed errors of the persist layer. Every one is raised before anything is
+written, or after a compare-and-set that changed nothing."""
+
+from __future__ import annotations
+
+from coordinator_lib.repr.frontier import Frontier
+
+
+class PersistError(Exception):
+    """Base of every persist error."""
+
+
+class UpperMismatch(PersistError):
+    """compare_and_append's expected upper was not the shard's upper."""
+
+    def __init__(self, shard_id: str, expected: Frontier, current: Frontier) -> None:
+        super().__init__(
+            f"shard {shard_id}: expected upper {expected!r} but the upper is {current!r}"
+        )
+        self.shard_id = shard_id
+        self.expected = expected
+        self.current = current
+
+
+class InvalidUpdates(PersistError):
+    """Updates or bounds that can never be appended (a time outside
+    [expected_upper, new_upper), a row that does not fit the schema, ...)."""
+
+
+class ReadBeforeSince(PersistError):
+    def __init__(self, shard_id: str, as_of: int, since: Frontier) -> None:
+        super().__init__(
+            f"shard {shard_id}: cannot read at {as_of}: it is before the since {since!r}"
+            " (that history has been compacted)"
+        )
+        self.shard_id = shard_id
+        self.as_of = as_of
+        self.since = since
+
+
+class ReadBeyondUpper(PersistError):
+    def __init__(self, shard_id: str, as_of: int, upper: Frontier) -> None:
+        super().__init__(
+            f"shard {shard_id}: cannot read at {as_of}: it is not before the upper {upper!r}"
+            " (those times are not complete yet)"
+        )
+        self.shard_id = shard_id
+        self.as_of = as_of
+        self.upper = upper
+
+
+class SchemaMismatch(PersistError):
+    """A shard was opened with a RelationDesc other than the one it was created with."""
+
+
+class ShardFinalized(PersistError):
+    """The shard was finalized (since and upper empty, data deleted)."""
+
+
+class LeaseExpired(PersistError):
+    """A leased reader or writer stopped heart-beating long enough that its
+    lease was revoked; its read hold no longer protects anything."""

@@ -1,0 +1,94 @@
+"""Machine: the one place a shard's state changes.
+
+`apply(transition)` reads the state, runs a pure transition on a copy and
+writes it back with compare-and-set on the seqno, retrying on a lost race.
+A transition either returns a result with no change, changes the state, or
+raises (and then nothing is written).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import TypeVar
+
+from coordinator_lib.persist.consensus import Consensus, ConsensusError, VersionedData
+from coordinator_lib.persist.errors import ShardFinalized
+from coordinator_lib.persist.state import ShardState
+from coordinator_lib.repr.timestamp import now_ms
+
+T = TypeVar("T")
+
+# A transition returns (changed, result); `changed` False means "write nothing".
+Transition = Callable[[ShardState, int], tuple[bool, T]]
+
+SHARD_KEY_PREFIX = "shard/"
+
+
+def shard_key(shard_id: str) -> str:
+    return f"{SHARD_KEY_PREFIX}{shard_id}"
+
+
+class Machine:
+    """Reads and changes one shard's state in consensus."""
+
+    def __init__(self, consensus: Consensus, shard_id: str) -> None:
+        self.consensus = consensus
+        self.shard_id = shard_id
+        self.key = shard_key(shard_id)
+
+    def fetch(self) -> ShardState | None:
+        head = self.consensus.head(self.key)
+        return None if head is None else ShardState.from_bytes(head.data)
+
+    def state(self) -> ShardState:
+        """The current state; the shard must exist."""
+        state = self.fetch()
+        if state is None:
+            raise KeyError(f"shard {self.shard_id} does not exist")
+        return state
+
+    def create_if_missing(self, initial: ShardState) -> ShardState:
+        """Create the shard with `initial` unless it exists; return the state."""
+        while True:
+            current = self.fetch()
+            if current is not None:
+                return current
+            initial.seqno = 1
+            if self.consensus.compare_and_set(self.key, None, VersionedData(1, initial.to_bytes())):
+                return initial
+
+    def apply(self, transition: Transition[T], *, allow_finalized: bool = False) -> T:
+        while True:
+            head = self.consensus.head(self.key)
+            if head is None:
+                raise KeyError(f"shard {self.shard_id} does not exist")
+            state = ShardState.from_bytes(head.data)
+            if state.finalized and not allow_finalized:
+                raise ShardFinalized(f"shard {self.shard_id} is finalized")
+            changed, result = transition(state, now_ms())
+            if not changed:
+                return result
+            state.seqno = head.seqno + 1
+            state.op_id = uuid.uuid4().hex
+            new = VersionedData(state.seqno, state.to_bytes())
+            try:
+                if self.consensus.compare_and_set(self.key, head.seqno, new):
+                    return result
+            except ConsensusError:
+                # Unknown outcome: it landed iff the head now carries our op_id.
+                if self._landed(state.op_id):
+                    return result
+                raise
+            time.sleep(0)  # lost a race: re-read and retry
+
+    def _landed(self, op_id: str) -> bool:
+        for _ in range(10):
+            try:
+                current = self.fetch()
+            except ConsensusError:
+                time.sleep(0.1)
+                continue
+            return current is not None and current.op_id == op_id
+        return False

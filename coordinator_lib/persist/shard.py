@@ -1,0 +1,616 @@
+"""A handle on one shard: writes through compare_and_append, reads at a time,
+listens for changes, holds reads, compacts and collects garbage.
+
+The rules (DESIGN.md invariants 1-5):
+- `compare_and_append(updates, expected_upper, new_upper)` lands only if the
+  upper is `expected_upper` and every time lies in [expected_upper, new_upper);
+  otherwise nothing changes. The batch is durable before the state names it.
+- A read at `as_of` needs since <= as_of < upper.
+- `since` is the least hold of all readers and never passes a live hold.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from coordinator_lib.persist import batch as batch_io
+from coordinator_lib.persist.blob import BlobStore
+from coordinator_lib.persist.errors import (
+    InvalidUpdates,
+    LeaseExpired,
+    ReadBeforeSince,
+    ReadBeyondUpper,
+    SchemaMismatch,
+    UpperMismatch,
+)
+from coordinator_lib.persist.machine import Machine
+from coordinator_lib.persist.state import (
+    BatchMeta,
+    CriticalReaderState,
+    LeasedReaderState,
+    ShardState,
+    WriterState,
+)
+from coordinator_lib.repr.errors import InvalidRow
+from coordinator_lib.repr.frontier import Frontier
+from coordinator_lib.repr.relation import DIFF_COLUMN, TIME_COLUMN, RelationDesc
+from coordinator_lib.repr.update import Row, Update
+
+DEFAULT_LEASE_MS = 60_000
+# How many times a read retries when a batch it planned to read was replaced
+# by compaction (and deleted) between fetching the state and reading it.
+READ_RETRIES = 20
+
+
+@dataclass(frozen=True)
+class ShardStatistics:
+    rows: int
+    bytes: int
+    batches: int
+
+
+@dataclass(frozen=True)
+class ListenEvent:
+    """Either a batch of updates (times in (as_of, progress)) or progress: all
+    updates at times before `progress` have been emitted."""
+
+    updates: tuple[Update, ...] = ()
+    progress: Frontier | None = None
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:16]}"
+
+
+class Shard:
+    """One shard's handle. Cheap to create; holds a writer id for its appends."""
+
+    def __init__(
+        self,
+        machine: Machine,
+        blob: BlobStore,
+        desc: RelationDesc,
+        writer_lease_ms: int = DEFAULT_LEASE_MS,
+    ) -> None:
+        self.machine = machine
+        self.blob = blob
+        self.desc = desc
+        self.shard_id = machine.shard_id
+        self.writer_id = new_id("w")
+        self.writer_lease_ms = writer_lease_ms
+        self._writer_registered = False
+
+    # ------------------------------------------------------------------ open
+    @staticmethod
+    def open(
+        machine: Machine, blob: BlobStore, desc: RelationDesc, initial_since: int = 0
+    ) -> Shard:
+        """Create the shard if it is new, else check its schema matches."""
+        initial = ShardState(
+            shard_id=machine.shard_id, desc=desc, since=initial_since, upper=initial_since
+        )
+        state = machine.create_if_missing(initial)
+        if state.desc != desc:
+            raise SchemaMismatch(
+                f"shard {machine.shard_id} was created with columns {list(state.desc.names)}"
+                f" and types {[t.scalar_type.value for t in state.desc.types]}; opened with"
+                f" {list(desc.names)} / {[t.scalar_type.value for t in desc.types]}"
+            )
+        return Shard(machine, blob, desc)
+
+    # ------------------------------------------------------------- frontiers
+    def state(self) -> ShardState:
+        return self.machine.state()
+
+    def upper(self) -> Frontier:
+        return self.state().upper_frontier
+
+    def since(self) -> Frontier:
+        return self.state().since_frontier
+
+    def statistics(self) -> ShardStatistics:
+        state = self.state()
+        return ShardStatistics(
+            rows=sum(b.rows for b in state.batches),
+            bytes=sum(b.bytes for b in state.batches),
+            batches=len(state.batches),
+        )
+
+    # ----------------------------------------------------------------- write
+    def _register_writer(self) -> None:
+        def register(state: ShardState, now: int) -> tuple[bool, None]:
+            state.expire_leases(now)
+            state.writers[self.writer_id] = WriterState(now, self.writer_lease_ms)
+            return True, None
+
+        self.machine.apply(register)
+        self._writer_registered = True
+
+    def validate_updates(
+        self, updates: Sequence[Update], expected_upper: Frontier, new_upper: Frontier
+    ) -> list[Update]:
+        """Check bounds, times and rows; return the updates as `Update`s."""
+        if expected_upper.is_empty:
+            raise InvalidUpdates(
+                f"shard {self.shard_id}: the upper is closed; nothing can be written"
+            )
+        if new_upper <= expected_upper:
+            raise InvalidUpdates(
+                f"shard {self.shard_id}: new upper {new_upper!r} must be after"
+                f" expected upper {expected_upper!r}"
+            )
+        checked: list[Update] = []
+        for position, update in enumerate(updates):
+            row, t, diff = update
+            if not isinstance(t, int) or not isinstance(diff, int):
+                raise InvalidUpdates(f"update {position}: time and diff must be integers")
+            if not _in_range(t, expected_upper, new_upper):
+                raise InvalidUpdates(
+                    f"shard {self.shard_id}: update {position} has time {t}, outside"
+                    f" {_range_text(expected_upper, new_upper)}"
+                )
+            try:
+                checked.append(Update(self.desc.validate_row(row, position), t, diff))
+            except InvalidRow as error:
+                raise InvalidUpdates(f"shard {self.shard_id}: {error}") from error
+        return checked
+
+    def compare_and_append(
+        self, updates: Sequence[Update], expected_upper: Frontier, new_upper: Frontier
+    ) -> None:
+        """Append `updates` and advance the upper from `expected_upper` to
+        `new_upper`, or raise UpperMismatch (carrying the current upper) and
+        change nothing. Raises InvalidUpdates for updates that could never land."""
+        checked = self.validate_updates(updates, expected_upper, new_upper)
+        table = batch_io.updates_to_table(checked, self.desc) if checked else None
+        self._append_with(table, expected_upper, new_upper)
+
+    def compare_and_append_table(
+        self, table: pa.Table, expected_upper: Frontier, new_upper: Frontier
+    ) -> None:
+        """Like compare_and_append for an Arrow table in the batch schema
+        (data columns, `__time`, `__diff`): the bulk path, no per-row Python."""
+        self.validate_updates([], expected_upper, new_upper)
+        schema = self.desc.arrow_schema(with_time_diff=True)
+        try:
+            table = table.select(schema.names).cast(schema)
+        except (KeyError, pa.ArrowInvalid, pa.ArrowTypeError) as error:
+            raise InvalidUpdates(f"shard {self.shard_id}: table does not fit: {error}") from error
+        self._check_table(table, expected_upper, new_upper)
+        self._append_with(table if table.num_rows else None, expected_upper, new_upper)
+
+    def _check_table(self, table: pa.Table, expected_upper: Frontier, new_upper: Frontier) -> None:
+        if table.num_rows == 0:
+            return
+        times = table.column(TIME_COLUMN)
+        low, high = pc.min(times).as_py(), pc.max(times).as_py()
+        if not (
+            _in_range(low, expected_upper, new_upper) and _in_range(high, expected_upper, new_upper)
+        ):
+            raise InvalidUpdates(
+                f"shard {self.shard_id}: times [{low}, {high}] lie outside"
+                f" {_range_text(expected_upper, new_upper)}"
+            )
+        for name, ty in zip(self.desc.names, self.desc.types, strict=True):
+            if not ty.nullable and table.column(name).null_count:
+                raise InvalidUpdates(f"shard {self.shard_id}: NULL in NOT NULL column {name!r}")
+
+    def _append_with(
+        self, table: pa.Table | None, expected_upper: Frontier, new_upper: Frontier
+    ) -> None:
+        current = self.upper()
+        if current != expected_upper:
+            raise UpperMismatch(self.shard_id, expected_upper, current)
+        if table is None:
+            self._commit(None, expected_upper, new_upper)
+            return
+        if not self._writer_registered:
+            self._register_writer()
+        for _attempt in range(3):
+            key = f"{self.writer_id}-{uuid.uuid4().hex}"
+            size = batch_io.write_batch_table(table, self.blob.batch_path(self.shard_id, key))
+            meta = BatchMeta(
+                key=key,
+                lower=expected_upper.time,  # type: ignore[arg-type]
+                upper=new_upper.time,
+                since=0,
+                rows=table.num_rows,
+                bytes=size,
+            )
+            try:
+                self._commit(meta, expected_upper, new_upper)
+                return
+            except LeaseExpired:
+                # Our lease lapsed, so GC may have taken the blob: re-register
+                # and write it again.
+                self.blob.delete_batch(self.shard_id, key)
+                self._register_writer()
+            except BaseException:
+                self.blob.delete_batch(self.shard_id, key)
+                raise
+        raise LeaseExpired(f"shard {self.shard_id}: writer lease keeps expiring")
+
+    def add_written_batch(
+        self, key: str, rows: int, size: int, expected_upper: Frontier, new_upper: Frontier
+    ) -> None:
+        """Name a batch some other engine (Spark) already wrote under
+        `blob.batch_path(shard_id, key)`; the key must start with this
+        handle's writer id (see `reserve_batch_key`)."""
+        meta = BatchMeta(key, expected_upper.time, new_upper.time, 0, rows, size)  # type: ignore[arg-type]
+        try:
+            self._commit(meta, expected_upper, new_upper)
+        except BaseException:
+            self.blob.delete_batch(self.shard_id, key)
+            raise
+
+    def reserve_batch_key(self) -> str:
+        """A fresh batch key under this writer, protected from GC while the
+        writer's lease is live."""
+        self._register_writer()
+        return f"{self.writer_id}-{uuid.uuid4().hex}"
+
+    def _commit(
+        self, meta: BatchMeta | None, expected_upper: Frontier, new_upper: Frontier
+    ) -> None:
+        def commit(state: ShardState, now: int) -> tuple[bool, None]:
+            if state.upper_frontier != expected_upper:
+                raise UpperMismatch(self.shard_id, expected_upper, state.upper_frontier)
+            if meta is not None:
+                writer = state.writers.get(self.writer_id)
+                if writer is None or writer.expired(now):
+                    raise LeaseExpired(f"writer {self.writer_id} lease expired")
+                writer.heartbeat_ms = now
+                meta.since = state.since if state.since is not None else 0
+                state.batches.append(meta)
+            state.upper = new_upper.time
+            state.expire_leases(now)
+            return True, None
+
+        self.machine.apply(commit)
+
+    # ------------------------------------------------------------------ read
+    def check_readable(self, state: ShardState, as_of: int) -> None:
+        if not state.since_frontier.less_equal(as_of):
+            raise ReadBeforeSince(self.shard_id, as_of, state.since_frontier)
+        if state.upper_frontier.less_equal(as_of):
+            raise ReadBeyondUpper(self.shard_id, as_of, state.upper_frontier)
+
+    def batch_dirs_at(self, as_of: int) -> tuple[ShardState, list[str]]:
+        """The state and the batch directories a read at `as_of` needs."""
+        state = self.state()
+        self.check_readable(state, as_of)
+        dirs = [
+            str(self.blob.batch_path(self.shard_id, b.key))
+            for b in state.batches
+            if b.lower <= as_of
+        ]
+        return state, dirs
+
+    def _read_batches(self, batches: Sequence[BatchMeta]) -> pa.Table:
+        tables = [
+            batch_io.read_batch_table(self.blob.batch_files(self.shard_id, b.key), self.desc)
+            for b in batches
+        ]
+        if not tables:
+            return self.desc.arrow_schema(with_time_diff=True).empty_table()
+        return pa.concat_tables(tables)
+
+    def snapshot_table(self, as_of: int) -> pa.Table:
+        """The consolidated contents at `as_of`: data columns plus `__diff`."""
+        for _ in range(READ_RETRIES):
+            state = self.state()
+            self.check_readable(state, as_of)
+            try:
+                raw = self._read_batches([b for b in state.batches if b.lower <= as_of])
+            except FileNotFoundError:
+                continue  # compacted under us: the new state names the merged batch
+            return batch_io.consolidate_table(raw, self.desc, as_of)
+        raise RuntimeError(f"shard {self.shard_id}: batches kept disappearing while reading")
+
+    def snapshot(self, as_of: int) -> list[tuple[Row, int]]:
+        """The consolidated contents at `as_of` as (row, diff) pairs."""
+        table = self.snapshot_table(as_of)
+        rows = zip(*(table.column(n).to_pylist() for n in self.desc.names), strict=True)
+        if not self.desc.names:
+            rows = iter([() for _ in range(table.num_rows)])
+        return list(zip(rows, table.column(DIFF_COLUMN).to_pylist(), strict=True))
+
+    def updates_between(self, lower: int, upper: Frontier) -> list[Update]:
+        """Every update with time in [lower, upper), consolidated per (row, time).
+        Exact as long as `lower` is at or after the shard's since."""
+        for _ in range(READ_RETRIES):
+            state = self.state()
+            chosen = [b for b in state.batches if _overlaps(b, lower, upper)]
+            try:
+                raw = self._read_batches(chosen)
+            except FileNotFoundError:
+                continue
+            times = raw.column(TIME_COLUMN)
+            mask = pc.greater_equal(times, lower)
+            if not upper.is_empty:
+                mask = pc.and_(mask, pc.less(times, upper.time))
+            table = batch_io.consolidate_table(raw.filter(mask), self.desc, None)
+            return batch_io.table_to_updates(table, self.desc)
+        raise RuntimeError(f"shard {self.shard_id}: batches kept disappearing while reading")
+
+    # --------------------------------------------------------------- readers
+    def open_leased_reader(
+        self, reader_id: str | None = None, lease_ms: int = DEFAULT_LEASE_MS
+    ) -> LeasedReader:
+        """Register a reader holding the shard's current since."""
+        rid = reader_id or new_id("r")
+
+        def register(state: ShardState, now: int) -> tuple[bool, Frontier]:
+            state.expire_leases(now)
+            existing = state.leased_readers.get(rid)
+            since = existing.since if existing else state.since
+            state.leased_readers[rid] = LeasedReaderState(since, now, lease_ms)
+            return True, Frontier(since)
+
+        since = self.machine.apply(register)
+        return LeasedReader(self, rid, since, lease_ms)
+
+    def downgrade_critical_since(self, reader_id: str, new_since: Frontier) -> Frontier:
+        """Register (at the shard's since) or advance a critical reader's hold;
+        returns the shard's since afterwards. A hold never moves backwards."""
+
+        def downgrade(state: ShardState, now: int) -> tuple[bool, Frontier]:
+            state.expire_leases(now)
+            reader = state.critical_readers.get(reader_id)
+            if reader is None:
+                reader = CriticalReaderState(state.since)
+                state.critical_readers[reader_id] = reader
+            reader.since = max(Frontier(reader.since), new_since).time
+            state.recompute_since()
+            return True, state.since_frontier
+
+        return self.machine.apply(downgrade)
+
+    def expire_critical_reader(self, reader_id: str) -> None:
+        def expire(state: ShardState, now: int) -> tuple[bool, None]:
+            if reader_id not in state.critical_readers:
+                return False, None
+            del state.critical_readers[reader_id]
+            state.recompute_since()
+            return True, None
+
+        self.machine.apply(expire, allow_finalized=True)
+
+    def listen(self, as_of: int, poll_interval_s: float = 0.05) -> Listen:
+        """Updates at times after `as_of`, as the upper advances. Holds a
+        leased read at `as_of` (needs since <= as_of)."""
+        reader = self.open_leased_reader()
+        try:
+            if not reader.since.less_equal(as_of):
+                raise ReadBeforeSince(self.shard_id, as_of, reader.since)
+        except ReadBeforeSince:
+            reader.expire()
+            raise
+        return Listen(self, reader, as_of, poll_interval_s)
+
+    # ------------------------------------------------------------ compaction
+    def compact(self, target_rows: int = 1_000_000, max_batches: int = 1) -> int:
+        """Merge runs of adjacent batches (up to `target_rows` each) and
+        advance their times below since to since, consolidating. Returns how
+        many batches were replaced. Snapshots at times >= since are unchanged."""
+        state = self.state()
+        since = state.since
+        if since is None:
+            return 0
+        runs: list[list[BatchMeta]] = []
+        run: list[BatchMeta] = []
+        run_rows = 0
+        for meta in sorted(state.batches, key=lambda b: b.lower):
+            if run and run_rows + meta.rows > target_rows:
+                runs.append(run)
+                run, run_rows = [], 0
+            run.append(meta)
+            run_rows += meta.rows
+        if run:
+            runs.append(run)
+        replaced = 0
+        for run in runs:
+            worth_it = len(run) > max_batches or any(
+                b.since < since and b.lower < since for b in run
+            )
+            if worth_it:
+                replaced += self._compact_run(run, since)
+        return replaced
+
+    def _compact_run(self, run: list[BatchMeta], since: int) -> int:
+        try:
+            raw = self._read_batches(run)
+        except FileNotFoundError:
+            return 0  # someone else compacted these
+        times = raw.column(TIME_COLUMN)
+        advanced = pc.max_element_wise(times, pa.scalar(since, pa.int64()))
+        raw = raw.set_column(raw.schema.get_field_index(TIME_COLUMN), TIME_COLUMN, advanced)
+        merged = batch_io.consolidate_table(raw, self.desc, None)
+        merged = merged.select(self.desc.arrow_schema(with_time_diff=True).names)
+        keys = [b.key for b in run]
+        new_meta: BatchMeta | None = None
+        if merged.num_rows:
+            if not self._writer_registered:
+                self._register_writer()
+            key = f"{self.writer_id}-{uuid.uuid4().hex}"
+            size = batch_io.write_batch_table(merged, self.blob.batch_path(self.shard_id, key))
+            new_meta = BatchMeta(key, run[0].lower, run[-1].upper, since, merged.num_rows, size)
+
+        def replace(state: ShardState, now: int) -> tuple[bool, bool]:
+            present = [b.key for b in state.batches]
+            if not all(k in present for k in keys):
+                return False, False
+            if new_meta is not None:
+                writer = state.writers.get(self.writer_id)
+                if writer is None or writer.expired(now):
+                    return False, False
+                writer.heartbeat_ms = now
+            first = present.index(keys[0])
+            state.batches = [b for b in state.batches if b.key not in keys]
+            if new_meta is not None:
+                state.batches.insert(first, new_meta)
+            return True, True
+
+        landed = self.machine.apply(replace)
+        if not landed:
+            if new_meta is not None:
+                self.blob.delete_batch(self.shard_id, new_meta.key)
+            return 0
+        for key in keys:
+            self.blob.delete_batch(self.shard_id, key)
+        return len(run)
+
+    # -------------------------------------------------------- gc / finalize
+    def collect_garbage(self) -> list[str]:
+        """Delete blob batches no state names whose writer is gone (crashed
+        writers' orphans, leftovers of compaction). Returns the deleted keys."""
+        state = self.state()
+        now = int(time.time() * 1000)
+        named = {b.key for b in state.batches}
+        live_writers = {wid for wid, w in state.writers.items() if not w.expired(now)}
+        deleted = []
+        for key in self.blob.list_batches(self.shard_id):
+            if key in named:
+                continue
+            writer_id = key.split("-", 1)[0]
+            if writer_id in live_writers:
+                continue  # may be about to be named by a compare_and_append
+            self.blob.delete_batch(self.shard_id, key)
+            deleted.append(key)
+        return deleted
+
+    def finalize(self) -> bool:
+        """Once since and upper are both empty, delete the shard's data and mark
+        it finalized. Returns False (doing nothing) if it is still readable
+        or writable."""
+
+        def finalize(state: ShardState, now: int) -> tuple[bool, bool]:
+            if state.finalized:
+                return False, True
+            if state.since is not None or state.upper is not None:
+                return False, False
+            state.batches = []
+            state.finalized = True
+            return True, True
+
+        done = self.machine.apply(finalize, allow_finalized=True)
+        if done:
+            self.blob.delete_shard(self.shard_id)
+        return done
+
+
+def _in_range(t: int, lower: Frontier, upper: Frontier) -> bool:
+    """lower <= t < upper (an empty upper has no end)."""
+    return lower.less_equal(t) and (upper.time is None or t < upper.time)
+
+
+def _range_text(lower: Frontier, upper: Frontier) -> str:
+    return f"[{lower.time}, {'inf' if upper.is_empty else upper.time})"
+
+
+def _overlaps(meta: BatchMeta, lower: int, upper: Frontier) -> bool:
+    """Does the batch's [lower, upper) meet [lower, upper)?"""
+    ends_after = meta.upper is None or meta.upper > lower
+    starts_before = upper.is_empty or meta.lower < upper.time  # type: ignore[operator]
+    return ends_after and starts_before
+
+
+class LeasedReader:
+    """A read hold that lasts while its holder heart-beats; across processes
+    it is the only thing that keeps the shard's since from passing it."""
+
+    def __init__(self, shard: Shard, reader_id: str, since: Frontier, lease_ms: int) -> None:
+        self.shard = shard
+        self.reader_id = reader_id
+        self.since = since
+        self.lease_ms = lease_ms
+
+    def _update(self, new_since: Frontier | None) -> Frontier:
+        def update(state: ShardState, now: int) -> tuple[bool, Frontier]:
+            reader = state.leased_readers.get(self.reader_id)
+            if reader is None or reader.expired(now):
+                raise LeaseExpired(
+                    f"reader {self.reader_id} of shard {self.shard.shard_id}: lease expired"
+                )
+            reader.heartbeat_ms = now
+            if new_since is not None:
+                reader.since = max(Frontier(reader.since), new_since).time
+            state.expire_leases(now)
+            return True, Frontier(reader.since)
+
+        self.since = self.shard.machine.apply(update)
+        return self.since
+
+    def heartbeat(self) -> None:
+        self._update(None)
+
+    def downgrade_since(self, new_since: Frontier) -> Frontier:
+        """Allow compaction up to `new_since` (never backwards)."""
+        return self._update(new_since)
+
+    def expire(self) -> None:
+        """Release the hold now rather than when the lease runs out."""
+
+        def expire(state: ShardState, now: int) -> tuple[bool, None]:
+            if self.reader_id not in state.leased_readers:
+                return False, None
+            del state.leased_readers[self.reader_id]
+            state.recompute_since()
+            return True, None
+
+        self.shard.machine.apply(expire, allow_finalized=True)
+
+
+class Listen:
+    """Iterates ListenEvents after `as_of`; downgrades its hold as it goes."""
+
+    def __init__(
+        self, shard: Shard, reader: LeasedReader, as_of: int, poll_interval_s: float
+    ) -> None:
+        self.shard = shard
+        self.reader = reader
+        self.as_of = as_of
+        self.poll_interval_s = poll_interval_s
+        self.frontier = as_of + 1  # everything before this has been emitted
+        self.done = False
+
+    def poll(self) -> list[ListenEvent]:
+        """Non-blocking: the events since the last poll (possibly none)."""
+        if self.done:
+            return []
+        upper = self.shard.upper()
+        if upper.time is not None and upper.time <= self.frontier:
+            return []
+        updates = self.shard.updates_between(self.frontier, upper)
+        events = [ListenEvent(updates=tuple(updates))] if updates else []
+        events.append(ListenEvent(progress=upper))
+        if upper.time is None:
+            self.done = True
+            self.reader.expire()
+        else:
+            self.frontier = upper.time
+            self.reader.downgrade_since(Frontier.at(upper.time - 1))
+        return events
+
+    def __iter__(self) -> Iterator[ListenEvent]:
+        return self.events()
+
+    def events(self, timeout_s: float | None = None) -> Iterator[ListenEvent]:
+        """Blocks for new events; stops at the empty upper or after timeout."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not self.done:
+            events = self.poll()
+            yield from events
+            if deadline is not None and time.monotonic() > deadline:
+                return
+            if not events:
+                time.sleep(self.poll_interval_s)
+
+    def close(self) -> None:
+        self.reader.expire()

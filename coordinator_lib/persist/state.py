@@ -1,0 +1,137 @@
+"""The durable state record of one shard, stored in consensus as JSON.
+
+It names every live batch (blob data written before the state names it), the
+shard's `since` and `upper`, and the leases of its readers and writers. The
+state only changes through `Machine.apply` (compare-and-set on its seqno).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from coordinator_lib.repr.frontier import Frontier
+from coordinator_lib.repr.relation import RelationDesc
+
+
+@dataclass
+class BatchMeta:
+    """One immutable batch: its updates have times in [lower, upper), except
+    that times before `since` may have been advanced to `since` (compaction)."""
+
+    key: str
+    lower: int
+    upper: int | None
+    since: int
+    rows: int
+    bytes: int
+
+
+@dataclass
+class LeasedReaderState:
+    """A reader that holds `since` while it keeps heart-beating."""
+
+    since: int | None
+    heartbeat_ms: int
+    lease_ms: int
+
+    def expired(self, now_ms: int) -> bool:
+        return self.heartbeat_ms + self.lease_ms < now_ms
+
+
+@dataclass
+class CriticalReaderState:
+    """A reader whose hold never expires (the storage controller's)."""
+
+    since: int | None
+
+
+@dataclass
+class WriterState:
+    """A registered writer; its unreferenced blobs are safe from garbage
+    collection while its lease is live (they may be about to be named)."""
+
+    heartbeat_ms: int
+    lease_ms: int
+
+    def expired(self, now_ms: int) -> bool:
+        return self.heartbeat_ms + self.lease_ms < now_ms
+
+
+@dataclass
+class ShardState:
+    shard_id: str
+    desc: RelationDesc
+    seqno: int = 0
+    since: int | None = 0
+    upper: int | None = 0
+    batches: list[BatchMeta] = field(default_factory=list)
+    leased_readers: dict[str, LeasedReaderState] = field(default_factory=dict)
+    critical_readers: dict[str, CriticalReaderState] = field(default_factory=dict)
+    writers: dict[str, WriterState] = field(default_factory=dict)
+    finalized: bool = False
+    # Identifies the transition that wrote this state, so a writer whose
+    # compare-and-set had an unknown outcome can tell whether it landed.
+    op_id: str = ""
+
+    @property
+    def since_frontier(self) -> Frontier:
+        return Frontier(self.since)
+
+    @property
+    def upper_frontier(self) -> Frontier:
+        return Frontier(self.upper)
+
+    def expire_leases(self, now_ms: int) -> None:
+        """Drop readers and writers whose leases ran out, then recompute since."""
+        self.leased_readers = {
+            rid: r for rid, r in self.leased_readers.items() if not r.expired(now_ms)
+        }
+        self.writers = {wid: w for wid, w in self.writers.items() if not w.expired(now_ms)}
+        self.recompute_since()
+
+    def recompute_since(self) -> None:
+        """since = the least hold of any reader; it never goes backwards and
+        stays where it is while nobody holds anything."""
+        holds = [Frontier(r.since) for r in self.leased_readers.values()]
+        holds += [Frontier(r.since) for r in self.critical_readers.values()]
+        if not holds:
+            return
+        least = min(holds)
+        self.since = max(self.since_frontier, least).time
+
+    def to_bytes(self) -> bytes:
+        data: dict[str, Any] = {
+            "shard_id": self.shard_id,
+            "desc": self.desc.to_json(),
+            "seqno": self.seqno,
+            "since": self.since,
+            "upper": self.upper,
+            "batches": [asdict(b) for b in self.batches],
+            "leased_readers": {k: asdict(v) for k, v in self.leased_readers.items()},
+            "critical_readers": {k: asdict(v) for k, v in self.critical_readers.items()},
+            "writers": {k: asdict(v) for k, v in self.writers.items()},
+            "finalized": self.finalized,
+            "op_id": self.op_id,
+        }
+        return json.dumps(data, separators=(",", ":")).encode()
+
+    @staticmethod
+    def from_bytes(raw: bytes) -> ShardState:
+        data = json.loads(raw)
+        return ShardState(
+            shard_id=data["shard_id"],
+            desc=RelationDesc.from_json(data["desc"]),
+            seqno=data["seqno"],
+            since=data["since"],
+            upper=data["upper"],
+            batches=[BatchMeta(**b) for b in data["batches"]],
+            leased_readers={k: LeasedReaderState(**v) for k, v in data["leased_readers"].items()},
+            critical_readers={
+                k: CriticalReaderState(**v) for k, v in data["critical_readers"].items()
+            },
+            writers={k: WriterState(**v) for k, v in data["writers"].items()},
+            finalized=data["finalized"],
+            op_id=data.get("op_id", ""),
+        )

@@ -1,0 +1,232 @@
+"""RelationDesc: the column names, types, nullability and keys of a collection.
+
+It is the one schema every layer derives its own from: the Parquet/Arrow
+schema of persisted batches, the Spark schema of DataFrames, the pandera
+schema that checks rows, and PostgreSQL type OIDs on the wire.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import pyarrow as pa
+
+from coordinator_lib.repr.errors import InvalidRow
+from coordinator_lib.repr.update import Row
+
+# Columns persist adds to every batch; user columns may not use these names.
+TIME_COLUMN = "__time"
+DIFF_COLUMN = "__diff"
+RESERVED_COLUMNS = (TIME_COLUMN, DIFF_COLUMN)
+
+
+class ScalarType(Enum):
+    """SQL scalar types (PostgreSQL names)."""
+
+    BOOLEAN = "boolean"
+    SMALLINT = "smallint"
+    INTEGER = "integer"
+    BIGINT = "bigint"
+    REAL = "real"
+    DOUBLE = "double precision"
+    NUMERIC = "numeric"
+    TEXT = "text"
+    BYTEA = "bytea"
+    DATE = "date"
+    TIMESTAMP = "timestamp"
+    TIMESTAMPTZ = "timestamp with time zone"
+    JSONB = "jsonb"
+
+    def to_arrow(self) -> pa.DataType:
+        return _ARROW_TYPES[self]
+
+
+_ARROW_TYPES: dict[ScalarType, pa.DataType] = {
+    ScalarType.BOOLEAN: pa.bool_(),
+    ScalarType.SMALLINT: pa.int16(),
+    ScalarType.INTEGER: pa.int32(),
+    ScalarType.BIGINT: pa.int64(),
+    ScalarType.REAL: pa.float32(),
+    ScalarType.DOUBLE: pa.float64(),
+    ScalarType.NUMERIC: pa.decimal128(38, 10),
+    ScalarType.TEXT: pa.string(),
+    ScalarType.BYTEA: pa.binary(),
+    ScalarType.DATE: pa.date32(),
+    ScalarType.TIMESTAMP: pa.timestamp("us"),
+    ScalarType.TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
+    # jsonb is stored as its canonical text so Spark and pyarrow agree on it.
+    ScalarType.JSONB: pa.string(),
+}
+
+_INT_RANGES = {
+    ScalarType.SMALLINT: (-(2**15), 2**15 - 1),
+    ScalarType.INTEGER: (-(2**31), 2**31 - 1),
+    ScalarType.BIGINT: (-(2**63), 2**63 - 1),
+}
+
+_ALIASES = {
+    "bool": ScalarType.BOOLEAN,
+    "int2": ScalarType.SMALLINT,
+    "int": ScalarType.INTEGER,
+    "int4": ScalarType.INTEGER,
+    "int8": ScalarType.BIGINT,
+    "float4": ScalarType.REAL,
+    "float": ScalarType.DOUBLE,
+    "float8": ScalarType.DOUBLE,
+    "double": ScalarType.DOUBLE,
+    "decimal": ScalarType.NUMERIC,
+    "varchar": ScalarType.TEXT,
+    "string": ScalarType.TEXT,
+    "timestamptz": ScalarType.TIMESTAMPTZ,
+    "json": ScalarType.JSONB,
+}
+
+
+def parse_scalar_type(name: str) -> ScalarType:
+    """A ScalarType from a PostgreSQL type name or common alias."""
+    key = name.strip().lower()
+    if key in _ALIASES:
+        return _ALIASES[key]
+    try:
+        return ScalarType(key)
+    except ValueError:
+        raise ValueError(f"unknown type {name!r}") from None
+
+
+@dataclass(frozen=True)
+class ColumnType:
+    scalar_type: ScalarType
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class RelationDesc:
+    """Names and types of a relation's columns, plus its known unique keys
+    (each a tuple of column indexes)."""
+
+    names: tuple[str, ...]
+    types: tuple[ColumnType, ...]
+    keys: tuple[tuple[int, ...], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if len(self.names) != len(self.types):
+            raise ValueError(
+                f"RelationDesc has {len(self.names)} names but {len(self.types)} types"
+            )
+        seen: set[str] = set()
+        for name in self.names:
+            if name in RESERVED_COLUMNS:
+                raise ValueError(f"column name {name!r} is reserved")
+            if name in seen:
+                raise ValueError(f"column name {name!r} appears twice")
+            seen.add(name)
+        for key in self.keys:
+            for index in key:
+                if not 0 <= index < len(self.names):
+                    raise ValueError(f"key column index {index} out of range")
+
+    @staticmethod
+    def of(*columns: tuple[str, str] | tuple[str, str, bool], keys: tuple = ()) -> RelationDesc:
+        """Shorthand: `RelationDesc.of(("id", "bigint", False), ("name", "text"))`."""
+        names, types = [], []
+        for column in columns:
+            name, type_name = column[0], column[1]
+            nullable = column[2] if len(column) > 2 else True  # type: ignore[misc]
+            names.append(name)
+            types.append(ColumnType(parse_scalar_type(type_name), bool(nullable)))
+        return RelationDesc(tuple(names), tuple(types), tuple(tuple(k) for k in keys))
+
+    @property
+    def arity(self) -> int:
+        return len(self.names)
+
+    def arrow_schema(self, with_time_diff: bool = False) -> pa.Schema:
+        fields = [
+            pa.field(name, ty.scalar_type.to_arrow(), nullable=ty.nullable)
+            for name, ty in zip(self.names, self.types, strict=True)
+        ]
+        if with_time_diff:
+            fields += [
+                pa.field(TIME_COLUMN, pa.int64(), nullable=False),
+                pa.field(DIFF_COLUMN, pa.int64(), nullable=False),
+            ]
+        return pa.schema(fields)
+
+    def validate_row(self, row: Row, position: int | None = None) -> Row:
+        """Check one row; return it as a tuple. Raises InvalidRow naming the
+        row position and column."""
+        where = f"row {position}" if position is not None else "row"
+        if not isinstance(row, tuple | list):
+            raise InvalidRow(f"{where}: expected a tuple of {self.arity} values, got {row!r}")
+        if len(row) != self.arity:
+            raise InvalidRow(f"{where}: expected {self.arity} columns, got {len(row)}")
+        for value, name, ty in zip(row, self.names, self.types, strict=True):
+            problem = _check_value(value, ty)
+            if problem:
+                raise InvalidRow(f"{where}, column {name!r}: {problem}")
+        return tuple(row)
+
+    def to_json(self) -> dict:
+        return {
+            "names": list(self.names),
+            "types": [[t.scalar_type.value, t.nullable] for t in self.types],
+            "keys": [list(k) for k in self.keys],
+        }
+
+    @staticmethod
+    def from_json(data: dict) -> RelationDesc:
+        return RelationDesc(
+            tuple(data["names"]),
+            tuple(ColumnType(ScalarType(t), bool(n)) for t, n in data["types"]),
+            tuple(tuple(k) for k in data.get("keys", [])),
+        )
+
+
+def _check_value(value: Any, ty: ColumnType) -> str | None:
+    """None if `value` fits the column type, else what is wrong with it."""
+    if value is None:
+        return None if ty.nullable else "NULL in a NOT NULL column"
+    st = ty.scalar_type
+    expected = st.value
+    if st is ScalarType.BOOLEAN:
+        ok = isinstance(value, bool)
+    elif st in _INT_RANGES:
+        if not isinstance(value, int) or isinstance(value, bool):
+            ok = False
+        else:
+            low, high = _INT_RANGES[st]
+            if not low <= value <= high:
+                return f"{value} is out of range for {expected}"
+            ok = True
+    elif st in (ScalarType.REAL, ScalarType.DOUBLE):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    elif st is ScalarType.NUMERIC:
+        ok = isinstance(value, int | decimal.Decimal) and not isinstance(value, bool)
+    elif st is ScalarType.TEXT:
+        ok = isinstance(value, str)
+    elif st is ScalarType.BYTEA:
+        ok = isinstance(value, bytes)
+    elif st is ScalarType.DATE:
+        ok = isinstance(value, dt.date) and not isinstance(value, dt.datetime)
+    elif st is ScalarType.TIMESTAMP:
+        ok = isinstance(value, dt.datetime) and value.tzinfo is None
+    elif st is ScalarType.TIMESTAMPTZ:
+        ok = isinstance(value, dt.datetime) and value.tzinfo is not None
+    elif st is ScalarType.JSONB:
+        if not isinstance(value, str):
+            return f"expected jsonb text, got {type(value).__name__}"
+        try:
+            json.loads(value)
+        except ValueError as error:
+            return f"invalid jsonb: {error}"
+        ok = True
+    else:  # pragma: no cover - every ScalarType is handled above
+        return f"unsupported type {expected}"
+    if ok:
+        return None
+    return f"expected {expected}, got {type(value).__name__} {value!r}"

@@ -46,9 +46,7 @@ class PersistClient:
         return Shard.open(Machine(self.consensus, shard_id), self.blob, desc, initial_since)
 
     def shard_ids(self) -> list[str]:
-        return [
-            key[len(SHARD_KEY_PREFIX) :] for key in self.consensus.list_keys(SHARD_KEY_PREFIX)
-        ]
+        return [key[len(SHARD_KEY_PREFIX) :] for key in self.consensus.list_keys(SHARD_KEY_PREFIX)]
 
     def close(self) -> None:
         self.consensus.close()

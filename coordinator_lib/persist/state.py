@@ -92,14 +92,15 @@ class ShardState:
         self.recompute_since()
 
     def recompute_since(self) -> None:
-        """since = the least hold of any reader; it never goes backwards and
-        stays where it is while nobody holds anything."""
+        """since = the least hold of any reader, capped at the upper (since <=
+        upper unless both are empty); it never goes backwards and stays where
+        it is while nobody holds anything."""
         holds = [Frontier(r.since) for r in self.leased_readers.values()]
         holds += [Frontier(r.since) for r in self.critical_readers.values()]
         if not holds:
             return
-        least = min(holds)
-        self.since = max(self.since_frontier, least).time
+        target = min(min(holds), self.upper_frontier)
+        self.since = max(self.since_frontier, target).time
 
     def to_bytes(self) -> bytes:
         data: dict[str, Any] = {

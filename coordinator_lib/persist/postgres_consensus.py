@@ -1,0 +1,225 @@
+"""PostgreSQL consensus: the scale-out backend, shared by processes on many
+hosts.
+
+Why it is safe: every change is one autocommit statement whose WHERE clause
+carries the expected seqno (`UPDATE ... WHERE key = k AND seqno = e`, or
+`INSERT ... ON CONFLICT DO NOTHING` for a new key). Under READ COMMITTED a
+statement that waits on a concurrent writer of the same row re-checks its
+WHERE clause against the row that writer committed, so of two racers with
+the same expected seqno exactly one updates a row. Durability is the
+server's (`synchronous_commit` on by default).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import conninfo
+
+from coordinator_lib.persist.consensus import Consensus, ConsensusError, SeqNo, VersionedData
+
+T = TypeVar("T")
+
+CONNECT_TIMEOUT_S = 10
+
+# Any constant works; it only has to be the same in every process that may
+# create the table at the same time.
+_SCHEMA_LOCK_ID = 0x7469_6465_6D61_726B & 0x7FFF_FFFF_FFFF_FFFF  # "tidemark"
+
+# COLLATE "C": keys sort by code point whatever the database's locale, as
+# Python sorts them and as the SQLite backend does, and LIKE 'prefix%' can use
+# the primary-key index.
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS consensus (
+    key TEXT COLLATE "C" PRIMARY KEY,
+    seqno BIGINT NOT NULL,
+    data BYTEA NOT NULL
+)
+"""
+
+
+def _check_key(key: str) -> None:
+    if "\x00" in key:
+        raise ValueError("consensus keys must not contain NUL characters")
+
+
+def _like_prefix(prefix: str) -> str:
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"
+
+
+class PostgresConsensus(Consensus):
+    """Consensus in one PostgreSQL table, one autocommit connection per thread
+    (a psycopg connection serializes its users; per thread avoids that)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        params: dict[str, Any] = {"autocommit": True}
+        if "connect_timeout" not in conninfo.conninfo_to_dict(url):
+            params["connect_timeout"] = CONNECT_TIMEOUT_S
+        self._params = params
+        self._lock = threading.Lock()
+        self._closed = False
+        self._pid = os.getpid()
+        self._local = threading.local()
+        self._conns: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
+        self._inherited: list[object] = []
+        self._create_table()
+
+    # -- connections ---------------------------------------------------------
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        try:
+            return psycopg.connect(self.url, **self._params)
+        except psycopg.Error as exc:
+            raise ConsensusError(f"cannot connect to PostgreSQL consensus: {exc}") from exc
+
+    def _conn(self) -> psycopg.Connection[Any]:
+        if self._closed:
+            raise RuntimeError("consensus is closed")
+        if os.getpid() != self._pid:
+            # A forked child must not share the parent's sockets: abandon them
+            # (closing would send Terminate on the parent's session).
+            with self._lock:
+                if os.getpid() != self._pid:
+                    self._inherited.append(self._local)
+                    self._inherited.extend(self._conns)
+                    self._local = threading.local()
+                    self._conns = weakref.WeakSet()
+                    self._pid = os.getpid()
+        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        if conn is not None and conn.closed:
+            self._local.conn = conn = None
+        if conn is None:
+            conn = self._connect()
+            with self._lock:
+                if self._closed:
+                    conn.close()
+                    raise RuntimeError("consensus is closed")
+                self._conns.add(conn)
+            self._local.conn = conn
+        return conn
+
+    def _drop(self, conn: psycopg.Connection[Any]) -> None:
+        """Forget a connection that failed, so the next call reconnects."""
+        if getattr(self._local, "conn", None) is conn:
+            self._local.conn = None
+        with contextlib.suppress(psycopg.Error):
+            conn.close()
+
+    def _run(self, fn: Callable[[psycopg.Connection[Any]], T], *, retry: bool) -> T:
+        """Run `fn` on this thread's connection. A read (`retry=True`) is
+        repeated once on a fresh connection after a connection failure; a
+        write is not, since it may have committed: it raises ConsensusError
+        and the caller re-reads."""
+        attempts = 2 if retry else 1
+        for attempt in range(attempts):
+            conn = self._conn()
+            try:
+                return fn(conn)
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if self._closed:
+                    raise RuntimeError("consensus is closed") from exc
+                broken = conn.closed or conn.broken or isinstance(exc, psycopg.InterfaceError)
+                if broken:
+                    self._drop(conn)
+                if attempt + 1 < attempts and broken:
+                    continue
+                raise ConsensusError(f"PostgreSQL consensus: {exc}") from exc
+            except psycopg.Error as exc:
+                raise ConsensusError(f"PostgreSQL consensus: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    def _create_table(self) -> None:
+        def create(conn: psycopg.Connection[Any]) -> None:
+            # Concurrent CREATE TABLE IF NOT EXISTS can still fail with a
+            # unique violation on pg_type; a transaction-scoped advisory lock
+            # makes creators take turns.
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_ID,))
+                exists = conn.execute("SELECT to_regclass('consensus')").fetchone()
+                if exists is None or exists[0] is None:
+                    conn.execute(_SCHEMA)
+
+        self._run(create, retry=True)
+
+    # -- Consensus -----------------------------------------------------------
+
+    def head(self, key: str) -> VersionedData | None:
+        _check_key(key)
+
+        def read(conn: psycopg.Connection[Any]) -> VersionedData | None:
+            row = conn.execute(
+                "SELECT seqno, data FROM consensus WHERE key = %s", (key,)
+            ).fetchone()
+            return None if row is None else VersionedData(int(row[0]), bytes(row[1]))
+
+        return self._run(read, retry=True)
+
+    def compare_and_set(self, key: str, expected: SeqNo | None, new: VersionedData) -> bool:
+        _check_key(key)
+        if expected is not None and new.seqno <= expected:
+            raise ValueError(f"new seqno {new.seqno} must be greater than expected {expected}")
+        data = bytes(new.data)
+
+        def cas(conn: psycopg.Connection[Any]) -> bool:
+            if expected is None:
+                cur = conn.execute(
+                    "INSERT INTO consensus (key, seqno, data) VALUES (%s, %s, %s)"
+                    " ON CONFLICT (key) DO NOTHING",
+                    (key, new.seqno, data),
+                )
+            else:
+                cur = conn.execute(
+                    "UPDATE consensus SET seqno = %s, data = %s WHERE key = %s AND seqno = %s",
+                    (new.seqno, data, key, expected),
+                )
+            return cur.rowcount == 1
+
+        return self._run(cas, retry=False)
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        _check_key(prefix)
+
+        def scan(conn: psycopg.Connection[Any]) -> list[str]:
+            rows = conn.execute(
+                'SELECT key FROM consensus WHERE key LIKE %s ORDER BY key COLLATE "C"',
+                (_like_prefix(prefix),),
+            ).fetchall()
+            return [r[0] for r in rows]
+
+        return self._run(scan, retry=True)
+
+    def delete(self, key: str, expected: SeqNo) -> bool:
+        _check_key(key)
+
+        def remove(conn: psycopg.Connection[Any]) -> bool:
+            cur = conn.execute(
+                "DELETE FROM consensus WHERE key = %s AND seqno = %s", (key, expected)
+            )
+            return cur.rowcount == 1
+
+        return self._run(remove, retry=False)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            conns = list(self._conns) if os.getpid() == self._pid else []
+            self._conns = weakref.WeakSet()
+        for conn in conns:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+
+    def __repr__(self) -> str:
+        # Never show a password in logs.
+        info = conninfo.conninfo_to_dict(self.url)
+        where = f"{info.get('host', '')}:{info.get('port', '')}/{info.get('dbname', '')}"
+        return f"PostgresConsensus({where!r})"

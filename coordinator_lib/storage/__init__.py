@@ -1,0 +1,58 @@
+"""The storage controller (seed 002): durable collections, their frontiers,
+read policies and holds, table appends, ingestions and exports."""
+
+from coordinator_lib.storage.collection import (
+    CollectionDescription,
+    CollectionState,
+    DataSource,
+    DataSourceKind,
+    IngestionDescription,
+)
+from coordinator_lib.storage.controller import (
+    AppendCommand,
+    CollectionStatistics,
+    MaintenanceReport,
+    StorageController,
+    StorageParameters,
+    table_description,
+)
+from coordinator_lib.storage.errors import (
+    IdentifierExists,
+    IdentifierMissing,
+    InvalidUpdate,
+    InvalidUppers,
+    NotWritable,
+    ReadBeforeSince,
+    ReadBeyondUpper,
+    StorageError,
+    UpdateBeyondUpper,
+)
+from coordinator_lib.storage.export import CreateExportToken, ExportDescription, ExportState
+from coordinator_lib.storage.read_hold import ReadHold
+
+__all__ = [
+    "AppendCommand",
+    "CollectionDescription",
+    "CollectionState",
+    "CollectionStatistics",
+    "CreateExportToken",
+    "DataSource",
+    "DataSourceKind",
+    "ExportDescription",
+    "ExportState",
+    "IdentifierExists",
+    "IdentifierMissing",
+    "IngestionDescription",
+    "InvalidUpdate",
+    "InvalidUppers",
+    "MaintenanceReport",
+    "NotWritable",
+    "ReadBeforeSince",
+    "ReadBeyondUpper",
+    "ReadHold",
+    "StorageController",
+    "StorageError",
+    "StorageParameters",
+    "UpdateBeyondUpper",
+    "table_description",
+]

@@ -1,0 +1,55 @@
+"""ReadHold: a capability to read a collection at `time` or later.
+
+While a hold exists, the collection's since stays at or before `time`. Holds
+are counted by the storage controller and backed by a leased reader on the
+shard, so they also bind other processes and vanish if this one dies.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from coordinator_lib.repr.global_id import GlobalId
+
+if TYPE_CHECKING:
+    from coordinator_lib.storage.controller import StorageController
+
+
+class ReadHold:
+    def __init__(self, controller: StorageController, id: GlobalId, time: int) -> None:
+        self.controller = controller
+        self.id = id
+        self.time: int | None = time
+
+    @property
+    def released(self) -> bool:
+        return self.time is None
+
+    def downgrade(self, time: int) -> None:
+        """Let the since advance up to `time` (a hold never moves backwards)."""
+        if self.time is None:
+            raise ValueError(f"read hold on {self.id} was released")
+        if time <= self.time:
+            return
+        change = Counter({time: 1})
+        change[self.time] -= 1
+        self.controller.update_read_capabilities({self.id: change})
+        self.time = time
+
+    def release(self) -> None:
+        if self.time is None:
+            return
+        change: Counter[int] = Counter()
+        change[self.time] -= 1
+        self.time = None
+        self.controller.update_read_capabilities({self.id: change})
+
+    def __enter__(self) -> ReadHold:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return f"ReadHold({self.id} @ {self.time})"

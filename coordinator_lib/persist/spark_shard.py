@@ -1,0 +1,117 @@
+"""Shards as Spark DataFrames: large snapshots and large appends.
+
+Same shards, same rules as the pyarrow path (persist.shard): a Spark append
+writes its batch directory first, checks it, and only then names it in the
+state with compare-and-set. The checks (times within [expected_upper,
+new_upper), no NULL in NOT NULL columns) read the Parquet footers' statistics,
+so they cost no extra Spark job.
+
+A snapshot DataFrame is lazy: it reads the batches the state named when it
+was planned. Compaction deletes the batches it replaces, so run the job
+promptly (or cache it) while compaction of the shard may happen elsewhere.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+
+from coordinator_lib.persist.errors import (
+    InvalidUpdates,
+    ReadBeforeSince,
+    ReadBeyondUpper,
+    UpperMismatch,
+)
+from coordinator_lib.persist.shard import Shard
+from coordinator_lib.persist.spark_batches import (
+    consolidate_dataframe,
+    read_batches_dataframe,
+    write_batch_dataframe,
+)
+from coordinator_lib.repr.frontier import Frontier
+from coordinator_lib.repr.relation import TIME_COLUMN
+
+__all__ = [
+    "ReadBeforeSince",
+    "ReadBeyondUpper",
+    "compare_and_append_dataframe",
+    "snapshot_dataframe",
+    "updates_dataframe",
+]
+
+
+def snapshot_dataframe(shard: Shard, spark: SparkSession, as_of: int) -> DataFrame:
+    """The consolidated contents at `as_of`: data columns plus `__diff`.
+    Raises ReadBeforeSince / ReadBeyondUpper outside [since, upper)."""
+    _, dirs = shard.batch_dirs_at(as_of)
+    df = read_batches_dataframe(spark, dirs, shard.desc)
+    return consolidate_dataframe(df, shard.desc, as_of)
+
+
+def updates_dataframe(shard: Shard, spark: SparkSession) -> DataFrame:
+    """Every stored update (data columns, `__time`, `__diff`), unconsolidated."""
+    state = shard.state()
+    dirs = [str(shard.blob.batch_path(shard.shard_id, b.key)) for b in state.batches]
+    return read_batches_dataframe(spark, dirs, shard.desc)
+
+
+def compare_and_append_dataframe(
+    shard: Shard, df: DataFrame, expected_upper: Frontier, new_upper: Frontier
+) -> int:
+    """Append a DataFrame (data columns, `__time`, `__diff`) like
+    `Shard.compare_and_append`. Returns the rows written."""
+    shard.validate_updates([], expected_upper, new_upper)
+    current = shard.upper()
+    if current != expected_upper:
+        raise UpperMismatch(shard.shard_id, expected_upper, current)
+    key = shard.reserve_batch_key()
+    batch_dir = shard.blob.batch_path(shard.shard_id, key)
+    try:
+        rows, size = write_batch_dataframe(df, str(batch_dir), shard.desc)
+        _check_footers(shard, batch_dir, expected_upper, new_upper)
+    except BaseException:
+        shard.blob.delete_batch(shard.shard_id, key)
+        raise
+    if rows == 0:
+        shard.blob.delete_batch(shard.shard_id, key)
+        shard.compare_and_append([], expected_upper, new_upper)
+        return 0
+    shard.add_written_batch(key, rows, size, expected_upper, new_upper)
+    return rows
+
+
+def _check_footers(
+    shard: Shard, batch_dir: Path, expected_upper: Frontier, new_upper: Frontier
+) -> None:
+    """Validate a written batch from its Parquet statistics (all files)."""
+    required = [
+        name for name, ty in zip(shard.desc.names, shard.desc.types, strict=True) if not ty.nullable
+    ]
+    lows, highs = [], []
+    null_columns: set[str] = set()
+    for file in shard.blob.batch_files(shard.shard_id, batch_dir.name):
+        metadata = pq.ParquetFile(file).metadata
+        schema = metadata.schema.to_arrow_schema()
+        for group in range(metadata.num_row_groups):
+            row_group = metadata.row_group(group)
+            stats = row_group.column(schema.get_field_index(TIME_COLUMN)).statistics
+            if stats is None or not stats.has_min_max:
+                raise InvalidUpdates(f"shard {shard.shard_id}: batch has no time statistics")
+            lows.append(stats.min)
+            highs.append(stats.max)
+            for name in required:
+                column_stats = row_group.column(schema.get_field_index(name)).statistics
+                if column_stats is not None and column_stats.null_count:
+                    null_columns.add(name)
+    if lows:
+        low, high = min(lows), max(highs)
+        if not expected_upper.less_equal(low) or new_upper.less_equal(high):
+            raise InvalidUpdates(
+                f"shard {shard.shard_id}: times [{low}, {high}] lie outside"
+                f" [{expected_upper.time}, {'inf' if new_upper.is_empty else new_upper.time})"
+            )
+    if null_columns:
+        names = ", ".join(map(repr, sorted(null_columns)))
+        raise InvalidUpdates(f"shard {shard.shard_id}: NULL in NOT NULL column {names}")

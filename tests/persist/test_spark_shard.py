@@ -1,0 +1,70 @@
+"""Spark and pyarrow read and write the same shards: a DataFrame append is a
+compare_and_append like any other, and a Spark snapshot equals the pyarrow one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from coordinator_lib.persist import InvalidUpdates, PersistClient, UpperMismatch
+from coordinator_lib.persist.spark_shard import compare_and_append_dataframe, snapshot_dataframe
+from coordinator_lib.repr import Frontier, RelationDesc, Update
+
+pytestmark = pytest.mark.spark
+
+DESC = RelationDesc.of(("k", "bigint", False), ("v", "text"))
+COLUMNS = ["k", "v", "__time", "__diff"]
+
+
+@pytest.fixture
+def shard(tmp_path: Path):
+    client = PersistClient.open(tmp_path)
+    yield client.open_shard("spark", DESC)
+    client.close()
+
+
+def _rows(df) -> list[tuple]:
+    table = df.toArrow()
+    return sorted(zip(*(table.column(n).to_pylist() for n in table.column_names), strict=True))
+
+
+def test_dataframe_append_is_read_by_pyarrow_and_spark(spark: SparkSession, shard) -> None:
+    shard.compare_and_append([Update((1, "a"), 0, 1)], Frontier.at(0), Frontier.at(5))
+    rows = [(k, f"v{k % 7}", 5 + k % 3, 1) for k in range(1000)] + [(1, "a", 6, -1)]
+    df = spark.createDataFrame(rows, COLUMNS)
+    written = compare_and_append_dataframe(shard, df, Frontier.at(5), Frontier.at(10))
+    assert written == len(rows)
+    assert shard.upper() == Frontier.at(10)
+    for as_of in (5, 6, 7, 9):
+        expected = sorted((*row, diff) for row, diff in shard.snapshot(as_of))
+        assert _rows(snapshot_dataframe(shard, spark, as_of)) == expected
+    at_9 = dict(shard.snapshot(9))
+    assert (1, "a") not in at_9  # retracted at 6
+    assert sum(at_9.values()) == 1000 - 1 + 1  # 1000 inserted, (1, "a") retracted; (1, "v1") stays
+
+
+def test_dataframe_with_times_outside_bounds_writes_nothing(spark: SparkSession, shard) -> None:
+    df = spark.createDataFrame([(1, "x", 3, 1), (2, "y", 12, 1)], COLUMNS)
+    with pytest.raises(InvalidUpdates, match=r"times \[3, 12\] lie outside \[0, 10\)"):
+        compare_and_append_dataframe(shard, df, Frontier.at(0), Frontier.at(10))
+    assert shard.upper() == Frontier.at(0)
+    assert shard.blob.list_batches(shard.shard_id) == []
+
+
+def test_dataframe_with_null_in_not_null_column_writes_nothing(spark, shard) -> None:
+    df = spark.createDataFrame([(None, "x", 1, 1)], "k bigint, v string, __time long, __diff long")
+    with pytest.raises(InvalidUpdates, match="NULL in NOT NULL column 'k'"):
+        compare_and_append_dataframe(shard, df, Frontier.at(0), Frontier.at(10))
+    assert shard.upper() == Frontier.at(0)
+    assert shard.blob.list_batches(shard.shard_id) == []
+
+
+def test_dataframe_append_with_wrong_expected_upper(spark: SparkSession, shard) -> None:
+    shard.compare_and_append([], Frontier.at(0), Frontier.at(3))
+    df = spark.createDataFrame([(1, "x", 1, 1)], COLUMNS)
+    with pytest.raises(UpperMismatch) as error:
+        compare_and_append_dataframe(shard, df, Frontier.at(0), Frontier.at(10))
+    assert error.value.current == Frontier.at(3)
+    assert shard.blob.list_batches(shard.shard_id) == []

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from coordinator_lib.persist.errors import (
     InvalidUpdates,
@@ -38,6 +39,7 @@ __all__ = [
     "ReadBeyondUpper",
     "compare_and_append_dataframe",
     "snapshot_dataframe",
+    "updates_between_dataframe",
     "updates_dataframe",
 ]
 
@@ -55,6 +57,30 @@ def updates_dataframe(shard: Shard, spark: SparkSession) -> DataFrame:
     state = shard.state()
     dirs = [str(shard.blob.batch_path(shard.shard_id, b.key)) for b in state.batches]
     return read_batches_dataframe(spark, dirs, shard.desc)
+
+
+def updates_between_dataframe(
+    shard: Shard, spark: SparkSession, lower: int, upper: Frontier
+) -> DataFrame | None:
+    """Updates with times in [lower, upper) (unconsolidated), or None when the
+    batch metadata shows there are none (no Spark job spent on finding out).
+    Exact as long as `lower` is at or after the shard's since."""
+    state = shard.state()
+    chosen = [
+        b
+        for b in state.batches
+        if b.rows
+        and (b.upper is None or b.upper > lower)
+        and (upper.time is None or b.lower < upper.time)
+    ]
+    if not chosen:
+        return None
+    dirs = [str(shard.blob.batch_path(shard.shard_id, b.key)) for b in chosen]
+    df = read_batches_dataframe(spark, dirs, shard.desc)
+    condition = F.col(TIME_COLUMN) >= lower
+    if upper.time is not None:
+        condition = condition & (F.col(TIME_COLUMN) < upper.time)
+    return df.filter(condition)
 
 
 def compare_and_append_dataframe(

@@ -1,0 +1,157 @@
+"""A dataflow: one view's plan kept up to date in its output shard.
+
+`step()` advances the output from its upper u0 to u1 = the least upper of the
+inputs, rendering the plan's delta rules (render.py) and landing the result
+with one compare_and_append, so any number of replicas may run the same
+dataflow: the CaS on the upper decides who lands each step, and a replica that
+loses simply finds the output already advanced.
+
+The first step (u0 == as_of) hydrates: every input's snapshot at as_of counts
+as a delta at as_of, on top of its updates in (as_of, u1). A restarted
+replica resumes at the output's durable upper: nothing is recomputed from
+scratch, nothing is written twice.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from coordinator_lib.compute.render import (
+    DIFF,
+    TIME,
+    Rendered,
+    StepContext,
+    consolidate_delta,
+    data_columns,
+    render,
+)
+from coordinator_lib.expr.relation import RelationExpr
+from coordinator_lib.persist.errors import UpperMismatch
+from coordinator_lib.persist.shard import Shard
+from coordinator_lib.persist.spark_shard import (
+    compare_and_append_dataframe,
+    snapshot_dataframe,
+    updates_between_dataframe,
+)
+from coordinator_lib.repr.frontier import Frontier
+from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.repr.relation import RelationDesc
+
+
+@dataclass(frozen=True)
+class DataflowDescription:
+    """What to build (seed 001's DataflowDescription, reduced to one object):
+    `expr` over the `imports`, exported to the storage collection `sink_id`
+    (a materialized view) and/or kept as an index arrangement."""
+
+    id: GlobalId
+    expr: RelationExpr
+    as_of: int
+    sink_id: GlobalId | None = None
+    index_key: tuple[int, ...] | None = None
+    debug_name: str = ""
+
+    @property
+    def imports(self) -> set[GlobalId]:
+        return self.expr.depends_on()
+
+    @property
+    def desc(self) -> RelationDesc:
+        return self.expr.desc
+
+
+@dataclass
+class StepResult:
+    lower: int
+    upper: int
+    rows_written: int
+    landed: bool  # False: another replica landed this step first
+    seconds: float
+    rules: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _as_collection(df: DataFrame, arity: int, with_time: bool) -> DataFrame:
+    """Rename a shard DataFrame's data columns to c0, c1, ..."""
+    names = [c for c in df.columns if c not in (TIME, DIFF, "__time", "__diff")]
+    columns = [F.col(f"`{n}`").alias(c) for n, c in zip(names, data_columns(arity), strict=True)]
+    extra = [TIME] if with_time else []
+    return df.select(*columns, *extra, DIFF)
+
+
+def step_inputs(
+    spark: SparkSession, shards: dict[GlobalId, Shard], as_of: int, lower: int, upper: int
+) -> tuple[dict[GlobalId, Rendered], bool]:
+    """Each input's contents at lower - 1 and its updates in [lower, upper)."""
+    hydrating = lower == as_of
+    inputs: dict[GlobalId, Rendered] = {}
+    for id, shard in shards.items():
+        arity = shard.desc.arity
+        if hydrating:
+            snapshot = _as_collection(snapshot_dataframe(shard, spark, as_of), arity, False)
+            delta: DataFrame | None = snapshot.withColumn(TIME, F.lit(as_of).cast("long"))
+            later = updates_between_dataframe(shard, spark, as_of + 1, Frontier.at(upper))
+            if later is not None:
+                assert delta is not None
+                delta = delta.unionByName(_as_collection(later, arity, True))
+            inputs[id] = Rendered(None, delta)
+        else:
+            old = _as_collection(snapshot_dataframe(shard, spark, lower - 1), arity, False)
+            updates = updates_between_dataframe(shard, spark, lower, Frontier.at(upper))
+            inputs[id] = Rendered(
+                old, None if updates is None else _as_collection(updates, arity, True)
+            )
+    return inputs, hydrating
+
+
+def input_upper(shards: dict[GlobalId, Shard]) -> Frontier:
+    """The least upper of the inputs: everything before it is known."""
+    upper = Frontier.empty()
+    for shard in shards.values():
+        upper = upper.meet(shard.upper())
+    return upper
+
+
+def step(
+    spark: SparkSession,
+    description: DataflowDescription,
+    inputs: dict[GlobalId, Shard],
+    output: Shard,
+    until: int | None = None,
+) -> StepResult | None:
+    """Advance the output to the inputs' least upper (or `until`); None if
+    there is nothing to do."""
+    started = time.perf_counter()
+    lower = output.upper().time
+    available = input_upper(inputs)
+    if lower is None:
+        return None
+    upper = available.time if available.time is not None else None
+    if until is not None:
+        upper = until if upper is None else min(upper, until)
+    if upper is None or upper <= lower:
+        return None
+    frames, hydrating = step_inputs(spark, inputs, description.as_of, lower, upper)
+    ctx = StepContext(spark, lower, upper, frames, hydrating=hydrating)
+    rendered = render(description.expr, ctx)
+    arity = description.desc.arity
+    if rendered.delta is None:
+        try:
+            output.compare_and_append([], Frontier.at(lower), Frontier.at(upper))
+        except UpperMismatch:
+            return StepResult(lower, upper, 0, False, time.perf_counter() - started, ctx.rules)
+        return StepResult(lower, upper, 0, True, time.perf_counter() - started, ctx.rules)
+    delta = consolidate_delta(rendered.delta, arity)
+    named = delta.select(
+        *[F.col(c).alias(n) for c, n in zip(data_columns(arity), output.desc.names, strict=True)],
+        F.col(TIME).alias("__time"),
+        F.col(DIFF).alias("__diff"),
+    )
+    try:
+        rows = compare_and_append_dataframe(output, named, Frontier.at(lower), Frontier.at(upper))
+    except UpperMismatch:
+        return StepResult(lower, upper, 0, False, time.perf_counter() - started, ctx.rules)
+    return StepResult(lower, upper, rows, True, time.perf_counter() - started, ctx.rules)

@@ -1,0 +1,145 @@
+"""Scalar expressions as Spark Columns, with PostgreSQL semantics.
+
+Columns of a rendered collection are named `c0, c1, ...` (see render.py), so
+`Column(i)` is `F.col("c{i}")`. Spark runs with ANSI mode (its default in
+4.x): integer overflow and division by zero raise errors, as in PostgreSQL.
+Integer division truncates toward zero (`div`), as PostgreSQL's does.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import functions as F
+
+from coordinator_lib.expr.scalar import (
+    BinaryFunc,
+    CallBinary,
+    CallUnary,
+    CallVariadic,
+    Cast,
+    Column,
+    If,
+    Literal,
+    ScalarExpr,
+    UnaryFunc,
+    VariadicFunc,
+    is_integer,
+)
+from coordinator_lib.persist.spark_batches import spark_type
+from coordinator_lib.repr.relation import ColumnType
+
+
+def column_name(index: int) -> str:
+    return f"c{index}"
+
+
+def to_spark(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn:
+    """Translate `expr` over input columns typed `types`."""
+    if isinstance(expr, Column):
+        return F.col(column_name(expr.index))
+    if isinstance(expr, Literal):
+        return F.lit(expr.value).cast(spark_type(expr.type.scalar_type))
+    if isinstance(expr, Cast):
+        return to_spark(expr.expr, types).cast(spark_type(expr.to))
+    if isinstance(expr, If):
+        cond = to_spark(expr.cond, types)
+        out = expr.typ(types).scalar_type
+        then = to_spark(expr.then, types).cast(spark_type(out))
+        els = to_spark(expr.els, types).cast(spark_type(out))
+        return F.when(cond, then).otherwise(els)
+    if isinstance(expr, CallUnary):
+        return _unary(expr, types)
+    if isinstance(expr, CallBinary):
+        return _binary(expr, types)
+    if isinstance(expr, CallVariadic):
+        return _variadic(expr, types)
+    raise TypeError(f"cannot render {expr!r} on Spark")
+
+
+def _unary(expr: CallUnary, types: tuple[ColumnType, ...]) -> SparkColumn:
+    inner = to_spark(expr.expr, types)
+    func = expr.func
+    if func is UnaryFunc.NOT:
+        return ~inner
+    if func is UnaryFunc.NEG:
+        return -inner
+    if func is UnaryFunc.IS_NULL:
+        return inner.isNull()
+    if func is UnaryFunc.IS_NOT_NULL:
+        return inner.isNotNull()
+    if func is UnaryFunc.IS_TRUE:
+        return F.coalesce(inner, F.lit(False))
+    if func is UnaryFunc.IS_FALSE:
+        return F.coalesce(~inner, F.lit(False))
+    if func is UnaryFunc.ABS:
+        return F.abs(inner)
+    if func is UnaryFunc.LOWER:
+        return F.lower(inner)
+    if func is UnaryFunc.UPPER:
+        return F.upper(inner)
+    if func is UnaryFunc.LENGTH:
+        return F.char_length(inner).cast("int")
+    raise TypeError(f"cannot render {func} on Spark")
+
+
+def _binary(expr: CallBinary, types: tuple[ColumnType, ...]) -> SparkColumn:
+    left, right = to_spark(expr.left, types), to_spark(expr.right, types)
+    func = expr.func
+    result = expr.typ(types)
+    out_type = spark_type(result.scalar_type)
+    if func in (BinaryFunc.ADD, BinaryFunc.SUB, BinaryFunc.MUL, BinaryFunc.DIV, BinaryFunc.MOD):
+        # Compute in the result type so overflow is checked at its width.
+        left, right = left.cast(out_type), right.cast(out_type)
+        if func is BinaryFunc.ADD:
+            return (left + right).cast(out_type)
+        if func is BinaryFunc.SUB:
+            return (left - right).cast(out_type)
+        if func is BinaryFunc.MUL:
+            return (left * right).cast(out_type)
+        if func is BinaryFunc.MOD:
+            return (left % right).cast(out_type)
+        if is_integer(result.scalar_type):
+            # PostgreSQL integer division truncates toward zero; so does `div`.
+            return F.call_function("div", left, right).cast(out_type)
+        return (left / right).cast(out_type)
+    if func is BinaryFunc.EQ:
+        return left == right
+    if func is BinaryFunc.NOT_EQ:
+        return left != right
+    if func is BinaryFunc.LT:
+        return left < right
+    if func is BinaryFunc.LTE:
+        return left <= right
+    if func is BinaryFunc.GT:
+        return left > right
+    if func is BinaryFunc.GTE:
+        return left >= right
+    if func is BinaryFunc.LIKE:
+        return F.call_function("like", left, right)
+    if func is BinaryFunc.CONCAT:
+        return F.concat(left.cast("string"), right.cast("string"))
+    raise TypeError(f"cannot render {func} on Spark")
+
+
+def _variadic(expr: CallVariadic, types: tuple[ColumnType, ...]) -> SparkColumn:
+    args = [to_spark(e, types) for e in expr.exprs]
+    func = expr.func
+    if func is VariadicFunc.AND:
+        out = args[0]
+        for arg in args[1:]:
+            out = out & arg
+        return out
+    if func is VariadicFunc.OR:
+        out = args[0]
+        for arg in args[1:]:
+            out = out | arg
+        return out
+    out_type = spark_type(expr.typ(types).scalar_type)
+    casted = [a.cast(out_type) for a in args]
+    if func is VariadicFunc.COALESCE:
+        return F.coalesce(*casted)
+    if func is VariadicFunc.GREATEST:
+        return F.greatest(*casted)
+    if func is VariadicFunc.LEAST:
+        return F.least(*casted)
+    raise TypeError(f"cannot render {func} on Spark")

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import threading
-import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg import conninfo
+from psycopg.pq import TransactionStatus
 
 from coordinator_lib.persist.consensus import Consensus, ConsensusError, SeqNo, VersionedData
 
@@ -49,17 +50,40 @@ def _check_key(key: str) -> None:
         raise ValueError("consensus keys must not contain NUL characters")
 
 
+def _alive(conn: psycopg.Connection[Any]) -> bool:
+    """Whether an idle pooled connection is still open. An idle autocommit
+    session has nothing to read, so a readable socket means the server closed
+    it (restart, idle timeout, pg_terminate_backend). Checking costs one
+    non-blocking poll and keeps writes off dead connections, where a failure
+    would leave their outcome unknown."""
+    if conn.closed or conn.broken:
+        return False
+    try:
+        # poll, not select: select fails on descriptors >= 1024, which a
+        # process with Spark and many open files easily reaches.
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN)
+        return not poller.poll(0)
+    except (OSError, ValueError, psycopg.Error):
+        return False
+
+
 def _like_prefix(prefix: str) -> str:
     escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return escaped + "%"
 
 
 class PostgresConsensus(Consensus):
-    """Consensus in one PostgreSQL table, one autocommit connection per thread
-    (a psycopg connection serializes its users; per thread avoids that)."""
+    """Consensus in one PostgreSQL table.
 
-    def __init__(self, url: str) -> None:
+    Autocommit connections are lent out from a small pool of idle ones: one
+    psycopg connection serializes its users, and server threads may be
+    short-lived (one per request), so neither one shared connection nor one
+    per thread fits."""
+
+    def __init__(self, url: str, *, max_idle: int = 8) -> None:
         self.url = url
+        self.max_idle = max_idle
         params: dict[str, Any] = {"autocommit": True}
         if "connect_timeout" not in conninfo.conninfo_to_dict(url):
             params["connect_timeout"] = CONNECT_TIMEOUT_S
@@ -67,9 +91,10 @@ class PostgresConsensus(Consensus):
         self._lock = threading.Lock()
         self._closed = False
         self._pid = os.getpid()
-        self._local = threading.local()
-        self._conns: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
-        self._inherited: list[object] = []
+        self._idle: list[psycopg.Connection[Any]] = []
+        # Connections inherited over fork() share the parent's sessions: never
+        # use or close them (psycopg itself skips closing them on collection).
+        self._inherited: list[psycopg.Connection[Any]] = []
         self._create_table()
 
     # -- connections ---------------------------------------------------------
@@ -80,60 +105,63 @@ class PostgresConsensus(Consensus):
         except psycopg.Error as exc:
             raise ConsensusError(f"cannot connect to PostgreSQL consensus: {exc}") from exc
 
-    def _conn(self) -> psycopg.Connection[Any]:
-        if self._closed:
-            raise RuntimeError("consensus is closed")
-        if os.getpid() != self._pid:
-            # A forked child must not share the parent's sockets: abandon them
-            # (closing would send Terminate on the parent's session).
-            with self._lock:
-                if os.getpid() != self._pid:
-                    self._inherited.append(self._local)
-                    self._inherited.extend(self._conns)
-                    self._local = threading.local()
-                    self._conns = weakref.WeakSet()
-                    self._pid = os.getpid()
-        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
-        if conn is not None and conn.closed:
-            self._local.conn = conn = None
-        if conn is None:
-            conn = self._connect()
-            with self._lock:
-                if self._closed:
-                    conn.close()
-                    raise RuntimeError("consensus is closed")
-                self._conns.add(conn)
-            self._local.conn = conn
-        return conn
+    def _acquire(self) -> psycopg.Connection[Any]:
+        dead: list[psycopg.Connection[Any]] = []
+        found: psycopg.Connection[Any] | None = None
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("consensus is closed")
+            if os.getpid() != self._pid:  # forked: the pool is the parent's
+                self._inherited.extend(self._idle)
+                self._idle = []
+                self._pid = os.getpid()
+            while self._idle and found is None:
+                conn = self._idle.pop()
+                if _alive(conn):
+                    found = conn
+                else:
+                    dead.append(conn)
+        for conn in dead:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+        return found if found is not None else self._connect()
 
-    def _drop(self, conn: psycopg.Connection[Any]) -> None:
-        """Forget a connection that failed, so the next call reconnects."""
-        if getattr(self._local, "conn", None) is conn:
-            self._local.conn = None
+    def _release(self, conn: psycopg.Connection[Any]) -> None:
+        with self._lock:
+            if (
+                not self._closed
+                and os.getpid() == self._pid
+                and not conn.closed
+                and conn.info.transaction_status == TransactionStatus.IDLE
+                and len(self._idle) < self.max_idle
+            ):
+                self._idle.append(conn)
+                return
         with contextlib.suppress(psycopg.Error):
             conn.close()
 
     def _run(self, fn: Callable[[psycopg.Connection[Any]], T], *, retry: bool) -> T:
-        """Run `fn` on this thread's connection. A read (`retry=True`) is
-        repeated once on a fresh connection after a connection failure; a
-        write is not, since it may have committed: it raises ConsensusError
-        and the caller re-reads."""
+        """Run `fn` on a pooled connection. A read (`retry=True`) is repeated
+        once on a fresh connection after a connection failure; a write is not,
+        since it may have committed: it raises ConsensusError and the caller
+        re-reads."""
         attempts = 2 if retry else 1
         for attempt in range(attempts):
-            conn = self._conn()
+            conn = self._acquire()
             try:
                 return fn(conn)
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-                if self._closed:
-                    raise RuntimeError("consensus is closed") from exc
                 broken = conn.closed or conn.broken or isinstance(exc, psycopg.InterfaceError)
                 if broken:
-                    self._drop(conn)
-                if attempt + 1 < attempts and broken:
-                    continue
+                    with contextlib.suppress(psycopg.Error):
+                        conn.close()  # so _release drops it
+                    if attempt + 1 < attempts:
+                        continue
                 raise ConsensusError(f"PostgreSQL consensus: {exc}") from exc
             except psycopg.Error as exc:
                 raise ConsensusError(f"PostgreSQL consensus: {exc}") from exc
+            finally:
+                self._release(conn)
         raise AssertionError("unreachable")
 
     def _create_table(self) -> None:
@@ -208,13 +236,14 @@ class PostgresConsensus(Consensus):
         return self._run(remove, retry=False)
 
     def close(self) -> None:
+        """Close idle connections now; ones lent out close when returned."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            conns = list(self._conns) if os.getpid() == self._pid else []
-            self._conns = weakref.WeakSet()
-        for conn in conns:
+            idle = self._idle if os.getpid() == self._pid else []
+            self._idle = []
+        for conn in idle:
             with contextlib.suppress(psycopg.Error):
                 conn.close()
 

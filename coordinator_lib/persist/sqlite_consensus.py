@@ -16,7 +16,6 @@ import os
 import sqlite3
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -38,11 +37,6 @@ CREATE TABLE IF NOT EXISTS consensus (
 """
 
 
-class _Connection(sqlite3.Connection):
-    """sqlite3.Connection cannot be weakly referenced; a subclass can, which
-    lets connections of finished threads be freed with their thread."""
-
-
 def _check_key(key: str) -> None:
     # PostgreSQL text cannot hold NUL; refuse it here too so both backends agree.
     if "\x00" in key:
@@ -55,41 +49,49 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 
 
 class SqliteConsensus(Consensus):
-    """Consensus in one SQLite file, one connection per thread (sqlite3
-    connections must not be used by two threads at once)."""
+    """Consensus in one SQLite file.
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = BUSY_TIMEOUT_S):
+    A sqlite3 connection must not be used by two threads at once, and server
+    threads may be short-lived (one per request), so connections are lent
+    out from a small pool of idle ones rather than tied to threads."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_s: float = BUSY_TIMEOUT_S,
+        max_idle: int = 8,
+    ) -> None:
         if str(path) in ("", ":memory:") or str(path).startswith("file::memory:"):
-            # Per-thread connections would each see a different empty database.
+            # Each pooled connection would see its own empty database.
             raise ValueError("SqliteConsensus needs a file path, not an in-memory database")
         self.path = Path(path).resolve()
         self.busy_timeout_s = busy_timeout_s
+        self.max_idle = max_idle
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._closed = False
         self._pid = os.getpid()
-        self._local = threading.local()
-        self._conns: weakref.WeakSet[_Connection] = weakref.WeakSet()
+        self._idle: list[sqlite3.Connection] = []
         # Connections inherited over fork(): SQLite forbids using or closing
         # them in the child, so they are kept alive and never touched.
-        self._inherited: list[object] = []
-        # Create the table (and switch the file to WAL) eagerly, so a bad path
+        self._inherited: list[sqlite3.Connection] = []
+        # Create the table (and switch the file to WAL) now, so a bad path
         # fails at open rather than at the first write.
         self._run(lambda conn: None)
 
     # -- connections ---------------------------------------------------------
 
-    def _connect(self) -> _Connection:
+    def _connect(self) -> sqlite3.Connection:
         deadline = time.monotonic() + self.busy_timeout_s
         while True:
-            conn: _Connection | None = None
+            conn: sqlite3.Connection | None = None
             try:
                 conn = sqlite3.connect(
                     self.path,
                     timeout=self.busy_timeout_s,
                     isolation_level=None,  # autocommit; transactions are explicit
-                    check_same_thread=False,  # close() may run on another thread
-                    factory=_Connection,
+                    check_same_thread=False,  # pooled: used by one thread at a time
                 )
                 # journal_mode=WAL is persistent in the file; the others are
                 # per connection.
@@ -108,48 +110,51 @@ class SqliteConsensus(Consensus):
                     continue
                 raise ConsensusError(f"cannot open SQLite consensus {self.path}: {exc}") from exc
 
-    def _conn(self) -> _Connection:
-        if self._closed:
-            raise RuntimeError("consensus is closed")
-        if os.getpid() != self._pid:
-            with self._lock:
-                if os.getpid() != self._pid:
-                    self._inherited.append(self._local)
-                    self._inherited.extend(self._conns)
-                    self._local = threading.local()
-                    self._conns = weakref.WeakSet()
-                    self._pid = os.getpid()
-        conn: _Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._connect()
-            with self._lock:
-                if self._closed:
-                    conn.close()
-                    raise RuntimeError("consensus is closed")
-                self._conns.add(conn)
-            self._local.conn = conn
-        return conn
+    def _acquire(self) -> sqlite3.Connection:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("consensus is closed")
+            if os.getpid() != self._pid:  # forked: the pool is the parent's
+                self._inherited.extend(self._idle)
+                self._idle = []
+                self._pid = os.getpid()
+            if self._idle:
+                return self._idle.pop()
+        return self._connect()
 
-    def _run(self, fn: Callable[[_Connection], T]) -> T:
-        """Run `fn` on this thread's connection, mapping SQLite failures to
+    def _release(self, conn: sqlite3.Connection) -> None:
+        with self._lock:
+            if (
+                not self._closed
+                and os.getpid() == self._pid
+                and not conn.in_transaction
+                and len(self._idle) < self.max_idle
+            ):
+                self._idle.append(conn)
+                return
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+
+    def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn` on a pooled connection, mapping SQLite failures to
         ConsensusError (the operation's outcome is then unknown)."""
-        conn = self._conn()
+        conn = self._acquire()
         try:
             return fn(conn)
         except sqlite3.Error as exc:
             if conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.ProgrammingError) and self._closed:
-                raise RuntimeError("consensus is closed") from exc
             raise ConsensusError(f"SQLite consensus {self.path}: {exc}") from exc
+        finally:
+            self._release(conn)
 
     # -- Consensus -----------------------------------------------------------
 
     def head(self, key: str) -> VersionedData | None:
         _check_key(key)
 
-        def read(conn: _Connection) -> VersionedData | None:
+        def read(conn: sqlite3.Connection) -> VersionedData | None:
             row = conn.execute("SELECT seqno, data FROM consensus WHERE key = ?", (key,)).fetchone()
             return None if row is None else VersionedData(int(row[0]), bytes(row[1]))
 
@@ -161,7 +166,7 @@ class SqliteConsensus(Consensus):
             raise ValueError(f"new seqno {new.seqno} must be greater than expected {expected}")
         data = bytes(new.data)
 
-        def cas(conn: _Connection) -> bool:
+        def cas(conn: sqlite3.Connection) -> bool:
             # IMMEDIATE takes the write lock before the read, so no other
             # process can change the row between our check and our write.
             conn.execute("BEGIN IMMEDIATE")
@@ -188,17 +193,21 @@ class SqliteConsensus(Consensus):
     def list_keys(self, prefix: str = "") -> list[str]:
         _check_key(prefix)
 
-        def scan(conn: _Connection) -> list[str]:
+        def scan(conn: sqlite3.Connection) -> list[str]:
             # BINARY collation orders by UTF-8 bytes (= code points, as Python
             # sorts), so the keys with `prefix` are one contiguous run from
             # `prefix` on; LIKE would be case-insensitive and treat % and _.
             keys: list[str] = []
-            for (k,) in conn.execute(
-                "SELECT key FROM consensus WHERE key >= ? ORDER BY key", (prefix,)
-            ):
-                if not k.startswith(prefix):
-                    break
-                keys.append(k)
+            cur = conn.execute("SELECT key FROM consensus WHERE key >= ? ORDER BY key", (prefix,))
+            try:
+                for (k,) in cur:
+                    if not k.startswith(prefix):
+                        break
+                    keys.append(k)
+            finally:
+                # A half-read statement would pin an old WAL snapshot on
+                # this pooled connection.
+                cur.close()
             return keys
 
         return self._run(scan)
@@ -206,7 +215,7 @@ class SqliteConsensus(Consensus):
     def delete(self, key: str, expected: SeqNo) -> bool:
         _check_key(key)
 
-        def remove(conn: _Connection) -> bool:
+        def remove(conn: sqlite3.Connection) -> bool:
             # One statement is one atomic write transaction.
             cur = conn.execute("DELETE FROM consensus WHERE key = ? AND seqno = ?", (key, expected))
             return cur.rowcount == 1
@@ -214,13 +223,14 @@ class SqliteConsensus(Consensus):
         return self._run(remove)
 
     def close(self) -> None:
+        """Close idle connections now; ones lent out close when returned."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            conns = list(self._conns) if os.getpid() == self._pid else []
-            self._conns = weakref.WeakSet()
-        for conn in conns:
+            idle = self._idle if os.getpid() == self._pid else []
+            self._idle = []
+        for conn in idle:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
 

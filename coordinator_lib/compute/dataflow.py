@@ -115,6 +115,44 @@ def input_upper(shards: dict[GlobalId, Shard]) -> Frontier:
     return upper
 
 
+def plan_step(
+    spark: SparkSession,
+    description: DataflowDescription,
+    inputs: dict[GlobalId, Shard],
+    lower: int,
+    upper: int,
+) -> tuple[DataFrame | None, list[tuple[str, str]]]:
+    """The view's consolidated updates in [lower, upper), named like its desc
+    (plus `__time`, `__diff`), as a lazy DataFrame; None if there are none."""
+    frames, hydrating = step_inputs(spark, inputs, description.as_of, lower, upper)
+    ctx = StepContext(spark, lower, upper, frames, hydrating=hydrating)
+    rendered = render(description.expr, ctx)
+    if rendered.delta is None:
+        return None, ctx.rules
+    arity = description.desc.arity
+    delta = consolidate_delta(rendered.delta, arity)
+    names = description.desc.names
+    named = delta.select(
+        *[F.col(c).alias(n) for c, n in zip(data_columns(arity), names, strict=True)],
+        F.col(TIME).alias("__time"),
+        F.col(DIFF).alias("__diff"),
+    )
+    return named, ctx.rules
+
+
+def next_step_bounds(
+    lower: int | None, inputs: dict[GlobalId, Shard], until: int | None
+) -> int | None:
+    """The upper the next step can reach from `lower`, or None."""
+    if lower is None:
+        return None
+    available = input_upper(inputs).time
+    upper = available if until is None else (until if available is None else min(available, until))
+    if upper is None or upper <= lower:
+        return None
+    return upper
+
+
 def step(
     spark: SparkSession,
     description: DataflowDescription,
@@ -122,36 +160,22 @@ def step(
     output: Shard,
     until: int | None = None,
 ) -> StepResult | None:
-    """Advance the output to the inputs' least upper (or `until`); None if
-    there is nothing to do."""
+    """Advance the output shard to the inputs' least upper (or `until`),
+    landing the step with compare_and_append; None if there is nothing to do."""
     started = time.perf_counter()
     lower = output.upper().time
-    available = input_upper(inputs)
-    if lower is None:
+    upper = next_step_bounds(lower, inputs, until)
+    if upper is None or lower is None:
         return None
-    upper = available.time if available.time is not None else None
-    if until is not None:
-        upper = until if upper is None else min(upper, until)
-    if upper is None or upper <= lower:
-        return None
-    frames, hydrating = step_inputs(spark, inputs, description.as_of, lower, upper)
-    ctx = StepContext(spark, lower, upper, frames, hydrating=hydrating)
-    rendered = render(description.expr, ctx)
-    arity = description.desc.arity
-    if rendered.delta is None:
-        try:
-            output.compare_and_append([], Frontier.at(lower), Frontier.at(upper))
-        except UpperMismatch:
-            return StepResult(lower, upper, 0, False, time.perf_counter() - started, ctx.rules)
-        return StepResult(lower, upper, 0, True, time.perf_counter() - started, ctx.rules)
-    delta = consolidate_delta(rendered.delta, arity)
-    named = delta.select(
-        *[F.col(c).alias(n) for c, n in zip(data_columns(arity), output.desc.names, strict=True)],
-        F.col(TIME).alias("__time"),
-        F.col(DIFF).alias("__diff"),
-    )
+    delta, rules = plan_step(spark, description, inputs, lower, upper)
+    rows = 0
     try:
-        rows = compare_and_append_dataframe(output, named, Frontier.at(lower), Frontier.at(upper))
+        if delta is None:
+            output.compare_and_append([], Frontier.at(lower), Frontier.at(upper))
+        else:
+            rows = compare_and_append_dataframe(
+                output, delta, Frontier.at(lower), Frontier.at(upper)
+            )
     except UpperMismatch:
-        return StepResult(lower, upper, 0, False, time.perf_counter() - started, ctx.rules)
-    return StepResult(lower, upper, rows, True, time.perf_counter() - started, ctx.rules)
+        return StepResult(lower, upper, 0, False, time.perf_counter() - started, rules)
+    return StepResult(lower, upper, rows, True, time.perf_counter() - started, rules)

@@ -1,0 +1,337 @@
+"""The compute controller (seed 001): instances, replicas, dataflows, peeks
+and subscribes, and the read holds that stop inputs from compacting past
+what a dataflow still needs.
+
+A dataflow reads its inputs at (its upper - 1) and at later times, so the
+controller holds each input there and moves the holds forward after each
+step: compaction of an input never passes the dataflow (invariant 5).
+
+Replicas here are in-process executors sharing the controller's Spark
+session; each hydrates its dataflows one at a time in creation order
+(sequential hydration) and steps them. A materialized view may be maintained
+by any number of replicas: compare_and_append on the output shard decides
+who lands each step. Worker processes and their scheduling come with the
+scheduler (seed 004).
+
+Deviations from seed 001: methods are synchronous; `process()` is the work
+loop (the seed's `ready`/`process` pair folded into one).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from pyspark.sql import SparkSession
+
+from coordinator_lib.compute.arrangement import Arrangement
+from coordinator_lib.compute.dataflow import (
+    DataflowDescription,
+    StepResult,
+    next_step_bounds,
+    plan_step,
+    step,
+)
+from coordinator_lib.compute.errors import (
+    CollectionMissing,
+    DataflowCreationError,
+    InstanceExists,
+    InstanceMissing,
+    PeekError,
+    ReplicaMissing,
+)
+from coordinator_lib.persist.shard import Shard
+from coordinator_lib.repr.frontier import Frontier
+from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.repr.read_policy import LagWriteFrontier, ReadPolicy
+from coordinator_lib.repr.relation import DIFF_COLUMN
+from coordinator_lib.repr.update import Row, Update
+from coordinator_lib.storage.controller import StorageController
+from coordinator_lib.storage.errors import StorageError
+from coordinator_lib.storage.read_hold import ReadHold
+
+
+@dataclass
+class Dataflow:
+    description: DataflowDescription
+    input_holds: dict[GlobalId, ReadHold]
+    output: Shard | None  # the materialized view's shard
+    arrangement: Arrangement | None  # the index
+    read_policy: ReadPolicy = field(default_factory=lambda: LagWriteFrontier(1000))
+    steps: list[StepResult] = field(default_factory=list)
+
+    @property
+    def write_frontier(self) -> Frontier:
+        if self.output is not None:
+            return self.output.upper()
+        assert self.arrangement is not None
+        return self.arrangement.upper
+
+
+@dataclass
+class Replica:
+    id: str
+    hydrated: set[GlobalId] = field(default_factory=set)
+
+
+@dataclass
+class Instance:
+    id: str
+    replicas: dict[str, Replica] = field(default_factory=dict)
+    dataflows: dict[GlobalId, Dataflow] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CollectionFrontiers:
+    """A compute collection's write frontier and read frontier (since)."""
+
+    write_frontier: Frontier
+    read_frontier: Frontier
+
+
+@dataclass(frozen=True)
+class SubscribeBatch:
+    """Updates with times in [lower, upper), then progress to `upper`."""
+
+    updates: tuple[Update, ...]
+    upper: Frontier
+
+
+class ComputeController:
+    def __init__(self, storage: StorageController, spark: SparkSession) -> None:
+        self.storage = storage
+        self.spark = spark
+        self._instances: dict[str, Instance] = {}
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------ instances
+    def _instance(self, id: str) -> Instance:
+        try:
+            return self._instances[id]
+        except KeyError:
+            raise InstanceMissing(id) from None
+
+    def create_instance(self, id: str) -> None:
+        with self._lock:
+            if id in self._instances:
+                raise InstanceExists(id)
+            self._instances[id] = Instance(id)
+
+    def drop_instance(self, id: str) -> None:
+        with self._lock:
+            instance = self._instance(id)
+            self.drop_collections(id, list(instance.dataflows))
+            del self._instances[id]
+
+    def add_replica(self, instance_id: str, replica_id: str) -> None:
+        with self._lock:
+            instance = self._instance(instance_id)
+            instance.replicas.setdefault(replica_id, Replica(replica_id))
+
+    def drop_replica(self, instance_id: str, replica_id: str) -> None:
+        with self._lock:
+            instance = self._instance(instance_id)
+            if replica_id not in instance.replicas:
+                raise ReplicaMissing(instance_id, replica_id)
+            del instance.replicas[replica_id]
+
+    # ------------------------------------------------------------ dataflows
+    def create_dataflow(self, instance_id: str, description: DataflowDescription) -> None:
+        """Install a dataflow: hold every input at its as_of (inputs cannot
+        compact past the dataflow's since), then let replicas hydrate it."""
+        with self._lock:
+            instance = self._instance(instance_id)
+            holds: dict[GlobalId, ReadHold] = {}
+            try:
+                for input_id in sorted(description.imports):
+                    try:
+                        holds[input_id] = self.storage.acquire_read_hold(
+                            input_id, description.as_of
+                        )
+                    except StorageError as error:
+                        since = self.storage.collection(input_id).since
+                        raise DataflowCreationError(
+                            description.id, input_id, description.as_of, since
+                        ) from error
+            except BaseException:
+                for hold in holds.values():
+                    hold.release()
+                raise
+            output = None
+            if description.sink_id is not None:
+                output = self.storage.shard(description.sink_id)
+            arrangement = None
+            if description.index_key is not None:
+                arrangement = Arrangement(
+                    description.desc, description.index_key, description.as_of
+                )
+            instance.dataflows[description.id] = Dataflow(description, holds, output, arrangement)
+
+    def drop_collections(self, instance_id: str, ids: list[GlobalId]) -> None:
+        """Remove dataflows and release their holds on inputs."""
+        with self._lock:
+            instance = self._instance(instance_id)
+            for id in ids:
+                if id not in instance.dataflows:
+                    raise CollectionMissing(id)
+            for id in ids:
+                dataflow = instance.dataflows.pop(id)
+                for hold in dataflow.input_holds.values():
+                    hold.release()
+                for replica in instance.replicas.values():
+                    replica.hydrated.discard(id)
+
+    def set_read_policy(
+        self, instance_id: str, policies: list[tuple[GlobalId, ReadPolicy]]
+    ) -> None:
+        with self._lock:
+            instance = self._instance(instance_id)
+            for id, policy in policies:
+                dataflow = instance.dataflows.get(id)
+                if dataflow is None:
+                    raise CollectionMissing(id)
+                dataflow.read_policy = policy
+                if dataflow.output is not None and dataflow.description.sink_id is not None:
+                    self.storage.set_read_policy([(dataflow.description.sink_id, policy)])
+
+    def collection_frontiers(self, instance_id: str, id: GlobalId) -> CollectionFrontiers:
+        with self._lock:
+            dataflow = self._dataflow(instance_id, id)
+            if dataflow.arrangement is not None:
+                return CollectionFrontiers(dataflow.arrangement.upper, dataflow.arrangement.since)
+            assert dataflow.output is not None
+            return CollectionFrontiers(dataflow.output.upper(), dataflow.output.since())
+
+    def _dataflow(self, instance_id: str, id: GlobalId) -> Dataflow:
+        dataflow = self._instance(instance_id).dataflows.get(id)
+        if dataflow is None:
+            raise CollectionMissing(id)
+        return dataflow
+
+    def dataflow(self, instance_id: str, id: GlobalId) -> Dataflow:
+        with self._lock:
+            return self._dataflow(instance_id, id)
+
+    # ------------------------------------------------------------- stepping
+    def process(self, until: int | None = None) -> list[StepResult]:
+        """One round of work on every replica: hydrate the next dataflow not
+        yet hydrated (sequential hydration), step the hydrated ones."""
+        results: list[StepResult] = []
+        with self._lock:
+            for instance in self._instances.values():
+                for replica in instance.replicas.values():
+                    results += self._process_replica(instance, replica, until)
+        return results
+
+    def _process_replica(
+        self, instance: Instance, replica: Replica, until: int | None
+    ) -> list[StepResult]:
+        results = []
+        hydrating_one = False
+        for id, dataflow in instance.dataflows.items():
+            if id not in replica.hydrated:
+                if hydrating_one:
+                    continue  # one hydration at a time, in creation order
+                hydrating_one = True
+            result = self._step_dataflow(dataflow, until)
+            if result is not None:
+                results.append(result)
+            if dataflow.write_frontier.time is not None and (
+                dataflow.write_frontier.time > dataflow.description.as_of
+            ):
+                replica.hydrated.add(id)
+        return results
+
+    def _step_dataflow(self, dataflow: Dataflow, until: int | None) -> StepResult | None:
+        inputs = {id: self.storage.shard(id) for id in dataflow.description.imports}
+        if dataflow.output is not None:
+            result = step(self.spark, dataflow.description, inputs, dataflow.output, until)
+        else:
+            result = self._step_index(dataflow, inputs, until)
+        if result is not None:
+            dataflow.steps.append(result)
+        self._downgrade_holds(dataflow)
+        return result
+
+    def _step_index(
+        self, dataflow: Dataflow, inputs: dict[GlobalId, Shard], until: int | None
+    ) -> StepResult | None:
+        arrangement = dataflow.arrangement
+        assert arrangement is not None
+        started = time.perf_counter()
+        lower = arrangement.upper.time
+        upper = next_step_bounds(lower, inputs, until)
+        if upper is None or lower is None:
+            return None
+        delta, rules = plan_step(self.spark, dataflow.description, inputs, lower, upper)
+        arrangement.apply(delta, lower, upper)
+        policy_since = dataflow.read_policy.frontier(arrangement.upper)
+        if policy_since > arrangement.since:
+            arrangement.compact(policy_since)
+        return StepResult(lower, upper, 0, True, time.perf_counter() - started, rules)
+
+    def _downgrade_holds(self, dataflow: Dataflow) -> None:
+        """The next step reads inputs at (write frontier - 1) and later."""
+        frontier = dataflow.write_frontier
+        if frontier.time is None or frontier.time == 0:
+            return
+        for hold in dataflow.input_holds.values():
+            hold.downgrade(max(frontier.time - 1, dataflow.description.as_of))
+
+    # ---------------------------------------------------------------- reads
+    def peek(self, instance_id: str, id: GlobalId, timestamp: int) -> list[tuple[Row, int]]:
+        """The contents of `id` at `timestamp`: from the index arrangement when
+        there is one (no persist read), else from its storage collection."""
+        with self._lock:
+            instance = self._instance(instance_id)
+            for dataflow in instance.dataflows.values():
+                arrangement = dataflow.arrangement
+                if arrangement is not None and (
+                    dataflow.description.id == id or dataflow.description.sink_id == id
+                ):
+                    try:
+                        frame = arrangement.peek(timestamp)
+                    except ValueError as error:
+                        raise PeekError(f"peek of {id}: {error}") from error
+                    if frame is None:
+                        return []
+                    table = frame.toArrow()
+                    names = list(arrangement.desc.names)
+                    columns = [table.column(n).to_pylist() for n in names]
+                    diffs = table.column(DIFF_COLUMN).to_pylist()
+                    return [(tuple(c[i] for c in columns), diffs[i]) for i in range(table.num_rows)]
+        with self.storage.acquire_read_hold(id, timestamp):
+            return self.storage.snapshot(id, timestamp)
+
+    def subscribe(
+        self, id: GlobalId, as_of: int, up_to: int | None = None, timeout_s: float | None = None
+    ) -> Iterator[SubscribeBatch]:
+        """The snapshot at `as_of` (stamped `as_of`), then every change after
+        it, in batches that end with the progress made; stops at `up_to`."""
+        shard = self.storage.shard(id)
+        hold = self.storage.acquire_read_hold(id, as_of)
+        try:
+            while shard.upper().less_equal(as_of):
+                time.sleep(0.05)
+            snapshot = tuple(Update(row, as_of, diff) for row, diff in shard.snapshot(as_of))
+            listen = shard.listen(as_of)
+            hold.release()
+            try:
+                yield SubscribeBatch(snapshot, Frontier.at(as_of + 1))
+                pending: list[Update] = []
+                for event in listen.events(timeout_s):
+                    if event.updates:
+                        pending += [u for u in event.updates if up_to is None or u.time < up_to]
+                    if event.progress is not None:
+                        upper = event.progress
+                        if up_to is not None and not upper.less_than(up_to):
+                            yield SubscribeBatch(tuple(pending), Frontier.at(up_to))
+                            return
+                        yield SubscribeBatch(tuple(pending), upper)
+                        pending = []
+            finally:
+                listen.close()
+        finally:
+            hold.release()

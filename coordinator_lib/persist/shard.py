@@ -27,6 +27,7 @@ from coordinator_lib.persist.errors import (
     ReadBeforeSince,
     ReadBeyondUpper,
     SchemaMismatch,
+    ShardFinalized,
     UpperMismatch,
 )
 from coordinator_lib.persist.machine import Machine
@@ -180,7 +181,7 @@ class Shard:
         schema = self.desc.arrow_schema(with_time_diff=True)
         try:
             table = table.select(schema.names).cast(schema)
-        except (KeyError, pa.ArrowInvalid, pa.ArrowTypeError) as error:
+        except (KeyError, ValueError, TypeError) as error:  # Arrow's errors subclass these
             raise InvalidUpdates(f"shard {self.shard_id}: table does not fit: {error}") from error
         self._check_table(table, expected_upper, new_upper)
         self._append_with(table if table.num_rows else None, expected_upper, new_upper)
@@ -201,12 +202,19 @@ class Shard:
             if not ty.nullable and table.column(name).null_count:
                 raise InvalidUpdates(f"shard {self.shard_id}: NULL in NOT NULL column {name!r}")
 
+    def check_upper(self, expected_upper: Frontier) -> None:
+        """Fail fast, before writing any blob, if the shard is finalized or its
+        upper is not `expected_upper` (the commit checks again, atomically)."""
+        state = self.state()
+        if state.finalized:
+            raise ShardFinalized(f"shard {self.shard_id} is finalized; nothing can be written")
+        if state.upper_frontier != expected_upper:
+            raise UpperMismatch(self.shard_id, expected_upper, state.upper_frontier)
+
     def _append_with(
         self, table: pa.Table | None, expected_upper: Frontier, new_upper: Frontier
     ) -> None:
-        current = self.upper()
-        if current != expected_upper:
-            raise UpperMismatch(self.shard_id, expected_upper, current)
+        self.check_upper(expected_upper)
         if table is None:
             self._commit(None, expected_upper, new_upper)
             return
@@ -293,10 +301,15 @@ class Shard:
         return state, dirs
 
     def _read_batches(self, batches: Sequence[BatchMeta]) -> pa.Table:
-        tables = [
-            batch_io.read_batch_table(self.blob.batch_files(self.shard_id, b.key), self.desc)
-            for b in batches
-        ]
+        tables = []
+        for b in batches:
+            files = self.blob.batch_files(self.shard_id, b.key)
+            table = batch_io.read_batch_table(files, self.desc)
+            if table.num_rows != b.rows:
+                # Deleted (compaction, GC) while we listed or read its files:
+                # an emptied directory must not read as an empty batch.
+                raise FileNotFoundError(f"batch {b.key} of shard {self.shard_id} is incomplete")
+            tables.append(table)
         if not tables:
             return self.desc.arrow_schema(with_time_diff=True).empty_table()
         return pa.concat_tables(tables)
@@ -470,12 +483,17 @@ class Shard:
     def collect_garbage(self) -> list[str]:
         """Delete blob batches no state names whose writer is gone (crashed
         writers' orphans, leftovers of compaction). Returns the deleted keys."""
-        state = self.state()
+        # Take the time, then list, then read the state: a batch listed here
+        # was written after its writer registered, so the (later) state names
+        # it or shows its writer, and a writer already expired at `now` cannot
+        # have named a batch since (its commit would fail on the lease).
         now = int(time.time() * 1000)
+        listed = self.blob.list_batches(self.shard_id)
+        state = self.state()
         named = {b.key for b in state.batches}
         live_writers = {wid for wid, w in state.writers.items() if not w.expired(now)}
         deleted = []
-        for key in self.blob.list_batches(self.shard_id):
+        for key in listed:
             if key in named:
                 continue
             writer_id = key.split("-", 1)[0]

@@ -23,7 +23,6 @@ from coordinator_lib.persist.errors import (
     InvalidUpdates,
     ReadBeforeSince,
     ReadBeyondUpper,
-    UpperMismatch,
 )
 from coordinator_lib.persist.shard import Shard
 from coordinator_lib.persist.spark_batches import (
@@ -89,9 +88,7 @@ def compare_and_append_dataframe(
     """Append a DataFrame (data columns, `__time`, `__diff`) like
     `Shard.compare_and_append`. Returns the rows written."""
     shard.validate_updates([], expected_upper, new_upper)
-    current = shard.upper()
-    if current != expected_upper:
-        raise UpperMismatch(shard.shard_id, expected_upper, current)
+    shard.check_upper(expected_upper)
     key = shard.reserve_batch_key()
     batch_dir = shard.blob.batch_path(shard.shard_id, key)
     try:

@@ -320,6 +320,8 @@ class StorageController:
         """A writer reports a new upper; the implied capability follows the
         read policy, and the since with it (subject to read holds)."""
         with self._lock:
+            for id, _ in updates:
+                self._state(id)
             for id, upper in updates:
                 state = self._state(id)
                 state.write_frontier = max(state.write_frontier, upper)
@@ -338,12 +340,14 @@ class StorageController:
         with self._lock:
             for id in updates:
                 self._state(id)
+                holds = self._collections[id].read_holds
+                for time_, count in updates[id].items():
+                    if holds[time_] + count < 0:
+                        raise StorageError(f"read hold count on {id} at {time_} went negative")
             for id, changes in updates.items():
                 holds = self._collections[id].read_holds
                 for time_, count in changes.items():
                     holds[time_] += count
-                    if holds[time_] < 0:
-                        raise StorageError(f"read hold count on {id} at {time_} went negative")
                     if holds[time_] == 0:
                         del holds[time_]
                 self._sync_holds(id)
@@ -370,8 +374,9 @@ class StorageController:
         with self._lock:
             state = self._state(id)
             reader = self._readers.get(id)
+            wanted = self._shards[id].since() if time is None else Frontier.at(time)
             needs_fresh = reader is None or (
-                time is not None and reader.since.time is not None and time < reader.since.time
+                reader.since.time is not None and wanted < reader.since
             )
             if needs_fresh:
                 # A reader's since never moves back, so a hold before it needs a
@@ -418,6 +423,10 @@ class StorageController:
             for raw in commands:
                 command = raw if isinstance(raw, AppendCommand) else AppendCommand(*raw)
                 state = self._state(command.id)
+                if any(command.id == id for id, *_ in planned):
+                    # Both would expect the same upper: the second could only
+                    # fail after the first had landed (a partial write).
+                    raise StorageError(f"append names collection {command.id} more than once")
                 kind = state.description.data_source.kind
                 if kind not in WRITABLE_KINDS:
                     raise NotWritable(command.id, kind.value)
@@ -622,10 +631,23 @@ class StorageController:
             shard_id = key[len(FINALIZE_PREFIX) :]
             desc = RelationDesc.from_json(json.loads(head.data)["desc"])
             shard = self.persist.open_shard(shard_id, desc)
+            self._expire_lapsed_leases(shard)
             if shard.finalize():
                 self.persist.consensus.delete(key, head.seqno)
                 done += 1
         return done
+
+    @staticmethod
+    def _expire_lapsed_leases(shard: Shard) -> None:
+        """Persist drops lapsed leases only inside a state transition, so with
+        no writes a dead process's hold would bind forever: run a no-op one."""
+        state = shard.state()
+        now = now_ms()
+        if state.finalized or not any(r.expired(now) for r in state.leased_readers.values()):
+            return
+        critical = state.critical_readers.get(CRITICAL_READER_ID)
+        keep = Frontier(critical.since) if critical is not None else state.since_frontier
+        shard.downgrade_critical_since(CRITICAL_READER_ID, keep)
 
     def reconcile_state(self) -> list[GlobalId]:
         """Drop durable collections nobody re-created since this controller
@@ -678,7 +700,8 @@ class StorageController:
                 upper = ingestion_step(self._shards[id], generator, ingestion, at)
                 self.update_write_frontiers([(id, upper)])
             for export in list(self._exports.values()):
-                self._advance_export(export)
+                if export.description.from_id in self._shards:  # else its source was dropped
+                    self._advance_export(export)
             for id in list(self._collections):
                 self.collection_frontiers(id)
 
@@ -689,8 +712,9 @@ class StorageController:
         with self._lock:
             compacted = collected = 0
             for id in list(self._collections):
-                self.collection_frontiers(id)
                 shard = self._shards[id]
+                self._expire_lapsed_leases(shard)
+                self.collection_frontiers(id)
                 compacted += shard.compact(
                     target_rows=self.parameters.compaction_target_rows,
                     max_batches=self.parameters.compaction_max_batches,
@@ -703,15 +727,17 @@ class StorageController:
     def _heartbeat_loop(self) -> None:
         interval = self.parameters.reader_lease_ms / 4000
         while not self._closed.wait(interval):
+            # Under the lock: a heartbeat racing a downgrade could otherwise
+            # leave a stale (lower) cached `reader.since`, and one racing an
+            # acquire could heartbeat a reader that was just replaced.
             with self._lock:
-                readers = list(self._readers.items())
-            for id, reader in readers:
-                try:
-                    reader.heartbeat()
-                except persist_errors.LeaseExpired:
-                    log.error("read holds on %s lapsed: this process paused past its lease", id)
-                except Exception:  # keep heart-beating the others
-                    log.exception("heartbeat of reader on %s failed", id)
+                for id, reader in list(self._readers.items()):
+                    try:
+                        reader.heartbeat()
+                    except persist_errors.LeaseExpired:
+                        log.error("read holds on %s lapsed: this process paused past its lease", id)
+                    except Exception:  # keep heart-beating the others
+                        log.exception("heartbeat of reader on %s failed", id)
 
 
 def table_description(desc: RelationDesc, since: Timestamp | None = None) -> CollectionDescription:

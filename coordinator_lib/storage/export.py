@@ -72,6 +72,11 @@ def export_step(state: ExportState, shard: Shard) -> bool:
         return False
     directory = Path(state.description.path)
     directory.mkdir(parents=True, exist_ok=True)
+    # A step that crashed after writing but before its write frontier was
+    # recorded left files the record does not name; this step rewrites them.
+    for stale in directory.glob("*.parquet"):
+        if stale.name not in state.files:
+            stale.unlink()
     assert frontier.time is not None
     if frontier.time == state.as_of and not state.files:
         # First step: the snapshot at as_of, stamped at as_of.

@@ -7,10 +7,12 @@ shard, so they also bind other processes and vanish if this one dies.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from typing import TYPE_CHECKING
 
 from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.storage.errors import IdentifierMissing
 
 if TYPE_CHECKING:
     from coordinator_lib.storage.controller import StorageController
@@ -43,7 +45,9 @@ class ReadHold:
         change: Counter[int] = Counter()
         change[self.time] -= 1
         self.time = None
-        self.controller.update_read_capabilities({self.id: change})
+        # If the collection was dropped, its holds went with it.
+        with contextlib.suppress(IdentifierMissing):
+            self.controller.update_read_capabilities({self.id: change})
 
     def __enter__(self) -> ReadHold:
         return self

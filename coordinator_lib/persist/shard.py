@@ -503,6 +503,22 @@ class Shard:
             deleted.append(key)
         return deleted
 
+    def expire_lapsed_leases(self) -> bool:
+        """Drop readers and writers whose leases ran out; True if any were.
+        Other transitions expire leases too, but a shard nobody writes would
+        otherwise keep a dead process's read hold (and its since) forever."""
+
+        def expire(state: ShardState, now: int) -> tuple[bool, bool]:
+            lapsed = any(r.expired(now) for r in state.leased_readers.values()) or any(
+                w.expired(now) for w in state.writers.values()
+            )
+            if state.finalized or not lapsed:
+                return False, False
+            state.expire_leases(now)
+            return True, True
+
+        return self.machine.apply(expire, allow_finalized=True)
+
     def finalize(self) -> bool:
         """Once since and upper are both empty, delete the shard's data and mark
         it finalized. Returns False (doing nothing) if it is still readable
@@ -517,6 +533,7 @@ class Shard:
             state.finalized = True
             return True, True
 
+        self.expire_lapsed_leases()
         done = self.machine.apply(finalize, allow_finalized=True)
         if done:
             self.blob.delete_shard(self.shard_id)

@@ -631,23 +631,10 @@ class StorageController:
             shard_id = key[len(FINALIZE_PREFIX) :]
             desc = RelationDesc.from_json(json.loads(head.data)["desc"])
             shard = self.persist.open_shard(shard_id, desc)
-            self._expire_lapsed_leases(shard)
             if shard.finalize():
                 self.persist.consensus.delete(key, head.seqno)
                 done += 1
         return done
-
-    @staticmethod
-    def _expire_lapsed_leases(shard: Shard) -> None:
-        """Persist drops lapsed leases only inside a state transition, so with
-        no writes a dead process's hold would bind forever: run a no-op one."""
-        state = shard.state()
-        now = now_ms()
-        if state.finalized or not any(r.expired(now) for r in state.leased_readers.values()):
-            return
-        critical = state.critical_readers.get(CRITICAL_READER_ID)
-        keep = Frontier(critical.since) if critical is not None else state.since_frontier
-        shard.downgrade_critical_since(CRITICAL_READER_ID, keep)
 
     def reconcile_state(self) -> list[GlobalId]:
         """Drop durable collections nobody re-created since this controller
@@ -713,7 +700,7 @@ class StorageController:
             compacted = collected = 0
             for id in list(self._collections):
                 shard = self._shards[id]
-                self._expire_lapsed_leases(shard)
+                shard.expire_lapsed_leases()
                 self.collection_frontiers(id)
                 compacted += shard.compact(
                     target_rows=self.parameters.compaction_target_rows,

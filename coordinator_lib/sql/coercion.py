@@ -1,0 +1,439 @@
+"""PostgreSQL's type rules, as plain functions over ScalarType.
+
+- which SQL type names map to which ScalarType;
+- which casts exist and at which level (implicit < assignment < explicit),
+  after PostgreSQL's `pg_cast`;
+- the common type of CASE / COALESCE / UNION branches (`select_common_type`)
+  and of a binary operator's operands (operator resolution, which differs:
+  `numeric + real` is `double precision` but CASE of numeric and real is
+  `real`);
+- how an untyped string literal reads as a given type (PostgreSQL's
+  "unknown" literals: `date_col = '2024-01-01'` compares dates);
+- casting literal values at plan time where the result is exact;
+- interval strings ('1h', '500ms') for RETAIN HISTORY and TICK INTERVAL.
+
+Errors raised here carry no position; the binder adds it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import math
+import re
+from typing import Any
+
+from sqlglot import exp
+
+from coordinator_lib.expr.scalar import NUMERIC_RANK, is_integer, is_numeric
+from coordinator_lib.repr.relation import ScalarType
+from coordinator_lib.sql.errors import (
+    InvalidDatetimeFormat,
+    InvalidParameter,
+    InvalidTextRepresentation,
+    NumericValueOutOfRange,
+    UnsupportedFeature,
+)
+
+S = ScalarType
+
+INT_RANGES = {
+    S.SMALLINT: (-(2**15), 2**15 - 1),
+    S.INTEGER: (-(2**31), 2**31 - 1),
+    S.BIGINT: (-(2**63), 2**63 - 1),
+}
+REAL_MAX = 3.4028234663852886e38
+
+# PostgreSQL's internal type names: what `SELECT 1::int` calls its column.
+INTERNAL_NAMES = {
+    S.BOOLEAN: "bool",
+    S.SMALLINT: "int2",
+    S.INTEGER: "int4",
+    S.BIGINT: "int8",
+    S.REAL: "float4",
+    S.DOUBLE: "float8",
+    S.NUMERIC: "numeric",
+    S.TEXT: "text",
+    S.BYTEA: "bytea",
+    S.DATE: "date",
+    S.TIMESTAMP: "timestamp",
+    S.TIMESTAMPTZ: "timestamptz",
+    S.JSONB: "jsonb",
+}
+
+_DTYPES: dict[exp.DType, ScalarType] = {
+    exp.DType.BOOLEAN: S.BOOLEAN,
+    exp.DType.SMALLINT: S.SMALLINT,
+    exp.DType.INT: S.INTEGER,
+    exp.DType.BIGINT: S.BIGINT,
+    exp.DType.FLOAT: S.REAL,
+    exp.DType.DOUBLE: S.DOUBLE,
+    exp.DType.DECIMAL: S.NUMERIC,
+    exp.DType.TEXT: S.TEXT,
+    exp.DType.VARCHAR: S.TEXT,
+    exp.DType.NVARCHAR: S.TEXT,
+    exp.DType.VARBINARY: S.BYTEA,
+    exp.DType.DATE: S.DATE,
+    exp.DType.TIMESTAMP: S.TIMESTAMP,
+    exp.DType.TIMESTAMPTZ: S.TIMESTAMPTZ,
+    exp.DType.JSONB: S.JSONB,
+    exp.DType.JSON: S.JSONB,
+}
+
+
+def scalar_type_of(data_type: exp.DataType) -> ScalarType:
+    """The ScalarType for a parsed SQL type. Length/precision modifiers are
+    accepted and ignored (`varchar(10)` is text, `numeric(10,2)` is numeric)."""
+    kind = data_type.this
+    if kind in _DTYPES:
+        return _DTYPES[kind]
+    name = data_type.sql(dialect="postgres").lower()
+    raise UnsupportedFeature(f"type {name} is not supported")
+
+
+# --- casts ----------------------------------------------------------------------
+
+_IMPLICIT: dict[ScalarType, set[ScalarType]] = {
+    S.SMALLINT: {S.INTEGER, S.BIGINT, S.NUMERIC, S.REAL, S.DOUBLE},
+    S.INTEGER: {S.BIGINT, S.NUMERIC, S.REAL, S.DOUBLE},
+    S.BIGINT: {S.NUMERIC, S.REAL, S.DOUBLE},
+    S.NUMERIC: {S.REAL, S.DOUBLE},
+    S.REAL: {S.DOUBLE},
+    S.DATE: {S.TIMESTAMP, S.TIMESTAMPTZ},
+    S.TIMESTAMP: {S.TIMESTAMPTZ},
+}
+
+_ASSIGNMENT: dict[ScalarType, set[ScalarType]] = {
+    S.SMALLINT: set(),
+    S.INTEGER: {S.SMALLINT},
+    S.BIGINT: {S.SMALLINT, S.INTEGER},
+    S.NUMERIC: {S.SMALLINT, S.INTEGER, S.BIGINT},
+    S.REAL: {S.SMALLINT, S.INTEGER, S.BIGINT, S.NUMERIC},
+    S.DOUBLE: {S.SMALLINT, S.INTEGER, S.BIGINT, S.NUMERIC, S.REAL},
+    S.TIMESTAMP: {S.DATE},
+    S.TIMESTAMPTZ: {S.DATE, S.TIMESTAMP},
+}
+
+_EXPLICIT: dict[ScalarType, set[ScalarType]] = {
+    S.BOOLEAN: {S.INTEGER},
+    S.INTEGER: {S.BOOLEAN},
+    S.JSONB: {S.BOOLEAN, S.SMALLINT, S.INTEGER, S.BIGINT, S.NUMERIC, S.REAL, S.DOUBLE},
+}
+
+
+def can_cast_implicitly(src: ScalarType, dst: ScalarType) -> bool:
+    return src is dst or dst in _IMPLICIT.get(src, set())
+
+
+def can_assign(src: ScalarType, dst: ScalarType) -> bool:
+    """Assignment casts (INSERT/UPDATE): implicit ones, narrowing numerics,
+    dropping time precision, and anything to text."""
+    return can_cast_implicitly(src, dst) or dst in _ASSIGNMENT.get(src, set()) or dst is S.TEXT
+
+
+def can_cast_explicitly(src: ScalarType, dst: ScalarType) -> bool:
+    """CAST / `::`. Text converts to and from everything (I/O conversion)."""
+    return (
+        can_assign(src, dst)
+        or dst in _EXPLICIT.get(src, set())
+        or src is S.TEXT
+        or (is_numeric(src) and is_numeric(dst))
+    )
+
+
+_CATEGORY = {
+    S.BOOLEAN: "B",
+    S.SMALLINT: "N",
+    S.INTEGER: "N",
+    S.BIGINT: "N",
+    S.NUMERIC: "N",
+    S.REAL: "N",
+    S.DOUBLE: "N",
+    S.TEXT: "S",
+    S.BYTEA: "U",
+    S.DATE: "D",
+    S.TIMESTAMP: "D",
+    S.TIMESTAMPTZ: "D",
+    S.JSONB: "U",
+}
+_PREFERRED = {S.DOUBLE, S.TIMESTAMPTZ, S.TEXT, S.BOOLEAN}
+
+
+def common_type(types: list[ScalarType | None]) -> ScalarType | None:
+    """PostgreSQL's `select_common_type` for CASE, COALESCE, UNION, VALUES:
+    None entries are unknown literals (they take whatever is chosen; all
+    unknown is text). Returns None when the types cannot be matched."""
+    known = [t for t in types if t is not None]
+    if not known:
+        return S.TEXT
+    candidate = known[0]
+    for other in known[1:]:
+        if other is candidate:
+            continue
+        if _CATEGORY[other] != _CATEGORY[candidate]:
+            return None
+        if (
+            candidate not in _PREFERRED
+            and can_cast_implicitly(candidate, other)
+            and not can_cast_implicitly(other, candidate)
+        ):
+            candidate = other
+    if all(can_cast_implicitly(t, candidate) for t in known):
+        return candidate
+    return None
+
+
+def operator_type(left: ScalarType, right: ScalarType) -> ScalarType | None:
+    """The type both operands of an arithmetic or comparison operator are cast
+    to, following PostgreSQL's operator resolution: the wider integer or
+    numeric, but double precision as soon as a float meets another type
+    (`int + real` and `numeric + real` resolve to the float8 operators).
+    None if no operator exists."""
+    if left is right:
+        return left
+    if is_numeric(left) and is_numeric(right):
+        if S.DOUBLE in (left, right) or S.REAL in (left, right):
+            return S.DOUBLE
+        return left if NUMERIC_RANK[left] >= NUMERIC_RANK[right] else right
+    chosen = common_type([left, right])
+    if chosen is not None and _CATEGORY[chosen] != "N":
+        return chosen
+    return None
+
+
+# --- literals -------------------------------------------------------------------
+
+_INT_RE = re.compile(r"^\s*[+-]?\d+\s*$")
+_TRUE = {"t", "tr", "tru", "true", "y", "ye", "yes", "on", "1"}
+_FALSE = {"f", "fa", "fal", "fals", "false", "n", "no", "off", "of", "0"}
+
+
+def integer_literal_type(value: int) -> ScalarType:
+    """PostgreSQL types an integer constant as int4 if it fits, else int8, else numeric."""
+    for st in (S.INTEGER, S.BIGINT):
+        low, high = INT_RANGES[st]
+        if low <= value <= high:
+            return st
+    return S.NUMERIC
+
+
+def number_literal(text: str) -> tuple[Any, ScalarType]:
+    """Value and type of a numeric constant as written (`42`, `1.5`, `1e3`)."""
+    if re.fullmatch(r"\d+", text):
+        value = int(text)
+        st = integer_literal_type(value)
+        return (value if st is not S.NUMERIC else decimal.Decimal(value)), st
+    try:
+        return decimal.Decimal(text), S.NUMERIC
+    except decimal.InvalidOperation:
+        raise InvalidTextRepresentation(f"invalid numeric literal {text!r}") from None
+
+
+def check_int_range(value: int, st: ScalarType) -> int:
+    low, high = INT_RANGES[st]
+    if not low <= value <= high:
+        raise NumericValueOutOfRange(f"{st.value} out of range: {value}")
+    return value
+
+
+def parse_text_as(text: str, st: ScalarType) -> Any:
+    """The value an untyped string literal denotes as type `st` (PostgreSQL's
+    input function for the type). Raises the SQLSTATE PostgreSQL raises."""
+    if st is S.TEXT:
+        return text
+    stripped = text.strip()
+    if st is S.BOOLEAN:
+        low = stripped.lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise InvalidTextRepresentation(f'invalid input syntax for type boolean: "{text}"')
+    if is_integer(st):
+        if not _INT_RE.match(text):
+            raise InvalidTextRepresentation(f'invalid input syntax for type {st.value}: "{text}"')
+        value = int(stripped)
+        low, high = INT_RANGES[st]
+        if not low <= value <= high:
+            raise NumericValueOutOfRange(f'value "{text}" is out of range for type {st.value}')
+        return value
+    if st is S.NUMERIC:
+        try:
+            value = decimal.Decimal(stripped)
+        except decimal.InvalidOperation:
+            value = None
+        if value is None or not value.is_finite():
+            raise InvalidTextRepresentation(f'invalid input syntax for type numeric: "{text}"')
+        return value
+    if st in (S.REAL, S.DOUBLE):
+        try:
+            number = float(stripped)
+        except ValueError:
+            raise InvalidTextRepresentation(
+                f'invalid input syntax for type {st.value}: "{text}"'
+            ) from None
+        if st is S.REAL and math.isfinite(number) and abs(number) > REAL_MAX:
+            raise NumericValueOutOfRange(f'"{text}" is out of range for type real')
+        return number
+    if st is S.BYTEA:
+        return _parse_bytea(text)
+    if st is S.DATE:
+        try:
+            return dt.date.fromisoformat(stripped)
+        except ValueError:
+            raise InvalidDatetimeFormat(f'invalid input syntax for type date: "{text}"') from None
+    if st in (S.TIMESTAMP, S.TIMESTAMPTZ):
+        try:
+            value = dt.datetime.fromisoformat(stripped)
+        except ValueError:
+            raise InvalidDatetimeFormat(
+                f'invalid input syntax for type {st.value}: "{text}"'
+            ) from None
+        if st is S.TIMESTAMP:
+            return value.replace(tzinfo=None)
+        if value.tzinfo is None:  # the session time zone is UTC
+            return value.replace(tzinfo=dt.UTC)
+        return value.astimezone(dt.UTC)
+    if st is S.JSONB:
+        try:
+            return canonical_jsonb(json.loads(text))
+        except ValueError:
+            raise InvalidTextRepresentation(
+                f'invalid input syntax for type json: "{text}"'
+            ) from None
+    raise UnsupportedFeature(f"literals of type {st.value} are not supported")  # pragma: no cover
+
+
+def _parse_bytea(text: str) -> bytes:
+    if text.startswith("\\x"):
+        try:
+            return bytes.fromhex(text[2:])
+        except ValueError:
+            raise InvalidTextRepresentation(f'invalid hexadecimal data: "{text}"') from None
+    out = bytearray()
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch != "\\":
+            out += ch.encode()
+            i += 1
+        elif text[i + 1 : i + 2] == "\\":
+            out.append(0x5C)
+            i += 2
+        elif re.fullmatch(r"[0-3][0-7]{2}", text[i + 1 : i + 4]):
+            out.append(int(text[i + 1 : i + 4], 8))
+            i += 4
+        else:
+            raise InvalidTextRepresentation(f'invalid input syntax for type bytea: "{text}"')
+    return bytes(out)
+
+
+def canonical_jsonb(value: Any) -> str:
+    """jsonb's canonical text: object keys ordered by length then bytes, no
+    duplicates, `", "` and `": "` separators (what PostgreSQL prints)."""
+    if isinstance(value, dict):
+        keys = sorted(value, key=lambda k: (len(k.encode()), k.encode()))
+        items = ", ".join(
+            f"{json.dumps(k, ensure_ascii=False)}: {canonical_jsonb(value[k])}" for k in keys
+        )
+        return "{" + items + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(canonical_jsonb(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+class _NoFold:
+    """Marker: the cast cannot be done exactly at plan time."""
+
+
+NO_FOLD = _NoFold()
+
+
+def fold_cast(value: Any, src: ScalarType, dst: ScalarType) -> Any:
+    """`value` (of type `src`) cast to `dst` when that is exact and cheap to do
+    at plan time (so INSERT ... VALUES stays a constant), else NO_FOLD.
+    Out-of-range integers raise NumericValueOutOfRange like PostgreSQL."""
+    if value is None or src is dst:
+        return value
+    if is_integer(src) and is_integer(dst):
+        return check_int_range(value, dst)
+    if is_integer(src) and dst is S.NUMERIC:
+        return decimal.Decimal(value)
+    if is_integer(src) and dst in (S.REAL, S.DOUBLE) and abs(value) < 2**53:
+        return float(value)
+    if src is S.NUMERIC and is_integer(dst):
+        rounded = int(value.quantize(decimal.Decimal(1), rounding=decimal.ROUND_HALF_UP))
+        return check_int_range(rounded, dst)
+    if src is S.NUMERIC and dst is S.DOUBLE:
+        return float(value)
+    if dst is S.TEXT and (is_integer(src) or src is S.NUMERIC):
+        return str(value)
+    if src is S.DATE and dst is S.TIMESTAMP:
+        return dt.datetime(value.year, value.month, value.day)
+    if src is S.DATE and dst is S.TIMESTAMPTZ:
+        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC)
+    if src is S.TIMESTAMP and dst is S.TIMESTAMPTZ:
+        return value.replace(tzinfo=dt.UTC)
+    return NO_FOLD
+
+
+# --- intervals ------------------------------------------------------------------
+
+_UNITS_MS = {
+    "us": 0.001,
+    "microsecond": 0.001,
+    "microseconds": 0.001,
+    "ms": 1,
+    "millisecond": 1,
+    "milliseconds": 1,
+    "s": 1000,
+    "sec": 1000,
+    "secs": 1000,
+    "second": 1000,
+    "seconds": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "mins": 60_000,
+    "minute": 60_000,
+    "minutes": 60_000,
+    "h": 3_600_000,
+    "hr": 3_600_000,
+    "hrs": 3_600_000,
+    "hour": 3_600_000,
+    "hours": 3_600_000,
+    "d": 86_400_000,
+    "day": 86_400_000,
+    "days": 86_400_000,
+    "w": 604_800_000,
+    "week": 604_800_000,
+    "weeks": 604_800_000,
+}
+_INTERVAL_PART = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)")
+_HMS = re.compile(r"^\s*(\d+):(\d{1,2})(?::(\d{1,2}(?:\.\d+)?))?\s*$")
+
+
+def parse_interval_ms(text: str) -> int:
+    """Milliseconds in an interval string: '1h', '1 hour 30 minutes', '500ms',
+    '01:30:00', or a bare number of seconds (as PostgreSQL reads '10')."""
+    match = _HMS.match(text)
+    if match:
+        hours, minutes, seconds = match.group(1), match.group(2), match.group(3) or "0"
+        return round((int(hours) * 3600 + int(minutes) * 60 + float(seconds)) * 1000)
+    total = 0.0
+    pos = 0
+    stripped = text.strip()
+    if not stripped:
+        raise InvalidParameter(f'invalid input syntax for type interval: "{text}"')
+    while pos < len(stripped):
+        part = _INTERVAL_PART.match(stripped, pos)
+        if not part or part.end() == pos:
+            raise InvalidParameter(f'invalid input syntax for type interval: "{text}"')
+        unit = part.group(2).lower() or "s"
+        if unit not in _UNITS_MS:
+            raise InvalidParameter(f'invalid input syntax for type interval: "{text}"')
+        total += float(part.group(1)) * _UNITS_MS[unit]
+        pos = part.end()
+        while pos < len(stripped) and stripped[pos] in " ,":
+            pos += 1
+    return round(total)

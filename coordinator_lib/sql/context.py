@@ -1,0 +1,53 @@
+"""State shared while planning one statement: the catalog, what was resolved
+(for dependencies and readable EXPLAIN), and the CTEs in scope."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from coordinator_lib.expr.relation import RelationExpr
+from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.repr.relation import ColumnType
+from coordinator_lib.sql.catalog import CatalogItem, QualifiedName, SqlCatalog
+from coordinator_lib.sql.errors import SqlError
+from coordinator_lib.sql.positions import position_of
+
+
+@dataclass(frozen=True)
+class CteBinding:
+    """A WITH query, planned once and inlined wherever it is named."""
+
+    expr: RelationExpr
+    names: tuple[str, ...]
+    types: tuple[ColumnType, ...]
+
+
+@dataclass
+class PlanContext:
+    catalog: SqlCatalog
+    text: str = ""
+    # Every catalog item a name resolved to (views included, though inlined).
+    references: set[GlobalId] = field(default_factory=set)
+    names: dict[GlobalId, QualifiedName] = field(default_factory=dict)
+    ctes: list[dict[str, CteBinding]] = field(default_factory=list)
+
+    def resolve(self, parts: tuple[str, ...], node: exp.Expr | None = None) -> CatalogItem:
+        """Resolve a name through the catalog, recording it; errors get `node`'s position."""
+        try:
+            item = self.catalog.resolve(parts)
+        except SqlError as error:
+            raise error.at(position_of(node)) from None
+        self.references.add(item.id)
+        self.names[item.id] = item.name
+        return item
+
+    def cte(self, name: str) -> CteBinding | None:
+        for frame in reversed(self.ctes):
+            if name in frame:
+                return frame[name]
+        return None
+
+    def readable_names(self) -> dict[GlobalId, str]:
+        return {gid: str(name) for gid, name in self.names.items()}

@@ -1,0 +1,562 @@
+"""The Tidemark SQL dialect: sqlglot's Materialize dialect plus the statements
+Materialize users write that sqlglot 30 does not parse.
+
+Added on top of `sqlglot.dialects.materialize.Materialize`:
+
+- `CREATE [OR REPLACE] MATERIALIZED VIEW [IF NOT EXISTS] name [(cols)]
+  [IN CLUSTER c] [WITH (RETAIN HISTORY FOR '1h', ...)] AS query` -> `exp.Create`
+  (kind VIEW) whose properties hold `MaterializedProperty`, `InCluster` and
+  `WithOptions`;
+- `CREATE INDEX [IF NOT EXISTS] [name] [IN CLUSTER c] ON obj [USING m] (expr, ...)`
+  and `CREATE DEFAULT INDEX [IN CLUSTER c] ON obj` -> `exp.Create` (kind
+  INDEX) around `exp.Index`, with `DefaultIndex` / `InCluster` properties;
+- `CREATE SOURCE [IF NOT EXISTS] name [IN CLUSTER c] FROM LOAD GENERATOR kind
+  [(option value, ...)] [FOR ALL TABLES]` -> `CreateSource`;
+- `<query> AS OF [AT LEAST] expr` -> the query's `as_of` arg holds `AsOf`;
+- `DROP <kind> [IF EXISTS] name [, ...] [CASCADE | RESTRICT]` for Materialize's
+  kinds (SOURCE, SINK, MATERIALIZED VIEW, INDEX lists, ...) -> `exp.Drop`;
+- `EXPLAIN [stage PLAN] [FOR] <statement | MATERIALIZED VIEW name | ...>` -> `Explain`.
+
+Later statements (SUBSCRIBE, SHOW, ...) go the same way: a node class here, a
+branch in `Parser._parse_statement`, a TRANSFORMS entry in the generator.
+
+The parser also records positions sqlglot leaves out, so errors can point at
+them like PostgreSQL does: every operand gets the start of its first token
+(`meta["start"]`), and binary operators, BETWEEN and IN get their operator's
+offset in `meta["op_start"]` (see `positions.py`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+from sqlglot import exp
+from sqlglot.dialects.materialize import Materialize
+from sqlglot.errors import ParseError as SqlglotParseError
+from sqlglot.errors import TokenError
+from sqlglot.generators.materialize import MaterializeGenerator
+from sqlglot.parsers.materialize import MaterializeParser
+from sqlglot.tokens import Token, TokenType
+
+from coordinator_lib.sql.errors import ParseError
+
+# --- syntax tree nodes for what sqlglot does not have -------------------------
+
+
+class AsOf(exp.Expression):
+    """`AS OF [AT LEAST] <expr>` at the end of a query."""
+
+    arg_types: ClassVar[dict[str, bool]] = {"this": True, "at_least": False}
+
+
+class InCluster(exp.Property):
+    """`IN CLUSTER <name>` of CREATE MATERIALIZED VIEW / INDEX / SOURCE."""
+
+    arg_types: ClassVar[dict[str, bool]] = {"this": True}
+
+
+class DefaultIndex(exp.Property):
+    """Marks `CREATE DEFAULT INDEX`."""
+
+    arg_types: ClassVar[dict[str, bool]] = {}
+
+
+class MzOption(exp.Expression):
+    """One `NAME WORDS [=] [FOR] value` item of a Materialize option list; `this`
+    is the upper-cased name (e.g. "RETAIN HISTORY", "TICK INTERVAL")."""
+
+    arg_types: ClassVar[dict[str, bool]] = {"this": True, "value": False}
+
+
+class WithOptions(exp.Property):
+    """`WITH (option, ...)` of CREATE MATERIALIZED VIEW."""
+
+    arg_types: ClassVar[dict[str, bool]] = {"expressions": True}
+
+
+class CreateSource(exp.Expression):
+    """`CREATE SOURCE ... FROM LOAD GENERATOR ...`; `generator` is the upper-cased
+    generator name, `options` a list of MzOption."""
+
+    arg_types: ClassVar[dict[str, bool]] = {
+        "this": True,
+        "exists": False,
+        "cluster": False,
+        "generator": True,
+        "options": False,
+        "for_all_tables": False,
+    }
+
+
+class Explain(exp.Expression):
+    """`EXPLAIN ...`: `this` is a statement, or a table name when `kind` names an
+    existing object ("MATERIALIZED VIEW", "VIEW", "INDEX")."""
+
+    arg_types: ClassVar[dict[str, bool]] = {"this": True, "stage": False, "kind": False}
+
+
+# Longest first, so MATERIALIZED VIEW wins over VIEW.
+_DROP_KINDS: tuple[tuple[str, ...], ...] = (
+    ("MATERIALIZED", "VIEW"),
+    ("CLUSTER", "REPLICA"),
+    ("TABLE",),
+    ("VIEW",),
+    ("INDEX",),
+    ("SOURCE",),
+    ("SINK",),
+    ("TYPE",),
+    ("SECRET",),
+    ("CONNECTION",),
+    ("SCHEMA",),
+    ("DATABASE",),
+    ("CLUSTER",),
+    ("ROLE",),
+)
+
+_EXPLAIN_STAGES: tuple[tuple[str, ...], ...] = (
+    ("RAW",),
+    ("DECORRELATED",),
+    ("LOCALLY", "OPTIMIZED"),
+    ("OPTIMIZED",),
+    ("PHYSICAL",),
+)
+
+_EXPLAIN_OBJECTS: tuple[tuple[str, ...], ...] = (("MATERIALIZED", "VIEW"), ("VIEW",), ("INDEX",))
+
+# Tokens that end an option's name: what follows is its value or the next option.
+_OPTION_NAME_STOP = {
+    TokenType.COMMA,
+    TokenType.R_PAREN,
+    TokenType.EQ,
+    TokenType.STRING,
+    TokenType.NUMBER,
+    TokenType.FOR,
+    TokenType.DASH,
+}
+
+
+def _subtree_start(node: exp.Expr | None) -> int | None:
+    """Smallest known start offset in a subtree (sqlglot puts positions on leaves)."""
+    if node is None:
+        return None
+    best: int | None = None
+    for child in node.walk():
+        meta = child._meta
+        if meta and meta.get("start") is not None and (best is None or meta["start"] < best):
+            best = meta["start"]
+    return best
+
+
+class TidemarkParser(MaterializeParser):
+    """Materialize's parser with the statements listed in the module docstring."""
+
+    # --- positions -----------------------------------------------------------
+
+    def expression(
+        self, instance: Any, token: Token | None = None, comments: list[str] | None = None
+    ) -> Any:
+        if token is None and isinstance(instance, exp.Binary | exp.Between | exp.In):
+            op = self._operator_token(instance)
+            if op is not None:
+                instance.meta["op_start"] = op.start
+        return super().expression(instance, token, comments)
+
+    def _operator_token(self, node: exp.Expr) -> Token | None:
+        """The token just before the second operand (skipping open parens)."""
+        if isinstance(node, exp.Between):
+            second = node.args.get("low")
+        elif isinstance(node, exp.In):
+            items = node.expressions
+            second = items[0] if items else node.args.get("query")
+        else:
+            second = node.args.get("expression")
+        start = _subtree_start(second)
+        if start is None:
+            return None
+        i = self._index - 1
+        while i >= 0 and self._tokens[i].start > start:
+            i -= 1
+        if i < 0 or self._tokens[i].start != start:
+            return None
+        i -= 1
+        while i >= 0 and self._tokens[i].token_type == TokenType.L_PAREN:
+            i -= 1
+        return self._tokens[i] if i >= 0 else None
+
+    def _parse_unary(self) -> exp.Expr | None:
+        first = self._curr
+        node = super()._parse_unary()
+        if node is not None and first and not (node._meta and "start" in node._meta):
+            node.meta["start"] = first.start
+        return node
+
+    def raise_error(self, message: str, token: Token | None = None) -> None:
+        token = token or self._curr or self._prev
+        count = len(self.errors)
+        try:
+            super().raise_error(message, token)  # type: ignore[arg-type]
+        except SqlglotParseError as error:
+            if token is not None:
+                error.errors[0]["start"] = token.start
+            raise
+        if token is not None and len(self.errors) > count:
+            self.errors[-1].errors[0]["start"] = token.start
+
+    def _warn_unsupported(self) -> None:
+        """Unsupported statements become exp.Command and the planner says so; no log noise."""
+
+    # --- statements -----------------------------------------------------------
+
+    def _parse_statement(self) -> exp.Expr | None:
+        curr = self._curr
+        if curr and curr.token_type == TokenType.VAR and curr.text.upper() == "EXPLAIN":
+            self._advance()
+            return self._parse_explain()
+        statement = super()._parse_statement()
+        if isinstance(statement, exp.Query) and self._match_text_seq("AS", "OF"):
+            statement.set("as_of", self._parse_as_of())
+        return statement
+
+    def _parse_as_of(self) -> AsOf:
+        start = self._prev
+        at_least = self._match_text_seq("AT", "LEAST")
+        value = self._parse_bitwise()
+        if value is None:
+            self.raise_error("Expecting a timestamp after AS OF")
+        return self.expression(AsOf(this=value, at_least=at_least), start)
+
+    def _parse_table_alias(
+        self, alias_tokens: Any = None
+    ) -> exp.TableAlias | None:  # `FROM t AS OF 5` is not an alias
+        if self._match_text_seq("AS", "OF", advance=False):
+            return None
+        return super()._parse_table_alias(alias_tokens)
+
+    def _parse_alias(self, this: exp.Expr | None, explicit: bool = False) -> exp.Expr | None:
+        if self._match_text_seq("AS", "OF", advance=False):
+            return this
+        return super()._parse_alias(this, explicit)
+
+    def _parse_create(self) -> exp.Expr:  # type: ignore[override]
+        index = self._index
+        replace = self._match_pair(TokenType.OR, TokenType.REPLACE)
+        if self._match_text_seq("MATERIALIZED", "VIEW"):
+            return self._parse_create_materialized_view(bool(replace))
+        if not replace:
+            if self._match_text_seq("DEFAULT", "INDEX"):
+                return self._parse_create_index(default=True)
+            if self._match(TokenType.INDEX):
+                return self._parse_create_index(default=False)
+            if self._match_text_seq("SOURCE"):
+                return self._parse_create_source()
+        self._retreat(index)
+        return super()._parse_create()
+
+    def _parse_in_cluster(self) -> InCluster | None:
+        if not self._match_text_seq("IN", "CLUSTER"):
+            return None
+        start = self._prev
+        name = self._parse_id_var()
+        if name is None:
+            self.raise_error("Expecting a cluster name after IN CLUSTER")
+        return self.expression(InCluster(this=name), start)
+
+    def _parse_create_materialized_view(self, replace: bool) -> exp.Create:
+        exists = self._parse_exists(not_=True)
+        name = self._parse_table_parts(schema=True)
+        this = self._parse_schema(this=name)
+        properties: list[exp.Expr] = [exp.MaterializedProperty()]
+        cluster = self._parse_in_cluster()
+        if cluster is not None:
+            properties.append(cluster)
+        if self._match(TokenType.WITH):
+            properties.append(WithOptions(expressions=self._parse_mz_options()))
+        if not self._match(TokenType.ALIAS):
+            self.raise_error("Expecting AS")
+        query = self._parse_ddl_select()
+        return self.expression(
+            exp.Create(
+                this=this,
+                kind="VIEW",
+                replace=replace,
+                exists=exists,
+                expression=query,
+                properties=exp.Properties(expressions=properties),
+            )
+        )
+
+    def _parse_create_index(self, default: bool) -> exp.Create:
+        exists = self._parse_exists(not_=True)
+        name = None
+        if (
+            not default
+            and self._curr.token_type != TokenType.ON
+            and not self._match_text_seq("IN", "CLUSTER", advance=False)
+        ):
+            name = self._parse_id_var()
+        properties: list[exp.Expr] = [DefaultIndex()] if default else []
+        cluster = self._parse_in_cluster()
+        if cluster is not None:
+            properties.append(cluster)
+        if not self._match(TokenType.ON):
+            self.raise_error("Expecting ON")
+        table = self._parse_table_parts(schema=True)
+        params = self._parse_index_params()
+        if default and params.args.get("columns"):
+            self.raise_error("CREATE DEFAULT INDEX takes no column list")
+        if not default and not params.args.get("columns"):
+            self.raise_error("Expecting ( and the index's key columns")
+        index = self.expression(exp.Index(this=name, table=table, params=params))
+        return self.expression(
+            exp.Create(
+                this=index,
+                kind="INDEX",
+                exists=exists,
+                properties=exp.Properties(expressions=properties) if properties else None,
+            )
+        )
+
+    def _parse_create_source(self) -> CreateSource:
+        exists = self._parse_exists(not_=True)
+        name = self._parse_table_parts(schema=True)
+        cluster = self._parse_in_cluster()
+        if not self._match_text_seq("FROM", "LOAD", "GENERATOR"):
+            self.raise_error("Expecting FROM LOAD GENERATOR (the only source type supported)")
+        generator_token = self._curr
+        generator = self._parse_var(any_token=True, upper=True)
+        if generator is None:
+            self.raise_error("Expecting a load generator name")
+        options = self._parse_mz_options() if self._match(TokenType.L_PAREN, advance=False) else []
+        for_all_tables = self._match_text_seq("FOR", "ALL", "TABLES")
+        node = CreateSource(
+            this=name,
+            exists=exists,
+            cluster=cluster,
+            generator=generator.name if generator else "",
+            options=options,
+            for_all_tables=for_all_tables,
+        )
+        if generator_token:
+            node.meta["generator_start"] = generator_token.start
+        return self.expression(node)
+
+    def _parse_mz_options(self) -> list[MzOption]:
+        self._match_l_paren()
+        options = self._parse_csv(self._parse_mz_option)
+        self._match_r_paren()
+        return options  # type: ignore[return-value]
+
+    def _parse_mz_option(self) -> MzOption | None:
+        first = self._curr
+        words: list[str] = []
+        while self._curr and self._curr.token_type not in _OPTION_NAME_STOP:
+            words.append(self._curr.text.upper())
+            self._advance()
+        if not words:
+            self.raise_error("Expecting an option name")
+        self._match(TokenType.EQ)
+        self._match(TokenType.FOR)
+        value = None
+        if self._curr and self._curr.token_type not in (TokenType.COMMA, TokenType.R_PAREN):
+            value = self._parse_bitwise()
+        return self.expression(MzOption(this=" ".join(words), value=value), first)
+
+    def _parse_drop(self, exists: bool = False, kind: str | None = None) -> exp.Expr:  # type: ignore[override]
+        if kind is None:
+            for words in _DROP_KINDS:
+                if self._match_text_seq(*words):
+                    return self._parse_mz_drop(" ".join(words), exists)
+        return super()._parse_drop(exists, kind)
+
+    def _parse_mz_drop(self, kind: str, exists: bool) -> exp.Drop:
+        if_exists = exists or self._parse_exists()
+        names = self._parse_csv(lambda: self._parse_table_parts(schema=True))
+        cascade = self._match_text_seq("CASCADE")
+        restrict = not cascade and self._match_text_seq("RESTRICT")
+        materialized = kind == "MATERIALIZED VIEW"
+        return self.expression(
+            exp.Drop(
+                kind="VIEW" if materialized else kind,
+                materialized=materialized,
+                tables=names,
+                exists=if_exists,
+                cascade=cascade,
+                restrict=restrict,
+            )
+        )
+
+    def _parse_explain(self) -> Explain:
+        start = self._prev
+        stage = None
+        for words in _EXPLAIN_STAGES:
+            if self._match_text_seq(*words):
+                stage = " ".join(words)
+                if not self._match_text_seq("PLAN"):
+                    self.raise_error("Expecting PLAN")
+                break
+        else:
+            self._match_text_seq("PLAN")
+        if self._match_text_seq("AS"):
+            self._parse_var(any_token=True)  # AS TEXT / AS JSON: we only print text
+        self._match(TokenType.FOR)
+        for words in _EXPLAIN_OBJECTS:
+            if self._match_text_seq(*words):
+                name = self._parse_table_parts()
+                return self.expression(Explain(this=name, stage=stage, kind=" ".join(words)), start)
+        statement = self._parse_statement()
+        if statement is None:
+            self.raise_error("Expecting a statement to explain")
+        return self.expression(Explain(this=statement, stage=stage), start)
+
+
+class TidemarkGenerator(MaterializeGenerator):
+    """Prints the added nodes back in Materialize's syntax (round trips)."""
+
+    TRANSFORMS: ClassVar[dict[type[exp.Expr], Any]] = {
+        **MaterializeGenerator.TRANSFORMS,
+        AsOf: lambda self, e: (
+            f"AS OF {'AT LEAST ' if e.args.get('at_least') else ''}{self.sql(e, 'this')}"
+        ),
+        InCluster: lambda self, e: f"IN CLUSTER {self.sql(e, 'this')}",
+        DefaultIndex: lambda self, e: "",
+        MzOption: lambda self, e: TidemarkGenerator._option_sql(self, e),
+        WithOptions: lambda self, e: f"WITH ({self.expressions(e, flat=True)})",
+        CreateSource: lambda self, e: TidemarkGenerator._create_source_sql(self, e),
+        Explain: lambda self, e: TidemarkGenerator._explain_sql(self, e),
+    }
+
+    def query_modifiers(self, expression: exp.Expr, *sqls: str) -> str:
+        sql = super().query_modifiers(expression, *sqls)
+        as_of = expression.args.get("as_of")
+        return f"{sql} {self.sql(as_of)}" if as_of else sql
+
+    def create_sql(self, expression: exp.Create) -> str:
+        properties = expression.args.get("properties")
+        props = list(properties.expressions) if properties else []
+        kind = expression.args.get("kind")
+        materialized = any(isinstance(p, exp.MaterializedProperty) for p in props)
+        if kind == "INDEX" or (kind == "VIEW" and materialized):
+            return self._mz_create_sql(expression, props)
+        return super().create_sql(expression)
+
+    def _mz_create_sql(self, expression: exp.Create, props: list[exp.Expr]) -> str:
+        exists = " IF NOT EXISTS" if expression.args.get("exists") else ""
+        cluster = next((p for p in props if isinstance(p, InCluster)), None)
+        cluster_sql = f" {self.sql(cluster)}" if cluster is not None else ""
+        if expression.args.get("kind") == "INDEX":
+            index = expression.this
+            default = any(isinstance(p, DefaultIndex) for p in props)
+            name = self.sql(index, "this")
+            name_sql = f" {name}" if name else ""
+            params = index.args.get("params")
+            using = self.sql(params, "using") if params else ""
+            using_sql = f" USING {using}" if using else ""
+            columns = self.expressions(params, key="columns", flat=True) if params else ""
+            columns_sql = f" ({columns})" if columns else ""
+            head = "CREATE DEFAULT INDEX" if default else "CREATE INDEX"
+            table = self.sql(index, "table")
+            return f"{head}{exists}{name_sql}{cluster_sql} ON {table}{using_sql}{columns_sql}"
+        replace = " OR REPLACE" if expression.args.get("replace") else ""
+        with_options = next((p for p in props if isinstance(p, WithOptions)), None)
+        with_sql = f" {self.sql(with_options)}" if with_options is not None else ""
+        this = self.sql(expression, "this")
+        query = self.sql(expression, "expression")
+        return f"CREATE{replace} MATERIALIZED VIEW{exists} {this}{cluster_sql}{with_sql} AS {query}"
+
+    def _option_sql(self, e: MzOption) -> str:
+        name = e.name
+        value = e.args.get("value")
+        if value is None:
+            return name
+        joiner = " FOR " if name == "RETAIN HISTORY" else " "
+        return f"{name}{joiner}{self.sql(value)}"
+
+    def _create_source_sql(self, e: CreateSource) -> str:
+        exists = " IF NOT EXISTS" if e.args.get("exists") else ""
+        cluster = self.sql(e, "cluster")
+        cluster_sql = f" {cluster}" if cluster else ""
+        options = self.expressions(e, key="options", flat=True)
+        options_sql = f" ({options})" if options else ""
+        tables = " FOR ALL TABLES" if e.args.get("for_all_tables") else ""
+        generator = e.args["generator"]
+        return (
+            f"CREATE SOURCE{exists} {self.sql(e, 'this')}{cluster_sql} "
+            f"FROM LOAD GENERATOR {generator}{options_sql}{tables}"
+        )
+
+    def _explain_sql(self, e: Explain) -> str:
+        stage = e.args.get("stage")
+        head = f"EXPLAIN {stage} PLAN FOR" if stage else "EXPLAIN"
+        kind = e.args.get("kind")
+        target = f"{kind} {self.sql(e, 'this')}" if kind else self.sql(e, "this")
+        return f"{head} {target}"
+
+
+class Tidemark(Materialize):
+    """sqlglot dialect `tidemark`: Materialize plus the statements above."""
+
+    class Tokenizer(Materialize.Tokenizer):
+        # EXPLAIN is a COMMAND keyword upstream (the rest of the statement becomes one
+        # string); as a plain word our parser can parse what follows it.
+        KEYWORDS: ClassVar[dict[str, TokenType]] = {
+            k: v for k, v in Materialize.Tokenizer.KEYWORDS.items() if k != "EXPLAIN"
+        }
+
+    Parser = TidemarkParser
+    Generator = TidemarkGenerator
+
+
+_TOKEN_AT = re.compile(r"from (\d+):(\d+)")
+
+
+def parse_sql(text: str) -> list[exp.Expr]:
+    """Parse `text` (one or more `;`-separated statements) with the Tidemark
+    dialect. Syntax errors become `ParseError` with a 1-based position."""
+    try:
+        statements = Tidemark().parse(text)
+    except SqlglotParseError as error:
+        raise _convert_parse_error(error, text) from None
+    except TokenError as error:
+        raise _convert_token_error(error, text) from None
+    return [s for s in statements if s is not None and not isinstance(s, exp.Semicolon)]
+
+
+def _convert_parse_error(error: SqlglotParseError, text: str) -> ParseError:
+    info = error.errors[0] if error.errors else {}
+    description = info.get("description") or str(error)
+    start = info.get("start")
+    position = start + 1 if isinstance(start, int) else None
+    if position is not None and position > len(text.rstrip()):
+        return ParseError("syntax error at end of input", position, detail=description)
+    near = info.get("highlight")
+    if near:
+        return ParseError(f'syntax error at or near "{near}"', position, detail=description)
+    return ParseError(f"syntax error: {description}", position)
+
+
+def _convert_token_error(error: TokenError, text: str) -> ParseError:
+    cause = str(error.__cause__ or error)
+    match = _TOKEN_AT.search(cause)
+    position = None
+    if match:
+        offset = int(match.group(2))
+        position = offset + 1 if 0 <= offset < len(text) else None
+    if "Missing" in cause:
+        return ParseError("unterminated quoted string or identifier", position, detail=cause)
+    return ParseError(f"syntax error: {cause}", position)
+
+
+__all__ = [
+    "AsOf",
+    "CreateSource",
+    "DefaultIndex",
+    "Explain",
+    "InCluster",
+    "MzOption",
+    "Tidemark",
+    "TidemarkGenerator",
+    "TidemarkParser",
+    "WithOptions",
+    "parse_sql",
+]

@@ -1,0 +1,229 @@
+"""EXPLAIN text in Materialize's style: one operator per line, inputs indented
+below the operator that reads them, columns as `#i`.
+
+    Reduce group_by=[#1] aggregates=[sum(#0), count(*)]
+      Join on=(#0 = #3)
+        Get materialize.public.t
+        Get materialize.public.u
+
+`annotate(node)` may return a suffix for a node's line; the compute layer
+uses it to say which operators are maintained incrementally.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from coordinator_lib.expr.relation import (
+    AggregateExpr,
+    AggregateFunc,
+    Constant,
+    Distinct,
+    Filter,
+    Get,
+    Join,
+    Map,
+    Negate,
+    Project,
+    Reduce,
+    RelationExpr,
+    Threshold,
+    Union,
+)
+from coordinator_lib.expr.scalar import (
+    BinaryFunc,
+    CallBinary,
+    CallUnary,
+    CallVariadic,
+    Cast,
+    Column,
+    If,
+    Literal,
+    ScalarExpr,
+    UnaryFunc,
+    VariadicFunc,
+)
+from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.sql.plans import ExplainPlan, RowSetFinishing, SelectPlan
+
+_INFIX = {
+    BinaryFunc.ADD: "+",
+    BinaryFunc.SUB: "-",
+    BinaryFunc.MUL: "*",
+    BinaryFunc.DIV: "/",
+    BinaryFunc.MOD: "%",
+    BinaryFunc.EQ: "=",
+    BinaryFunc.NOT_EQ: "!=",
+    BinaryFunc.LT: "<",
+    BinaryFunc.LTE: "<=",
+    BinaryFunc.GT: ">",
+    BinaryFunc.GTE: ">=",
+    BinaryFunc.LIKE: "like",
+    BinaryFunc.CONCAT: "||",
+}
+_POSTFIX = {
+    UnaryFunc.IS_NULL: "IS NULL",
+    UnaryFunc.IS_NOT_NULL: "IS NOT NULL",
+    UnaryFunc.IS_TRUE: "IS TRUE",
+    UnaryFunc.IS_FALSE: "IS FALSE",
+}
+
+
+def format_literal(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float | decimal.Decimal):
+        return str(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, bytes):
+        return "\\x" + value.hex()
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat(sep=" ") if isinstance(value, dt.datetime) else value.isoformat()
+    return repr(value)
+
+
+def format_scalar(expr: ScalarExpr) -> str:
+    """A scalar expression in EXPLAIN notation."""
+    if isinstance(expr, Column):
+        return f"#{expr.index}"
+    if isinstance(expr, Literal):
+        return format_literal(expr.value)
+    if isinstance(expr, CallBinary):
+        return f"({format_scalar(expr.left)} {_INFIX[expr.func]} {format_scalar(expr.right)})"
+    if isinstance(expr, CallUnary):
+        inner = format_scalar(expr.expr)
+        if expr.func in _POSTFIX:
+            return f"({inner}) {_POSTFIX[expr.func]}"
+        if expr.func is UnaryFunc.NOT:
+            return f"NOT({inner})"
+        if expr.func is UnaryFunc.NEG:
+            return f"-{inner}"
+        return f"{expr.func.value}({inner})"
+    if isinstance(expr, CallVariadic):
+        parts = [format_scalar(e) for e in expr.exprs]
+        if expr.func in (VariadicFunc.AND, VariadicFunc.OR):
+            return "(" + f" {expr.func.value.upper()} ".join(parts) + ")"
+        return f"{expr.func.value}({', '.join(parts)})"
+    if isinstance(expr, If):
+        return (
+            f"case when {format_scalar(expr.cond)} then {format_scalar(expr.then)} "
+            f"else {format_scalar(expr.els)} end"
+        )
+    if isinstance(expr, Cast):
+        return f"{format_scalar(expr.expr)}::{expr.to.value}"
+    return repr(expr)
+
+
+def format_aggregate(agg: AggregateExpr) -> str:
+    if (
+        agg.func is AggregateFunc.COUNT
+        and not agg.distinct
+        and isinstance(agg.expr, Literal)
+        and agg.expr.value is True
+    ):
+        return "count(*)"
+    distinct = "distinct " if agg.distinct else ""
+    return f"{agg.func.value}({distinct}{format_scalar(agg.expr)})"
+
+
+def _columns(indexes: tuple[int, ...] | list[int]) -> str:
+    return ", ".join(f"#{i}" for i in indexes)
+
+
+def describe(node: RelationExpr, names: Mapping[GlobalId, str] | None = None) -> str:
+    """The one-line description of an operator (without its inputs)."""
+    if isinstance(node, Get):
+        return f"Get {(names or {}).get(node.id, str(node.id))}"
+    if isinstance(node, Constant):
+        return "Constant" if node.rows else "Constant <empty>"
+    if isinstance(node, Project):
+        return f"Project ({_columns(node.outputs)})"
+    if isinstance(node, Map):
+        return f"Map ({', '.join(format_scalar(s) for s in node.scalars)})"
+    if isinstance(node, Filter):
+        return "Filter " + " AND ".join(format_scalar(p) for p in node.predicates)
+    if isinstance(node, Join):
+        if not node.equivalences:
+            return "CrossJoin"
+        classes = [" = ".join(format_scalar(e) for e in c) for c in node.equivalences]
+        return f"Join on=({' AND '.join(classes)})"
+    if isinstance(node, Reduce):
+        parts = ["Reduce"]
+        if node.group_key:
+            parts.append(f"group_by=[{', '.join(format_scalar(k) for k in node.group_key)}]")
+        if node.aggregates:
+            parts.append(f"aggregates=[{', '.join(format_aggregate(a) for a in node.aggregates)}]")
+        return " ".join(parts)
+    if isinstance(node, Distinct):
+        return "Distinct"
+    if isinstance(node, Union):
+        return "Union"
+    if isinstance(node, Negate):
+        return "Negate"
+    if isinstance(node, Threshold):
+        return "Threshold"
+    return type(node).__name__
+
+
+def explain(
+    expr: RelationExpr,
+    annotate: Callable[[RelationExpr], str] | None = None,
+    names: Mapping[GlobalId, str] | None = None,
+) -> str:
+    """The operator tree of `expr`, one operator per line, inputs indented by
+    two spaces. `annotate(node)` adds a suffix to a line; `names` maps ids to
+    readable names for Get lines."""
+    lines: list[str] = []
+
+    def visit(node: RelationExpr, depth: int) -> None:
+        line = "  " * depth + describe(node, names)
+        if annotate is not None:
+            suffix = annotate(node)
+            if suffix:
+                line += " " + suffix
+        lines.append(line)
+        if isinstance(node, Constant):
+            for row, diff in node.rows:
+                values = ", ".join(format_literal(v) for v in row)
+                shown = f"({values})" if diff == 1 else f"(({values}) x {diff})"
+                lines.append("  " * (depth + 1) + "- " + shown)
+        for child in node.inputs():
+            visit(child, depth + 1)
+
+    visit(expr, 0)
+    return "\n".join(lines)
+
+
+def format_finishing(finishing: RowSetFinishing, arity: int) -> str | None:
+    """The `Finish ...` line of a peek, or None when finishing does nothing."""
+    if finishing.is_trivial(arity):
+        return None
+    parts = ["Finish"]
+    if finishing.order_by:
+        keys = [
+            f"#{o.column} {'desc' if o.desc else 'asc'} nulls_{'last' if o.nulls_last else 'first'}"
+            for o in finishing.order_by
+        ]
+        parts.append(f"order_by=[{', '.join(keys)}]")
+    if finishing.limit is not None:
+        parts.append(f"limit={finishing.limit}")
+    if finishing.offset:
+        parts.append(f"offset={finishing.offset}")
+    parts.append(f"output=[{_columns(finishing.project)}]")
+    return " ".join(parts)
+
+
+def explain_plan(plan: ExplainPlan, annotate: Callable[[RelationExpr], str] | None = None) -> str:
+    """EXPLAIN output for an ExplainPlan: the finishing of a peek first, then the tree."""
+    text = explain(plan.expr, annotate, plan.names)
+    if isinstance(plan.plan, SelectPlan):
+        finish = format_finishing(plan.plan.finishing, plan.expr.desc.arity)
+        if finish:
+            text = finish + "\n" + "\n".join("  " + line for line in text.splitlines())
+    return text

@@ -1,0 +1,862 @@
+"""Statements to plans: `plan_statement(sql, catalog)` parses one statement
+with the Tidemark dialect, resolves and types it against the catalog and
+returns one of the dataclasses in `plans.py`; `plan_statements` does the same
+for `;`-separated text.
+
+`plan_statements` plans every statement against the catalog as it is; when a
+statement needs objects an earlier one creates (`CREATE TABLE t ...; INSERT
+INTO t ...`), the adapter parses with `parse_statements` and plans and
+executes one at a time with `plan_parsed`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from typing import Any
+
+from sqlglot import exp
+
+from coordinator_lib.expr.relation import Constant, Filter, Get, Map, Project, RelationExpr
+from coordinator_lib.expr.scalar import Literal, ScalarExpr
+from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.repr.relation import ColumnType, RelationDesc, ScalarType
+from coordinator_lib.sql.catalog import CatalogItem, ItemKind, QualifiedName, SqlCatalog
+from coordinator_lib.sql.coercion import parse_interval_ms, scalar_type_of
+from coordinator_lib.sql.context import PlanContext
+from coordinator_lib.sql.dialect import (
+    CreateSource,
+    DefaultIndex,
+    Explain,
+    InCluster,
+    MzOption,
+    Tidemark,
+    WithOptions,
+    parse_sql,
+)
+from coordinator_lib.sql.errors import (
+    DuplicateColumn,
+    DuplicateObject,
+    InvalidParameter,
+    NotNullViolation,
+    ParseError,
+    SqlError,
+    UnknownColumn,
+    UnknownObject,
+    UnsupportedFeature,
+    WrongObjectType,
+)
+from coordinator_lib.sql.plans import (
+    AsOfTime,
+    CreateIndexPlan,
+    CreateSourcePlan,
+    CreateTablePlan,
+    CreateViewPlan,
+    DeletePlan,
+    DropPlan,
+    ExplainPlan,
+    InsertPlan,
+    Plan,
+    SelectPlan,
+    UpdatePlan,
+)
+from coordinator_lib.sql.positions import position_of
+from coordinator_lib.sql.query import (
+    BoundQuery,
+    check_column_name,
+    coerce_columns,
+    plan_query,
+    plan_values,
+    visible,
+)
+from coordinator_lib.sql.scalar import ScalarBinder, Typed, conjuncts, null_of
+from coordinator_lib.sql.scope import Scope, ScopeItem, ident_name, table_parts
+from coordinator_lib.storage.load_generator import make_generator
+
+S = ScalarType
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_QUERY_TYPES = (exp.Select, exp.Union, exp.Except, exp.Intersect, exp.Subquery, exp.Values)
+
+
+def parse_statements(text: str) -> list[exp.Expr]:
+    """The statements in `text`, parsed (positions refer to `text`)."""
+    return parse_sql(text)
+
+
+def plan_statements(text: str, catalog: SqlCatalog) -> list[Plan]:
+    """Plan each `;`-separated statement against `catalog` as it is now."""
+    return [plan_parsed(statement, catalog, text) for statement in parse_sql(text)]
+
+
+def plan_statement(text: str, catalog: SqlCatalog) -> Plan:
+    """Plan exactly one statement."""
+    statements = parse_sql(text)
+    if len(statements) != 1:
+        raise ParseError(f"expected exactly one statement, found {len(statements)}")
+    return plan_parsed(statements[0], catalog, text)
+
+
+def plan_parsed(statement: exp.Expr, catalog: SqlCatalog, text: str = "") -> Plan:
+    """Plan one parsed statement (from `parse_statements`)."""
+    ctx = PlanContext(catalog, text)
+    return _plan(statement, ctx)
+
+
+def _plan(statement: exp.Expr, ctx: PlanContext) -> Plan:
+    if isinstance(statement, _QUERY_TYPES):
+        return plan_select_statement(statement, ctx)
+    if isinstance(statement, exp.Create):
+        kind = (statement.args.get("kind") or "").upper()
+        if kind == "TABLE":
+            return plan_create_table(statement, ctx)
+        if kind == "VIEW":
+            return plan_create_view(statement, ctx)
+        if kind == "INDEX":
+            return plan_create_index(statement, ctx)
+        raise UnsupportedFeature(f"CREATE {kind} is not supported", position_of(statement))
+    if isinstance(statement, CreateSource):
+        return plan_create_source(statement, ctx)
+    if isinstance(statement, exp.Insert):
+        return plan_insert(statement, ctx)
+    if isinstance(statement, exp.Update):
+        return plan_update(statement, ctx)
+    if isinstance(statement, exp.Delete):
+        return plan_delete(statement, ctx)
+    if isinstance(statement, exp.Drop):
+        return plan_drop(statement, ctx)
+    if isinstance(statement, Explain):
+        return plan_explain(statement, ctx)
+    if isinstance(statement, exp.Command):
+        rest = statement.expression
+        rest_text = rest.name if isinstance(rest, exp.Literal) else str(rest or "")
+        words = f"{statement.this} {rest_text}".split()
+        shown = " ".join(words[:3]).upper()
+        raise UnsupportedFeature(f"{shown} ... is not supported", 1)
+    raise UnsupportedFeature(f"{type(statement).__name__.upper()} statements are not supported", 1)
+
+
+def _create_sql(statement: exp.Expr) -> str:
+    return statement.sql(dialect=Tidemark)
+
+
+# --- SELECT ----------------------------------------------------------------------
+
+
+def plan_select_statement(statement: exp.Expr, ctx: PlanContext) -> SelectPlan:
+    bound = plan_query(statement, ctx)
+    as_of_node = statement.args.get("as_of")
+    as_of = _plan_as_of(as_of_node) if as_of_node is not None else None
+    return SelectPlan(bound.expr, bound.finishing, as_of, tuple(bound.names))
+
+
+def _plan_as_of(node: exp.Expr) -> AsOfTime:
+    """AS OF takes a constant: milliseconds since the epoch, or a timestamp."""
+    value = ScalarBinder(Scope(), "AS OF").bind(node.this)
+    position = position_of(node.this)
+    if value.unknown:
+        value = ScalarBinder(Scope(), "AS OF").resolve_unknown(value, S.TIMESTAMPTZ, node.this)
+    if not isinstance(value.expr, Literal) or value.expr.value is None:
+        raise UnsupportedFeature("AS OF needs a constant timestamp", position)
+    raw = value.expr.value
+    if isinstance(raw, bool):
+        raise InvalidParameter("AS OF needs a timestamp, got a boolean", position)
+    if isinstance(raw, int | decimal.Decimal):
+        if raw != int(raw):
+            raise InvalidParameter(f"AS OF {raw} is not a whole number of milliseconds", position)
+        millis = int(raw)
+    elif isinstance(raw, dt.datetime):
+        aware = raw if raw.tzinfo is not None else raw.replace(tzinfo=dt.UTC)
+        millis = (aware - _EPOCH) // dt.timedelta(milliseconds=1)
+    elif isinstance(raw, dt.date):
+        millis = (dt.datetime(raw.year, raw.month, raw.day, tzinfo=dt.UTC) - _EPOCH) // (
+            dt.timedelta(milliseconds=1)
+        )
+    else:
+        raise InvalidParameter(f"AS OF needs a timestamp, got {value.scalar.value}", position)
+    if millis < 0:
+        raise InvalidParameter("AS OF must not be negative", position)
+    return AsOfTime(millis, bool(node.args.get("at_least")))
+
+
+# --- CREATE ----------------------------------------------------------------------
+
+
+def _qualify(ctx: PlanContext, table: exp.Table) -> QualifiedName:
+    try:
+        return ctx.catalog.qualify(table_parts(table))
+    except SqlError as error:
+        raise error.at(position_of(table)) from None
+
+
+def _existing(ctx: PlanContext, name: QualifiedName) -> CatalogItem | None:
+    try:
+        return ctx.catalog.resolve(name.parts)
+    except UnknownObject:
+        return None
+
+
+def _check_new(
+    ctx: PlanContext,
+    name: QualifiedName,
+    node: exp.Expr,
+    *,
+    if_not_exists: bool,
+    replace: bool = False,
+) -> CatalogItem | None:
+    """The item already named `name`, if IF NOT EXISTS / OR REPLACE allow one."""
+    existing = _existing(ctx, name)
+    if existing is not None and not (if_not_exists or replace):
+        raise DuplicateObject(f"catalog item '{name}' already exists", position_of(node))
+    return existing
+
+
+def _properties(statement: exp.Expr, allowed: tuple[type, ...]) -> list[exp.Expr]:
+    props = statement.args.get("properties")
+    items = list(props.expressions) if props is not None else []
+    for prop in items:
+        if not isinstance(prop, allowed):
+            raise UnsupportedFeature(
+                f"{prop.sql(dialect=Tidemark) or type(prop).__name__} is not supported here",
+                position_of(prop) or position_of(statement),
+            )
+    return items
+
+
+def plan_create_table(statement: exp.Create, ctx: PlanContext) -> CreateTablePlan:
+    schema = statement.this
+    if not isinstance(schema, exp.Schema) or statement.expression is not None:
+        raise UnsupportedFeature(
+            "CREATE TABLE needs a column list (CREATE TABLE ... AS / LIKE are not supported)",
+            position_of(statement),
+        )
+    if statement.args.get("replace"):
+        raise UnsupportedFeature("CREATE OR REPLACE TABLE is not supported", position_of(statement))
+    _properties(statement, ())
+    name = _qualify(ctx, schema.this)
+    if_not_exists = bool(statement.args.get("exists"))
+    _check_new(ctx, name, schema.this, if_not_exists=if_not_exists)
+    names: list[str] = []
+    types: list[ColumnType] = []
+    for column in schema.expressions:
+        if not isinstance(column, exp.ColumnDef):
+            raise UnsupportedFeature(
+                "table constraints are not supported (Materialize tables have none)",
+                position_of(column),
+            )
+        column_name = check_column_name(ident_name(column.this), column)
+        if column_name in names:
+            raise DuplicateColumn(
+                f'column "{column_name}" specified more than once', position_of(column)
+            )
+        kind = column.args.get("kind")
+        if kind is None:
+            raise ParseError(f'column "{column_name}" needs a type', position_of(column))
+        try:
+            scalar = scalar_type_of(kind)
+        except SqlError as error:
+            raise error.at(position_of(kind) or position_of(column)) from None
+        nullable = True
+        for constraint in column.args.get("constraints") or []:
+            inner = constraint.args.get("kind")
+            if isinstance(inner, exp.NotNullColumnConstraint):
+                nullable = bool(inner.args.get("allow_null"))
+            else:
+                raise UnsupportedFeature(
+                    f"column constraint {constraint.sql(dialect=Tidemark)} is not supported",
+                    position_of(constraint) or position_of(column),
+                )
+        names.append(column_name)
+        types.append(ColumnType(scalar, nullable))
+    desc = RelationDesc(tuple(names), tuple(types))
+    return CreateTablePlan(name, desc, if_not_exists=if_not_exists, create_sql=_create_sql(statement))
+
+
+def plan_create_view(statement: exp.Create, ctx: PlanContext) -> CreateViewPlan:
+    props = _properties(statement, (exp.MaterializedProperty, InCluster, WithOptions))
+    materialized = any(isinstance(p, exp.MaterializedProperty) for p in props)
+    cluster_prop = next((p for p in props if isinstance(p, InCluster)), None)
+    cluster = ident_name(cluster_prop.this) if cluster_prop is not None else None
+    retain_ms = None
+    for prop in props:
+        if isinstance(prop, WithOptions):
+            for option in prop.expressions:
+                if option.name != "RETAIN HISTORY":
+                    raise UnsupportedFeature(
+                        f"materialized view option {option.name} is not supported",
+                        position_of(option),
+                    )
+                retain_ms = _interval_option(option)
+    target = statement.this
+    renames: list[str] = []
+    table = target
+    if isinstance(target, exp.Schema):
+        table = target.this
+        renames = [ident_name(e) for e in target.expressions]
+    name = _qualify(ctx, table)
+    if_not_exists = bool(statement.args.get("exists"))
+    replace = bool(statement.args.get("replace"))
+    existing = _check_new(ctx, name, table, if_not_exists=if_not_exists, replace=replace)
+    replaces = None
+    if existing is not None and replace:
+        wanted = ItemKind.MATERIALIZED_VIEW if materialized else ItemKind.VIEW
+        if existing.kind is not wanted:
+            raise WrongObjectType(
+                f"'{name}' is a {existing.kind.sql_name}, not a {wanted.sql_name}",
+                position_of(table),
+            )
+        replaces = existing.id
+    query = statement.expression
+    if query.args.get("as_of") is not None:
+        raise InvalidParameter("views cannot have AS OF", position_of(query.args["as_of"]))
+    bound = plan_query(query, ctx)
+    expr = visible(bound, query)
+    names = list(bound.names)
+    if len(renames) > len(names):
+        raise ParseError(
+            "CREATE VIEW specifies more column names than columns", position_of(target)
+        )
+    names[: len(renames)] = renames
+    seen: set[str] = set()
+    for column_name in names:
+        check_column_name(column_name, query)
+        if column_name in seen:
+            raise DuplicateColumn(
+                f'column "{column_name}" specified more than once', position_of(query)
+            )
+        seen.add(column_name)
+    if tuple(expr.desc.names) != tuple(names):
+        expr = Project(expr, tuple(range(len(names))), tuple(names))
+    if replaces is not None and replaces in ctx.references:
+        raise InvalidParameter(
+            f"cannot replace '{name}': the new definition depends on it", position_of(table)
+        )
+    return CreateViewPlan(
+        name=name,
+        expr=expr,
+        desc=expr.desc,
+        materialized=materialized,
+        retain_history_ms=retain_ms,
+        cluster=cluster,
+        if_not_exists=if_not_exists,
+        replace=replaces,
+        depends_on=frozenset(ctx.references),
+        create_sql=_create_sql(statement),
+    )
+
+
+def _interval_option(option: MzOption) -> int:
+    value = option.args.get("value")
+    if not (isinstance(value, exp.Literal) and value.is_string):
+        raise InvalidParameter(
+            f"{option.name} needs an interval string such as '1h'", position_of(option)
+        )
+    try:
+        return parse_interval_ms(value.this)
+    except SqlError as error:
+        raise error.at(position_of(value)) from None
+
+
+def plan_create_index(statement: exp.Create, ctx: PlanContext) -> CreateIndexPlan:
+    props = _properties(statement, (DefaultIndex, InCluster))
+    if statement.args.get("unique"):
+        raise UnsupportedFeature("UNIQUE indexes are not supported", position_of(statement))
+    default = any(isinstance(p, DefaultIndex) for p in props)
+    cluster_prop = next((p for p in props if isinstance(p, InCluster)), None)
+    cluster = ident_name(cluster_prop.this) if cluster_prop is not None else None
+    index = statement.this
+    table = index.args["table"]
+    on = ctx.resolve(table_parts(table), table)
+    if on.kind is ItemKind.INDEX:
+        raise WrongObjectType(f"cannot create an index on index '{on.name}'", position_of(table))
+    params = index.args.get("params")
+    key_names: list[str] = []
+    if default:
+        key = on.desc.keys[0] if on.desc.keys else tuple(range(on.desc.arity))
+    else:
+        columns = []
+        for column in params.args.get("columns") or []:
+            node = column.this if isinstance(column, exp.Ordered) else column
+            if not (isinstance(node, exp.Column) and not node.table):
+                raise UnsupportedFeature(
+                    "index keys must be column names (expressions are not supported yet)",
+                    position_of(node),
+                )
+            column_name = ident_name(node.this)
+            if column_name not in on.desc.names:
+                raise UnknownColumn(
+                    f"column \"{column_name}\" does not exist in '{on.name}'", position_of(node)
+                )
+            columns.append(on.desc.names.index(column_name))
+            key_names.append(column_name)
+        key = tuple(columns)
+    if_not_exists = bool(statement.args.get("exists"))
+    given = index.args.get("this")
+    if given is not None:
+        name = QualifiedName(on.name.database, on.name.schema, ident_name(given))
+        _check_new(ctx, name, given, if_not_exists=if_not_exists)
+    else:
+        base = (
+            f"{on.name.item}_primary_idx"
+            if default
+            else f"{on.name.item}_{'_'.join(key_names)}_idx"
+        )
+        name = QualifiedName(on.name.database, on.name.schema, base)
+        suffix = 0
+        while _existing(ctx, name) is not None:  # Materialize appends a number
+            suffix += 1
+            name = QualifiedName(on.name.database, on.name.schema, f"{base}{suffix}")
+    return CreateIndexPlan(
+        name=name,
+        on=on.id,
+        key=key,
+        cluster=cluster,
+        if_not_exists=if_not_exists,
+        default=default,
+        create_sql=_create_sql(statement),
+    )
+
+
+def _option_value(option: MzOption) -> Any:
+    value = option.args.get("value")
+    if value is None:
+        return True
+    if isinstance(value, exp.Literal):
+        if value.is_string:
+            return value.this
+        return int(value.this) if value.this.isdigit() else decimal.Decimal(value.this)
+    if isinstance(value, exp.Neg) and isinstance(value.this, exp.Literal):
+        return -int(value.this.this) if value.this.this.isdigit() else None
+    if isinstance(value, exp.Boolean):
+        return bool(value.this)
+    raise InvalidParameter(f"option {option.name} needs a constant value", position_of(option))
+
+
+def plan_create_source(statement: CreateSource, ctx: PlanContext) -> CreateSourcePlan:
+    table = statement.this
+    name = _qualify(ctx, table)
+    if_not_exists = bool(statement.args.get("exists"))
+    _check_new(ctx, name, table, if_not_exists=if_not_exists)
+    cluster_prop = statement.args.get("cluster")
+    cluster = ident_name(cluster_prop.this) if cluster_prop is not None else None
+    generator = str(statement.args["generator"]).lower()
+    generator_position = (statement.meta.get("generator_start") or 0) + 1
+    tick_ms = None
+    options: dict[str, object] = {}
+    for option in statement.args.get("options") or []:
+        if option.name == "TICK INTERVAL":
+            tick_ms = _interval_option(option)
+            if tick_ms <= 0:
+                raise InvalidParameter("TICK INTERVAL must be positive", position_of(option))
+            continue
+        key = option.name.lower().replace(" ", "_")
+        if key in options:
+            raise InvalidParameter(f"option {option.name} given twice", position_of(option))
+        options[key] = _option_value(option)
+    try:
+        source = make_generator(generator, **options)
+    except (ValueError, TypeError) as error:
+        raise InvalidParameter(str(error), generator_position) from None
+    outputs = source.outputs()
+    for_all = bool(statement.args.get("for_all_tables"))
+    subsources: dict[str, QualifiedName] = {}
+    if len(outputs) == 1:
+        if for_all:
+            raise InvalidParameter(
+                "FOR ALL TABLES is only valid for multi-output sources; "
+                f"{generator} has one output",
+                generator_position,
+            )
+        subsources[next(iter(outputs))] = name
+    else:
+        if not for_all:
+            raise InvalidParameter(
+                f"multi-output sources require FOR ALL TABLES ({generator} has outputs "
+                f"{', '.join(sorted(outputs))})",
+                generator_position,
+            )
+        for output in outputs:
+            sub = QualifiedName(name.database, name.schema, output)
+            if not if_not_exists:
+                _check_new(ctx, sub, table, if_not_exists=False)
+            subsources[output] = sub
+    return CreateSourcePlan(
+        name=name,
+        generator=generator,
+        options=options,
+        outputs=outputs,
+        subsources=subsources,
+        tick_interval_ms=tick_ms,
+        cluster=cluster,
+        if_not_exists=if_not_exists,
+        create_sql=_create_sql(statement),
+    )
+
+
+# --- INSERT / UPDATE / DELETE -------------------------------------------------------
+
+
+def _writable_table(ctx: PlanContext, table: exp.Expr, verb: str) -> CatalogItem:
+    if not isinstance(table, exp.Table):
+        raise UnsupportedFeature(f"cannot {verb} {table.sql(dialect=Tidemark)}", position_of(table))
+    item = ctx.resolve(table_parts(table), table)
+    if item.kind is not ItemKind.TABLE:
+        raise WrongObjectType(
+            f"cannot {verb} {item.kind.sql_name} '{item.name}'", position_of(table)
+        )
+    return item
+
+
+def _is_default(node: exp.Expr) -> bool:
+    return (
+        isinstance(node, exp.Column | exp.Var)
+        and not (isinstance(node, exp.Column) and node.table)
+        and not (isinstance(node.this, exp.Identifier) and node.this.quoted)
+        and node.name.upper() == "DEFAULT"
+    )
+
+
+def plan_insert(statement: exp.Insert, ctx: PlanContext) -> InsertPlan:
+    for unsupported, what in (("conflict", "ON CONFLICT"), ("returning", "RETURNING")):
+        if statement.args.get(unsupported):
+            raise UnsupportedFeature(f"INSERT ... {what} is not supported", position_of(statement))
+    target = statement.this
+    listed: list[exp.Expr] = []
+    if isinstance(target, exp.Schema):
+        listed = list(target.expressions)
+        target = target.this
+    item = _writable_table(ctx, target, "insert into")
+    desc = item.desc
+    if listed:
+        columns: list[int] = []
+        for ident in listed:
+            column_name = ident_name(ident)
+            if column_name not in desc.names:
+                raise UnknownColumn(
+                    f'column "{column_name}" of relation "{item.name.item}" does not exist',
+                    position_of(ident),
+                )
+            index = desc.names.index(column_name)
+            if index in columns:
+                raise DuplicateColumn(
+                    f'column "{column_name}" specified more than once', position_of(ident)
+                )
+            columns.append(index)
+    else:
+        columns = list(range(desc.arity))
+    source = statement.expression
+    rel: RelationExpr
+    if statement.args.get("default") or source is None:
+        rel = Constant(((tuple(None for _ in columns), 1),), _nullable(desc, columns))
+    elif isinstance(source, exp.Values):
+        _replace_defaults(source)
+        first = source.expressions[0]
+        values = list(first.expressions) if isinstance(first, exp.Tuple) else [first]
+        columns = _insert_columns(columns, listed, values, source)
+        targets = [(desc.names[c], desc.types[c].scalar_type) for c in columns]
+        rel = plan_values(source, ctx, targets).expr
+    elif isinstance(source, exp.Query):
+        bound: BoundQuery = plan_query(source, ctx)
+        items: list[exp.Expr | None] = [source] * bound.arity
+        if isinstance(source, exp.Select) and len(source.expressions) == bound.arity:
+            items = [e.this if isinstance(e, exp.Alias) else e for e in source.expressions]
+        columns = _insert_columns(columns, listed, items, source)
+        rel = coerce_columns(
+            bound,
+            [desc.types[c].scalar_type for c in columns],
+            True,
+            items,
+            "INSERT",
+            [desc.names[c] for c in columns],
+        )
+    else:
+        raise UnsupportedFeature("this INSERT source is not supported", position_of(source))
+    return InsertPlan(item.id, _table_order(rel, item, columns, target), item.name)
+
+
+def _insert_columns(
+    columns: list[int],
+    listed: list[exp.Expr],
+    values: list[exp.Expr | None],
+    source: exp.Expr,
+) -> list[int]:
+    """The target columns: the listed ones, or without a list the first N
+    (PostgreSQL fills the rest with defaults). Counts must match."""
+    if not listed:
+        columns = columns[: len(values)]
+    if len(values) > len(columns):
+        raise ParseError(
+            "INSERT has more expressions than target columns",
+            position_of(values[len(columns)]) or position_of(source),
+        )
+    if len(values) < len(columns):
+        raise ParseError(
+            "INSERT has more target columns than expressions",
+            position_of(listed[len(values)]) if listed else position_of(source),
+        )
+    return columns
+
+
+def _nullable(desc: RelationDesc, columns: list[int]) -> RelationDesc:
+    return RelationDesc(
+        tuple(desc.names[c] for c in columns),
+        tuple(ColumnType(desc.types[c].scalar_type, True) for c in columns),
+    )
+
+
+def _replace_defaults(values: exp.Values) -> None:
+    """DEFAULT in VALUES means NULL (columns have no other default)."""
+    for row in values.expressions:
+        for item in list(row.expressions if isinstance(row, exp.Tuple) else [row]):
+            if _is_default(item):
+                item.replace(exp.Null())
+
+
+def _table_order(
+    rel: RelationExpr, item: CatalogItem, columns: list[int], node: exp.Expr
+) -> RelationExpr:
+    """Rows over `columns` as full table rows: the others are NULL, in table order."""
+    desc = item.desc
+    for c in range(desc.arity):
+        if c not in columns and not desc.types[c].nullable:
+            raise NotNullViolation(
+                f'null value in column "{desc.names[c]}" of relation "{item.name.item}" '
+                "violates not-null constraint",
+                position_of(node),
+            )
+    if isinstance(rel, Constant):
+        rows = []
+        for row, diff in rel.rows:
+            full = [None] * desc.arity
+            for value, c in zip(row, columns, strict=True):
+                if value is None and not desc.types[c].nullable:
+                    raise NotNullViolation(
+                        f'null value in column "{desc.names[c]}" of relation '
+                        f'"{item.name.item}" violates not-null constraint',
+                        position_of(node),
+                    )
+                full[c] = value
+            rows.append((tuple(full), diff))
+        types = tuple(
+            ColumnType(
+                desc.types[c].scalar_type,
+                c not in columns or any(r[0][c] is None for r in rows),
+            )
+            for c in range(desc.arity)
+        )
+        return Constant(tuple(rows), RelationDesc(desc.names, types))
+    arity = rel.desc.arity
+    missing = [c for c in range(desc.arity) if c not in columns]
+    scalars = tuple(null_of(desc.types[c].scalar_type) for c in missing)
+    if scalars:
+        rel = Map(rel, scalars)
+    outputs = tuple(
+        columns.index(c) if c in columns else arity + missing.index(c) for c in range(desc.arity)
+    )
+    if outputs == tuple(range(rel.desc.arity)) and rel.desc.names == desc.names:
+        return rel
+    return Project(rel, outputs, desc.names)
+
+
+def _table_scope(item: CatalogItem, table: exp.Table) -> tuple[Scope, RelationExpr]:
+    alias_node = table.args.get("alias")
+    alias = ident_name(alias_node.this) if alias_node is not None and alias_node.this else None
+    scope = Scope()
+    scope.add(
+        ScopeItem(
+            alias or item.name.item,
+            item.desc.names,
+            item.desc.types,
+            qualified=None if alias else item.name,
+        )
+    )
+    return scope, Get(item.id, item.desc)
+
+
+def _filtered(statement: exp.Expr, scope: Scope, rel: RelationExpr, verb: str) -> RelationExpr:
+    where = statement.args.get("where")
+    if where is None:
+        return rel
+    condition = ScalarBinder(scope, verb).bind_boolean(where.this, "WHERE")
+    return Filter(rel, tuple(conjuncts(condition.expr)))
+
+
+def plan_delete(statement: exp.Delete, ctx: PlanContext) -> DeletePlan:
+    for unsupported, what in (("using", "USING"), ("returning", "RETURNING")):
+        if statement.args.get(unsupported):
+            raise UnsupportedFeature(f"DELETE ... {what} is not supported", position_of(statement))
+    item = _writable_table(ctx, statement.this, "delete from")
+    scope, rel = _table_scope(item, statement.this)
+    return DeletePlan(item.id, _filtered(statement, scope, rel, "DELETE"), item.name)
+
+
+def plan_update(statement: exp.Update, ctx: PlanContext) -> UpdatePlan:
+    for unsupported, what in (
+        ("from_", "FROM"),
+        ("returning", "RETURNING"),
+        ("order", "ORDER BY"),
+        ("limit", "LIMIT"),
+    ):
+        if statement.args.get(unsupported):
+            raise UnsupportedFeature(f"UPDATE ... {what} is not supported", position_of(statement))
+    item = _writable_table(ctx, statement.this, "update")
+    scope, rel = _table_scope(item, statement.this)
+    retract = _filtered(statement, scope, rel, "UPDATE")
+    binder = ScalarBinder(scope, "UPDATE")
+    desc = item.desc
+    assigned: dict[int, ScalarExpr] = {}
+    for assignment in statement.expressions:
+        target, value_node = assignment.this, assignment.expression
+        column_name = ident_name(target.this if isinstance(target, exp.Column) else target)
+        if column_name not in desc.names:
+            raise UnknownColumn(
+                f'column "{column_name}" of relation "{item.name.item}" does not exist',
+                position_of(target),
+            )
+        index = desc.names.index(column_name)
+        if index in assigned:
+            raise ParseError(
+                f'multiple assignments to same column "{column_name}"', position_of(target)
+            )
+        st = desc.types[index].scalar_type
+        if _is_default(value_node):
+            value = Typed(null_of(st), ColumnType(st, True))
+        else:
+            value = binder.assign(binder.bind(value_node), st, value_node, column_name)
+        if (
+            isinstance(value.expr, Literal)
+            and value.expr.value is None
+            and not desc.types[index].nullable
+        ):
+            raise NotNullViolation(
+                f'null value in column "{column_name}" of relation "{item.name.item}" '
+                "violates not-null constraint",
+                position_of(value_node),
+            )
+        assigned[index] = value.expr
+    order = list(assigned)
+    mapped = Map(retract, tuple(assigned[c] for c in order))
+    outputs = tuple(desc.arity + order.index(c) if c in assigned else c for c in range(desc.arity))
+    insert = Project(mapped, outputs, desc.names)
+    return UpdatePlan(item.id, retract, insert, item.name)
+
+
+# --- DROP ------------------------------------------------------------------------
+
+_DROP_KINDS = {
+    "TABLE": ItemKind.TABLE,
+    "VIEW": ItemKind.VIEW,
+    "MATERIALIZED VIEW": ItemKind.MATERIALIZED_VIEW,
+    "INDEX": ItemKind.INDEX,
+    "SOURCE": ItemKind.SOURCE,
+}
+
+
+def plan_drop(statement: exp.Drop, ctx: PlanContext) -> DropPlan:
+    kind_text = str(statement.args.get("kind") or "").upper()
+    if statement.args.get("materialized"):
+        kind_text = f"MATERIALIZED {kind_text}"
+    kind = _DROP_KINDS.get(kind_text)
+    if kind is None:
+        raise UnsupportedFeature(f"DROP {kind_text} is not supported", position_of(statement))
+    if_exists = bool(statement.args.get("exists"))
+    names: list[QualifiedName] = []
+    ids: list[GlobalId] = []
+    missing: list[str] = []
+    for table in statement.args.get("tables") or []:
+        parts = table_parts(table)
+        try:
+            item = ctx.resolve(parts, table)
+        except UnknownObject:
+            if if_exists:
+                missing.append(".".join(parts))
+                continue
+            raise
+        if item.kind is not kind:
+            raise WrongObjectType(
+                f"'{item.name}' is a {item.kind.sql_name}, not a {kind.sql_name}",
+                position_of(table),
+                hint=f"Use DROP {item.kind.sql_name.upper()} to remove a {item.kind.sql_name}.",
+            )
+        if item.id not in ids:
+            names.append(item.name)
+            ids.append(item.id)
+    return DropPlan(
+        kind=kind,
+        names=tuple(names),
+        if_exists=if_exists,
+        cascade=bool(statement.args.get("cascade")),
+        ids=tuple(ids),
+        missing=tuple(missing),
+    )
+
+
+# --- EXPLAIN ---------------------------------------------------------------------
+
+
+def _expr_of(item: CatalogItem) -> RelationExpr:
+    return item.expr if item.expr is not None else Get(item.id, item.desc)
+
+
+def plan_explain(statement: Explain, ctx: PlanContext) -> ExplainPlan:
+    stage = statement.args.get("stage")
+    kind = statement.args.get("kind")
+    target = statement.this
+    if kind:
+        item = ctx.resolve(table_parts(target), target)
+        wanted = {
+            "MATERIALIZED VIEW": ItemKind.MATERIALIZED_VIEW,
+            "VIEW": ItemKind.VIEW,
+            "INDEX": ItemKind.INDEX,
+        }[kind]
+        if item.kind is not wanted:
+            raise WrongObjectType(
+                f"'{item.name}' is a {item.kind.sql_name}, not a {wanted.sql_name}",
+                position_of(target),
+            )
+        if item.kind is ItemKind.INDEX and item.on is not None:
+            on = _catalog_item(ctx, item.on)
+            expr = _expr_of(on) if on is not None else Get(item.on, item.desc)
+        else:
+            expr = _expr_of(item)
+        _record_gets(ctx, expr)
+        return ExplainPlan(None, expr, item.id, stage, ctx.readable_names())
+    plan = _plan(target, ctx)
+    if isinstance(plan, SelectPlan | CreateViewPlan):
+        expr = plan.expr
+    elif isinstance(plan, CreateIndexPlan):
+        on = _catalog_item(ctx, plan.on)
+        expr = _expr_of(on) if on is not None else Get(plan.on, RelationDesc((), ()))
+    else:
+        raise UnsupportedFeature(
+            f"EXPLAIN of {type(plan).__name__.removesuffix('Plan')} is not supported",
+            position_of(target),
+        )
+    _record_gets(ctx, expr)
+    return ExplainPlan(plan, expr, None, stage, ctx.readable_names())
+
+
+def _catalog_item(ctx: PlanContext, gid: GlobalId) -> CatalogItem | None:
+    get = getattr(ctx.catalog, "get", None)
+    if get is None:
+        return None
+    try:
+        return get(gid)
+    except SqlError:
+        return None
+
+
+def _record_gets(ctx: PlanContext, expr: RelationExpr) -> None:
+    """Names for the Gets of an inlined or stored plan, for readable EXPLAIN."""
+    for gid in expr.depends_on():
+        if gid not in ctx.names:
+            item = _catalog_item(ctx, gid)
+            if item is not None:
+                ctx.names[gid] = item.name
+
+
+__all__ = [
+    "parse_statements",
+    "plan_parsed",
+    "plan_statement",
+    "plan_statements",
+]

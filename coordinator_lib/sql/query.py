@@ -1,0 +1,1045 @@
+"""Planning queries: SELECT, set operations, VALUES and WITH become a
+RelationExpr plus the output column names and the finishing (ORDER BY,
+LIMIT, OFFSET) that only the top level of a peek applies.
+
+The shape of a SELECT's plan, bottom up:
+
+    Join(FROM items, equivalences)      -- one input: the item itself
+    Filter(residual ON and WHERE predicates)
+    Reduce(group keys, aggregates)      -- if grouped; global: + default row
+    Filter(HAVING)
+    Map(select-list and ORDER BY expressions) -> Project(output columns)
+    Distinct                            -- SELECT DISTINCT
+
+Equalities between different FROM items, in ON or WHERE, become the Join's
+equivalence classes (for inner joins the two are the same); everything else
+is a Filter above the Join.
+
+A query without GROUP BY that aggregates has exactly one output row, even on
+empty input, but a Reduce with an empty key yields no row for no input. As
+Materialize does, the plan adds the missing row: `Union(R, Map(Union(
+Constant[()], Negate(Project(R, ()))), defaults))` where R is the Reduce and
+the defaults are 0 for count and NULL otherwise. The Reduce node is shared
+(the same object appears twice in the tree).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from coordinator_lib.expr.relation import (
+    AggregateExpr,
+    AggregateFunc,
+    Constant,
+    Distinct,
+    Filter,
+    Get,
+    Join,
+    Map,
+    Negate,
+    Project,
+    Reduce,
+    RelationExpr,
+    Threshold,
+    Union,
+)
+from coordinator_lib.expr.scalar import (
+    BinaryFunc,
+    CallBinary,
+    Cast,
+    Column,
+    If,
+    Literal,
+    ScalarExpr,
+)
+from coordinator_lib.repr.relation import RESERVED_COLUMNS, ColumnType, RelationDesc, ScalarType
+from coordinator_lib.sql.catalog import ItemKind
+from coordinator_lib.sql.coercion import (
+    INTERNAL_NAMES,
+    can_assign,
+    can_cast_implicitly,
+    common_type,
+    parse_text_as,
+    scalar_type_of,
+)
+from coordinator_lib.sql.context import CteBinding, PlanContext
+from coordinator_lib.sql.errors import (
+    AmbiguousColumn,
+    GroupingError,
+    InvalidColumnReference,
+    InvalidParameter,
+    ParseError,
+    ReservedName,
+    SqlError,
+    TypeMismatch,
+    UnsupportedFeature,
+    WrongObjectType,
+)
+from coordinator_lib.sql.plans import ColumnOrder, RowSetFinishing
+from coordinator_lib.sql.positions import position_of
+from coordinator_lib.sql.scalar import (
+    TRUE,
+    Grouping,
+    ScalarBinder,
+    Typed,
+    avg_result_type,
+    check_aggregate_argument,
+    conjuncts,
+    contains_aggregate,
+    finalize,
+    is_aggregate,
+    null_of,
+)
+from coordinator_lib.sql.scope import Scope, ScopeItem, ident_name, table_parts
+
+S = ScalarType
+EMPTY_DESC = RelationDesc((), ())
+ONE_EMPTY_ROW = Constant((((), 1),), EMPTY_DESC)
+
+
+@dataclass
+class BoundQuery:
+    """A planned query. `expr` may carry extra trailing columns that only
+    ORDER BY needs; `finishing.project` lists the visible ones. `unknowns`
+    maps visible columns that are bare untyped literals to their text (None
+    for NULL), so UNION and INSERT can still give them a type as PostgreSQL does."""
+
+    expr: RelationExpr
+    names: list[str]
+    finishing: RowSetFinishing
+    unknowns: dict[int, str | None] = field(default_factory=dict)
+
+    @property
+    def arity(self) -> int:
+        return len(self.names)
+
+    @property
+    def types(self) -> tuple[ColumnType, ...]:
+        types = self.expr.desc.types
+        return tuple(types[i] for i in self.finishing.project)
+
+
+def check_column_name(name: str, node: exp.Expr | None = None) -> str:
+    if name in RESERVED_COLUMNS:
+        raise ReservedName(f'column name "{name}" is reserved', position_of(node))
+    return name
+
+
+def visible(query: BoundQuery, node: exp.Expr | None = None) -> RelationExpr:
+    """The query as a relation of its visible columns, for use inside another
+    query. ORDER BY without LIMIT means nothing there and is dropped; LIMIT
+    and OFFSET would need a TopK operator the plan language does not have."""
+    fin = query.finishing
+    if fin.limit is not None or fin.offset:
+        raise UnsupportedFeature(
+            "LIMIT/OFFSET is only supported at the top level of a SELECT (not in "
+            "subqueries, views or INSERT ... SELECT)",
+            position_of(node),
+        )
+    if fin.project == tuple(range(query.expr.desc.arity)):
+        return query.expr
+    return Project(query.expr, fin.project, tuple(query.names))
+
+
+# --- entry point -------------------------------------------------------------------
+
+
+def plan_query(node: exp.Expr, ctx: PlanContext) -> BoundQuery:
+    """Plan any query expression (with its WITH clause)."""
+    with_ = node.args.get("with_")
+    if with_ is None:
+        return _plan_query_body(node, ctx)
+    if with_.args.get("recursive"):
+        raise UnsupportedFeature("WITH RECURSIVE is not supported", position_of(with_))
+    frame: dict[str, CteBinding] = {}
+    ctx.ctes.append(frame)
+    try:
+        for cte in with_.expressions:
+            name = ident_name(cte.args["alias"].this)
+            bound = plan_query(cte.this, ctx)
+            expr = visible(bound, cte)
+            names = list(bound.names)
+            alias = cte.args.get("alias")
+            columns = [ident_name(c) for c in (alias.columns if alias else [])]
+            if len(columns) > len(names):
+                raise InvalidColumnReference(
+                    f'WITH query "{name}" has {len(names)} columns available but '
+                    f"{len(columns)} columns specified",
+                    position_of(cte),
+                )
+            names[: len(columns)] = columns
+            frame[name] = CteBinding(expr, tuple(names), expr.desc.types)
+        return _plan_query_body(node, ctx)
+    finally:
+        ctx.ctes.pop()
+
+
+def _plan_query_body(node: exp.Expr, ctx: PlanContext) -> BoundQuery:
+    if isinstance(node, exp.Select):
+        return plan_select(node, ctx)
+    if isinstance(node, exp.Union | exp.Except | exp.Intersect):
+        return plan_set_operation(node, ctx)
+    if isinstance(node, exp.Subquery):
+        inner = plan_query(node.this, ctx)
+        if node.args.get("order") or node.args.get("limit") or node.args.get("offset"):
+            return _apply_outer_finishing(node, inner)
+        return inner
+    if isinstance(node, exp.Values):
+        return plan_values(node, ctx)
+    raise UnsupportedFeature(f"{type(node).__name__} queries are not supported", position_of(node))
+
+
+# --- FROM --------------------------------------------------------------------------
+
+
+def plan_table_factor(node: exp.Expr, ctx: PlanContext) -> tuple[RelationExpr, ScopeItem]:
+    """One FROM item: a catalog item (views inlined), a CTE, a subquery or VALUES."""
+    alias_node = node.args.get("alias")
+    alias = ident_name(alias_node.this) if alias_node is not None and alias_node.this else None
+    renames = [ident_name(c) for c in alias_node.columns] if alias_node is not None else []
+    qualified = None
+    if node.args.get("joins"):
+        raise UnsupportedFeature("parenthesized joins are not supported", position_of(node))
+    if isinstance(node, exp.Table):
+        if not isinstance(node.this, exp.Identifier):
+            raise UnsupportedFeature(
+                "table functions in FROM are not supported yet", position_of(node)
+            )
+        for unsupported in ("sample", "pivots", "hints", "version", "when"):
+            if node.args.get(unsupported):
+                raise UnsupportedFeature(
+                    f"{node.sql(dialect='postgres')} is not supported", position_of(node)
+                )
+        parts = table_parts(node)
+        cte = ctx.cte(parts[0]) if len(parts) == 1 else None
+        if cte is not None:
+            rel: RelationExpr = cte.expr
+            names, types = list(cte.names), cte.types
+        else:
+            item = ctx.resolve(parts, node)
+            if item.kind is ItemKind.INDEX:
+                raise WrongObjectType(
+                    f"'{item.name}' is an index; indexes cannot be selected from",
+                    position_of(node),
+                )
+            if item.kind is ItemKind.VIEW:
+                if item.expr is None:
+                    raise WrongObjectType(
+                        f"view '{item.name}' has no plan to inline", position_of(node)
+                    )
+                rel = item.expr
+            else:
+                rel = Get(item.id, item.desc)
+            names, types = list(item.desc.names), item.desc.types
+            if alias is None:
+                qualified = item.name
+        alias = alias or parts[-1]
+    elif isinstance(node, exp.Subquery):
+        bound = plan_query(node.this, ctx)
+        rel = visible(bound, node)
+        names, types = list(bound.names), bound.types
+    elif isinstance(node, exp.Values):
+        bound = plan_values(node, ctx)
+        rel = bound.expr
+        names, types = list(bound.names), bound.types
+    else:
+        raise UnsupportedFeature(
+            f"{node.sql(dialect='postgres')!r} in FROM is not supported", position_of(node)
+        )
+    if len(renames) > len(names):
+        raise InvalidColumnReference(
+            f'table "{alias}" has {len(names)} columns available but {len(renames)} '
+            "columns specified",
+            position_of(alias_node),
+        )
+    for name in renames:
+        check_column_name(name, alias_node)
+    names[: len(renames)] = renames
+    return rel, ScopeItem(alias, tuple(names), tuple(types), qualified=qualified)
+
+
+def plan_from(
+    select: exp.Select, ctx: PlanContext
+) -> tuple[list[RelationExpr], Scope, list[ScalarExpr]]:
+    """The FROM clause's inputs, their scope, and the join predicates (ON and
+    USING) as conjuncts over the concatenated columns."""
+    scope = Scope()
+    from_ = select.args.get("from_")
+    if from_ is None:
+        if select.args.get("joins"):
+            raise ParseError("JOIN without FROM", position_of(select))
+        return [ONE_EMPTY_ROW], scope, []
+    rel, item = plan_table_factor(from_.this, ctx)
+    inputs = [rel]
+    scope.add(item, from_.this)
+    predicates: list[ScalarExpr] = []
+    for join in select.args.get("joins") or []:
+        side = (join.args.get("side") or "").upper()
+        kind = (join.args.get("kind") or "").upper()
+        if side:
+            raise UnsupportedFeature(
+                f"{side} OUTER JOIN is not supported yet (only inner joins)", position_of(join)
+            )
+        if kind not in ("", "INNER", "CROSS") or join.args.get("method"):
+            method = join.args.get("method") or kind
+            raise UnsupportedFeature(f"{method} JOIN is not supported", position_of(join))
+        left_star = scope.star(None)
+        rel, item = plan_table_factor(join.this, ctx)
+        using = join.args.get("using") or []
+        left_arity = scope.arity
+        scope.add(item, join.this)
+        inputs.append(rel)
+        if using:
+            predicates += _plan_using(scope, left_star, left_arity, item, using)
+        on = join.args.get("on")
+        if on is not None:
+            value = ScalarBinder(scope, "JOIN conditions").bind_boolean(on, "JOIN/ON")
+            predicates += conjuncts(value.expr)
+    return inputs, scope, predicates
+
+
+def _plan_using(
+    scope: Scope,
+    left_star: list[int],
+    left_arity: int,
+    right: ScopeItem,
+    using: list[exp.Expr],
+) -> list[ScalarExpr]:
+    """JOIN ... USING (cols): equalities, and the merged columns that `*` shows
+    first and unqualified names mean."""
+    binder = ScalarBinder(scope, "JOIN conditions")
+    predicates: list[ScalarExpr] = []
+    left_cols: list[int] = []
+    right_cols: list[int] = []
+    for ident in using:
+        name = ident_name(ident)
+        if name in scope.merged:
+            left = scope.merged[name]
+        else:
+            found = [i for i in range(left_arity) if scope.column_name(i) == name]
+            if not found:
+                raise InvalidColumnReference(
+                    f'column "{name}" specified in USING clause does not exist in left table',
+                    position_of(ident),
+                )
+            if len(found) > 1:
+                raise AmbiguousColumn(
+                    f'common column name "{name}" appears more than once in left table',
+                    position_of(ident),
+                )
+            left = found[0]
+        if name not in right.names:
+            raise InvalidColumnReference(
+                f'column "{name}" specified in USING clause does not exist in right table',
+                position_of(ident),
+            )
+        right_index = right.offset + right.names.index(name)
+        lt, rt = (
+            Typed(Column(left), scope.types[left]),
+            Typed(Column(right_index), scope.types[right_index]),
+        )
+        predicates.append(binder.compare(ident, BinaryFunc.EQ, "=", lt, rt, (ident, ident)).expr)
+        scope.merged[name] = left
+        left_cols.append(left)
+        right_cols.append(right_index)
+    rest_left = [i for i in left_star if i not in left_cols]
+    rest_right = [i for i in range(right.offset, right.offset + right.arity) if i not in right_cols]
+    scope.star_order = left_cols + rest_left + rest_right
+    return predicates
+
+
+def build_join(
+    inputs: list[RelationExpr], scope: Scope, predicates: list[ScalarExpr]
+) -> RelationExpr:
+    """Join the inputs, turning equalities between different inputs into
+    equivalence classes and everything else into a Filter above."""
+    predicates = [p for p in predicates if p != TRUE]
+    if len(inputs) == 1:
+        rel = inputs[0]
+        return Filter(rel, tuple(predicates)) if predicates else rel
+    classes: list[list[ScalarExpr]] = []
+    residual: list[ScalarExpr] = []
+    for predicate in predicates:
+        if isinstance(predicate, CallBinary) and predicate.func is BinaryFunc.EQ:
+            left, right = predicate.left, predicate.right
+            left_inputs = {scope.item_of(c) for c in left.columns()}
+            right_inputs = {scope.item_of(c) for c in right.columns()}
+            if left_inputs and right_inputs and not left_inputs & right_inputs:
+                _merge_equivalence(classes, left, right)
+                continue
+        residual.append(predicate)
+    rel = Join(tuple(inputs), tuple(tuple(c) for c in classes))
+    return Filter(rel, tuple(residual)) if residual else rel
+
+
+def _merge_equivalence(classes: list[list[ScalarExpr]], a: ScalarExpr, b: ScalarExpr) -> None:
+    found = [c for c in classes if a in c or b in c]
+    merged: list[ScalarExpr] = []
+    for c in found:
+        classes.remove(c)
+        merged += [e for e in c if e not in merged]
+    for e in (a, b):
+        if e not in merged:
+            merged.append(e)
+    classes.append(merged)
+
+
+# --- SELECT ------------------------------------------------------------------------
+
+_UNSUPPORTED_SELECT_ARGS = {
+    "laterals": "LATERAL",
+    "qualify": "QUALIFY",
+    "windows": "WINDOW",
+    "into": "SELECT INTO",
+    "locks": "FOR UPDATE/SHARE",
+    "connect": "CONNECT BY",
+    "sample": "TABLESAMPLE",
+    "prewhere": "PREWHERE",
+    "cluster": "CLUSTER BY",
+    "distribute": "DISTRIBUTE BY",
+    "sort": "SORT BY",
+    "match": "MATCH_RECOGNIZE",
+}
+
+
+def figure_colname(node: exp.Expr) -> str:
+    """The column name PostgreSQL gives an unaliased select item."""
+    if isinstance(node, exp.Alias):
+        return ident_name(node.args["alias"])
+    if isinstance(node, exp.Column):
+        return ident_name(node.this)
+    if isinstance(node, exp.Paren):
+        return figure_colname(node.this)
+    if isinstance(node, exp.Cast):
+        inner = figure_colname(node.this)
+        if inner != "?column?":
+            return inner
+        try:
+            return INTERNAL_NAMES[scalar_type_of(node.to)]
+        except SqlError:
+            return "?column?"
+    if isinstance(node, exp.Boolean):
+        return "bool"
+    if isinstance(node, exp.Case):
+        return "case"
+    if isinstance(node, exp.Filter):
+        return figure_colname(node.this)
+    if isinstance(node, exp.Anonymous):
+        return ident_name(node.this) if isinstance(node.this, exp.Identifier) else str(node.this)
+    if isinstance(node, exp.Func):
+        return node.sql_name().lower()
+    return "?column?"
+
+
+@dataclass
+class _AggregatePlan:
+    """Aggregates of one SELECT: the distinct AggregateExprs and, per call
+    node, how to compute it from the Reduce output (a column, or for avg a
+    sum/count pair)."""
+
+    aggregates: list[AggregateExpr] = field(default_factory=list)
+    calls: dict[int, tuple[str, tuple[int, ...], ScalarType | None]] = field(default_factory=dict)
+    names: dict[int, str] = field(default_factory=dict)
+
+    def index(self, agg: AggregateExpr) -> int:
+        if agg not in self.aggregates:
+            self.aggregates.append(agg)
+        return self.aggregates.index(agg)
+
+
+def _collect_aggregates(nodes: list[exp.Expr]) -> list[exp.Expr]:
+    found: list[exp.Expr] = []
+
+    def visit(node: exp.Expr) -> None:
+        if isinstance(node, exp.Window):
+            raise UnsupportedFeature("window functions are not supported yet", position_of(node))
+        if isinstance(node, exp.Subquery | exp.Select):
+            return
+        if is_aggregate(node):
+            found.append(node)
+            call = node.this if isinstance(node, exp.Filter) else node
+            for child in call.iter_expressions():
+                if contains_aggregate(child):
+                    raise GroupingError(
+                        "aggregate function calls cannot be nested", position_of(child)
+                    )
+            return
+        for child in node.iter_expressions():
+            visit(child)
+
+    for node in nodes:
+        visit(node)
+    return found
+
+
+def _plan_aggregate(node: exp.Expr, binder: ScalarBinder, plan: _AggregatePlan) -> None:
+    condition = None
+    call = node
+    if isinstance(node, exp.Filter):
+        call = node.this
+        where = node.expression
+        condition = binder.bind_boolean(
+            where.this if isinstance(where, exp.Where) else where, "FILTER"
+        )
+    if not isinstance(call, exp.Count | exp.Sum | exp.Avg | exp.Min | exp.Max):
+        raise UnsupportedFeature(
+            f"aggregate function {call.sql_name().lower()} is not supported yet",
+            position_of(call),
+        )
+    name = call.sql_name().lower()
+    arg_node = call.this
+    distinct = isinstance(arg_node, exp.Distinct)
+    if distinct:
+        if len(arg_node.expressions) != 1:
+            raise UnsupportedFeature(
+                f"{name}(DISTINCT ...) takes exactly one argument", position_of(call)
+            )
+        arg_node = arg_node.expressions[0]
+    if call.expressions and not isinstance(call, exp.Count):
+        raise binder.no_function(call, name, [binder.bind(arg_node)] * (1 + len(call.expressions)))
+    if isinstance(call, exp.Count) and (arg_node is None or isinstance(arg_node, exp.Star)):
+        if distinct:
+            raise ParseError("count(DISTINCT *) is not valid", position_of(call))
+        arg: ScalarExpr = TRUE
+        if condition is not None:
+            arg = If(condition.expr, TRUE, null_of(S.BOOLEAN))
+        plan.calls[id(node)] = (
+            "plain",
+            (plan.index(AggregateExpr(AggregateFunc.COUNT, arg)),),
+            None,
+        )
+        return
+    if arg_node is None:
+        raise ParseError(f"{name}() needs an argument", position_of(call))
+    value = check_aggregate_argument(name, binder.bind(arg_node), arg_node)
+    arg = value.expr
+    if condition is not None:
+        arg = If(condition.expr, arg, null_of(value.scalar))
+    if isinstance(call, exp.Avg):
+        total = plan.index(AggregateExpr(AggregateFunc.SUM, arg, distinct))
+        count = plan.index(AggregateExpr(AggregateFunc.COUNT, arg, distinct))
+        plan.calls[id(node)] = ("avg", (total, count), avg_result_type(value.scalar))
+        return
+    func = {
+        exp.Count: AggregateFunc.COUNT,
+        exp.Sum: AggregateFunc.SUM,
+        exp.Min: AggregateFunc.MIN,
+        exp.Max: AggregateFunc.MAX,
+    }[type(call)]
+    plan.calls[id(node)] = ("plain", (plan.index(AggregateExpr(func, arg, distinct)),), None)
+
+
+def global_aggregate(reduce: Reduce) -> RelationExpr:
+    """Exactly one row for an aggregate without GROUP BY (see module docstring)."""
+    defaults: list[ScalarExpr] = []
+    for agg, ctype in zip(reduce.aggregates, reduce.desc.types, strict=True):
+        if agg.func is AggregateFunc.COUNT:
+            defaults.append(Literal(0, ColumnType(S.BIGINT, False)))
+        else:
+            defaults.append(null_of(ctype.scalar_type))
+    missing = Union((ONE_EMPTY_ROW, Negate(Project(reduce, ()))))
+    return Union((reduce, Map(missing, tuple(defaults), reduce.desc.names)))
+
+
+def _plan_grouping(
+    select: exp.Select,
+    rel: RelationExpr,
+    scope: Scope,
+    items: list[exp.Expr],
+    aggregate_nodes: list[exp.Expr],
+) -> tuple[RelationExpr, ScalarBinder]:
+    """GROUP BY, aggregates and HAVING: the Reduce (plus default row and HAVING
+    filter) and a binder for the expressions above it."""
+    pre = ScalarBinder(scope, "GROUP BY")
+    group = select.args.get("group")
+    keys: list[Typed] = []
+    key_names: list[str] = []
+    if group is not None:
+        for unsupported in ("grouping_sets", "cube", "rollup"):
+            if group.args.get(unsupported):
+                raise UnsupportedFeature(
+                    f"GROUP BY {unsupported.replace('_', ' ').upper()} is not supported",
+                    position_of(group),
+                )
+        for node in group.expressions:
+            item = _output_reference(node, items, scope)
+            target = item.this if isinstance(item, exp.Alias) else item
+            key = finalize(pre.bind(target if target is not None else node))
+            if all(key.expr != k.expr for k in keys):
+                keys.append(key)
+                key_names.append(figure_colname(item if item is not None else node))
+    agg_binder = ScalarBinder(scope, "aggregate function calls")
+    plan = _AggregatePlan()
+    # An aggregate that is a whole select item takes that item's name, so the
+    # Reduce's output needs no renaming Project.
+    item_names = {
+        id(item.this if isinstance(item, exp.Alias) else item): figure_colname(item)
+        for item in items
+    }
+    for node in aggregate_nodes:
+        _plan_aggregate(node, agg_binder, plan)
+        kind, indexes, _ = plan.calls[id(node)]
+        if kind == "plain" and id(node) in item_names:
+            plan.names.setdefault(indexes[0], item_names[id(node)])
+    names = key_names + [plan.names.get(i, a.func.value) for i, a in enumerate(plan.aggregates)]
+    reduce = Reduce(
+        rel,
+        tuple(k.expr for k in keys),
+        tuple(plan.aggregates),
+        tuple(n if n != "?column?" else f"?column{i}?" for i, n in enumerate(names)),
+    )
+    out: RelationExpr = reduce if group is not None else global_aggregate(reduce)
+    types = out.desc.types
+    grouping = Grouping(pre, keys)
+    binder = ScalarBinder(scope, "SELECT", types=types, grouping=grouping)
+    width = len(keys)
+    for node_id, (kind, indexes, result) in plan.calls.items():
+        if kind == "plain":
+            grouping.aggregates[node_id] = binder.typed(Column(width + indexes[0]))
+            continue
+        total = Column(width + indexes[0])
+        count = Column(width + indexes[1])
+        assert result is not None
+        numerator: ScalarExpr = total
+        if types[width + indexes[0]].scalar_type is not result:
+            numerator = Cast(total, result)
+        expr = If(
+            CallBinary(BinaryFunc.EQ, count, Literal(0, ColumnType(S.BIGINT, False))),
+            null_of(result),
+            CallBinary(BinaryFunc.DIV, numerator, Cast(count, result)),
+        )
+        grouping.aggregates[node_id] = binder.typed(expr)
+    having = select.args.get("having")
+    if having is not None:
+        binder.clause = "HAVING"
+        condition = binder.bind_boolean(having.this, "HAVING")
+        out = Filter(out, tuple(conjuncts(condition.expr)))
+        binder.clause = "SELECT"
+    return out, binder
+
+
+def _output_reference(node: exp.Expr, items: list[exp.Expr], scope: Scope) -> exp.Expr | None:
+    """GROUP BY 2 or GROUP BY alias: the select item it names, alias included (PostgreSQL
+    prefers an input column over an output alias of the same name)."""
+    if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
+        k = int(node.this)
+        if not 1 <= k <= len(items):
+            raise InvalidColumnReference(
+                f"GROUP BY position {k} is not in select list", position_of(node)
+            )
+        item = items[k - 1]
+        if isinstance(item, exp.Star) or (
+            isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
+        ):
+            raise UnsupportedFeature("GROUP BY position of a * item", position_of(node))
+        if contains_aggregate(item):
+            raise GroupingError(
+                "aggregate functions are not allowed in GROUP BY", position_of(node)
+            )
+        return item
+    if isinstance(node, exp.Column) and not node.table and not isinstance(node.this, exp.Star):
+        name = ident_name(node.this)
+        if name in scope.names or name in scope.merged:
+            return None
+        for item in items:
+            if isinstance(item, exp.Alias) and ident_name(item.args["alias"]) == name:
+                return item
+    return None
+
+
+def _select_items(
+    select: exp.Select, scope: Scope, binder: ScalarBinder
+) -> tuple[list[Typed], list[str], list[exp.Expr | None], dict[int, str | None]]:
+    """The select list, `*` expanded: typed expressions, names, syntax nodes
+    and which outputs are bare untyped literals."""
+    typed: list[Typed] = []
+    names: list[str] = []
+    nodes: list[exp.Expr | None] = []
+    unknowns: dict[int, str | None] = {}
+    for item in select.expressions:
+        star_qualifier = None
+        is_star = isinstance(item, exp.Star)
+        if isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
+            is_star = True
+            star_qualifier = tuple(ident_name(p) for p in item.parts[:-1])
+        if is_star:
+            if star_qualifier is None and not scope.items:
+                raise ParseError(
+                    "SELECT * with no tables specified is not valid", position_of(item)
+                )
+            for column in scope.star(star_qualifier or None, item):
+                names.append(scope.column_name(column))
+                nodes.append(item)
+                typed.append(_star_column(column, scope, binder, item))
+            continue
+        node = item.this if isinstance(item, exp.Alias) else item
+        name = check_column_name(figure_colname(item), item)
+        value = binder.bind(node)
+        if value.unknown:
+            assert isinstance(value.expr, Literal)
+            unknowns[len(typed)] = value.expr.value
+        typed.append(finalize(value))
+        names.append(name)
+        nodes.append(node)
+    return typed, names, nodes, unknowns
+
+
+def _star_column(column: int, scope: Scope, binder: ScalarBinder, node: exp.Expr) -> Typed:
+    if binder.grouping is None:
+        return Typed(Column(column), scope.types[column])
+    for k, key in enumerate(binder.grouping.keys):
+        if key.expr == Column(column):
+            return Typed(Column(k), key.type)
+    raise GroupingError(
+        f'column "{scope.describe(column)}" must appear in the GROUP BY clause or be used '
+        "in an aggregate function",
+        position_of(node),
+    )
+
+
+def _constant_int(node: exp.Expr | None, what: str) -> int | None:
+    """LIMIT/OFFSET value: a non-negative integer constant, or None for ALL/NULL."""
+    if node is None:
+        return None
+    if (isinstance(node, exp.Var) and node.name.upper() == "ALL") or isinstance(node, exp.Null):
+        return None
+    value = node
+    negative = False
+    if isinstance(value, exp.Neg):
+        negative, value = True, value.this
+    if isinstance(value, exp.Literal) and not value.is_string and value.this.isdigit():
+        number = -int(value.this) if negative else int(value.this)
+        if number < 0:
+            raise InvalidParameter(f"{what} must not be negative", position_of(node))
+        return number
+    raise UnsupportedFeature(f"{what} must be an integer constant", position_of(node))
+
+
+def _limit_offset(node: exp.Expr) -> tuple[int | None, int]:
+    limit_node = node.args.get("limit")
+    limit = None
+    if isinstance(limit_node, exp.Limit):
+        limit = _constant_int(limit_node.expression, "LIMIT")
+    elif isinstance(limit_node, exp.Fetch):
+        limit = _constant_int(limit_node.args.get("count"), "FETCH FIRST")
+    offset_node = node.args.get("offset")
+    offset = _constant_int(offset_node.expression, "OFFSET") if offset_node is not None else None
+    return limit, offset or 0
+
+
+def _order_direction(ordered: exp.Ordered) -> tuple[bool, bool]:
+    desc = bool(ordered.args.get("desc"))
+    nulls_first = ordered.args.get("nulls_first")
+    nulls_last = desc is False if nulls_first is None else not nulls_first
+    return desc, nulls_last
+
+
+def _output_column_by_name(node: exp.Expr, names: list[str], exprs: list[ScalarExpr]) -> int | None:
+    """ORDER BY name: an output column of that name, if there is exactly one meaning."""
+    if not (
+        isinstance(node, exp.Column) and not node.table and isinstance(node.this, exp.Identifier)
+    ):
+        return None
+    name = ident_name(node.this)
+    matches = [i for i, n in enumerate(names) if n == name]
+    if not matches:
+        return None
+    if len({exprs[i] for i in matches}) > 1:
+        raise AmbiguousColumn(f'ORDER BY "{name}" is ambiguous', position_of(node))
+    return matches[0]
+
+
+def _ordinal(node: exp.Expr, count: int) -> int | None:
+    if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
+        k = int(node.this)
+        if not 1 <= k <= count:
+            raise InvalidColumnReference(
+                f"ORDER BY position {k} is not in select list", position_of(node)
+            )
+        return k - 1
+    return None
+
+
+def plan_select(select: exp.Select, ctx: PlanContext) -> BoundQuery:
+    for key, what in _UNSUPPORTED_SELECT_ARGS.items():
+        if select.args.get(key):
+            raise UnsupportedFeature(f"{what} is not supported", position_of(select))
+    distinct_node = select.args.get("distinct")
+    if distinct_node is not None and distinct_node.args.get("on") is not None:
+        raise UnsupportedFeature("SELECT DISTINCT ON is not supported yet", position_of(select))
+    if select.args.get("kind"):
+        raise UnsupportedFeature("SELECT AS STRUCT/VALUE is not supported", position_of(select))
+
+    inputs, scope, predicates = plan_from(select, ctx)
+    where = select.args.get("where")
+    if where is not None:
+        condition = ScalarBinder(scope, "WHERE").bind_boolean(where.this, "WHERE")
+        predicates += conjuncts(condition.expr)
+    rel = build_join(inputs, scope, predicates)
+
+    items = list(select.expressions)
+    order = select.args.get("order")
+    order_nodes = [o.this for o in order.expressions] if order is not None else []
+    having = select.args.get("having")
+    aggregate_nodes = _collect_aggregates(
+        items + order_nodes + ([having.this] if having is not None else [])
+    )
+    if select.args.get("group") is not None or aggregate_nodes or having is not None:
+        rel, binder = _plan_grouping(select, rel, scope, items, aggregate_nodes)
+    else:
+        binder = ScalarBinder(scope, "SELECT")
+
+    typed, names, _, unknowns = _select_items(select, scope, binder)
+    exprs = [t.expr for t in typed]
+    distinct = distinct_node is not None
+
+    orders: list[ColumnOrder] = []
+    extra: list[Typed] = []
+    for ordered in order.expressions if order is not None else []:
+        node = ordered.this
+        desc, nulls_last = _order_direction(ordered)
+        index = _ordinal(node, len(typed))
+        if index is None:
+            index = _output_column_by_name(node, names, exprs)
+        if index is None:
+            binder.clause = "ORDER BY"
+            value = finalize(binder.bind(node))
+            binder.clause = "SELECT"
+            all_exprs = exprs + [e.expr for e in extra]
+            if value.expr in all_exprs:
+                index = all_exprs.index(value.expr)
+            elif distinct:
+                raise InvalidColumnReference(
+                    "for SELECT DISTINCT, ORDER BY expressions must appear in select list",
+                    position_of(node),
+                )
+            else:
+                index = len(all_exprs)
+                extra.append(value)
+        orders.append(ColumnOrder(index, desc, nulls_last))
+
+    all_typed = typed + extra
+    out_names = names + ["?order?"] * len(extra)
+    rel = _project(rel, all_typed, out_names)
+    if distinct:
+        rel = Distinct(rel)
+    limit, offset = _limit_offset(select)
+    finishing = RowSetFinishing(tuple(orders), limit, offset, tuple(range(len(typed))))
+    return BoundQuery(rel, names, finishing, unknowns)
+
+
+def _project(rel: RelationExpr, typed: list[Typed], names: list[str]) -> RelationExpr:
+    """Map the non-column expressions, then Project to exactly `typed` in order."""
+    arity = rel.desc.arity
+    scalars: list[ScalarExpr] = []
+    outputs: list[int] = []
+    for value in typed:
+        if isinstance(value.expr, Column):
+            outputs.append(value.expr.index)
+        else:
+            outputs.append(arity + len(scalars))
+            scalars.append(value.expr)
+    if scalars:
+        mapped_names = [
+            n for n, v in zip(names, typed, strict=True) if not isinstance(v.expr, Column)
+        ]
+        rel = Map(rel, tuple(scalars), tuple(mapped_names))
+    return _project_as(rel, outputs, names)
+
+
+def _project_as(rel: RelationExpr, outputs: list[int], names: list[str]) -> RelationExpr:
+    """Project(rel, outputs, names), or rel itself when that changes nothing."""
+    projected = Project(rel, tuple(outputs), tuple(names))
+    if tuple(outputs) == tuple(range(rel.desc.arity)) and projected.desc.names == rel.desc.names:
+        return rel
+    return projected
+
+
+# --- set operations ---------------------------------------------------------------
+
+
+def coerce_columns(
+    query: BoundQuery,
+    targets: list[ScalarType],
+    assignment: bool,
+    nodes: list[exp.Expr | None],
+    what: str,
+    column_names: list[str] | None = None,
+) -> RelationExpr:
+    """The query's visible columns cast to `targets` (implicit casts, or
+    assignment casts for INSERT); bare untyped literals are parsed as the target."""
+    rel = visible(query)
+    arity = rel.desc.arity
+    types = rel.desc.types
+    scalars: list[ScalarExpr] = []
+    outputs: list[int] = []
+    for k, target in enumerate(targets):
+        st = types[k].scalar_type
+        if k in query.unknowns and st is not target:
+            text = query.unknowns[k]
+            if text is None:
+                value: ScalarExpr = null_of(target)
+            else:
+                try:
+                    parsed = parse_text_as(text, target)
+                except SqlError as error:
+                    raise error.at(position_of(nodes[k])) from None
+                value = Literal(parsed, ColumnType(target, False))
+            outputs.append(arity + len(scalars))
+            scalars.append(value)
+        elif st is target:
+            outputs.append(k)
+        else:
+            allowed = can_assign(st, target) if assignment else can_cast_implicitly(st, target)
+            if not allowed:
+                if assignment and column_names is not None:
+                    raise TypeMismatch(
+                        f'column "{column_names[k]}" is of type {target.value} but expression '
+                        f"is of type {st.value}",
+                        position_of(nodes[k]),
+                        hint="You will need to rewrite or cast the expression.",
+                    )
+                raise TypeMismatch(
+                    f"{what} could not convert type {st.value} to {target.value}",
+                    position_of(nodes[k]),
+                )
+            outputs.append(arity + len(scalars))
+            scalars.append(Cast(Column(k), target))
+    names = column_names or list(query.names)
+    if scalars:
+        rel = Map(rel, tuple(scalars))
+    return _project_as(rel, outputs, names)
+
+
+def plan_set_operation(node: exp.Expr, ctx: PlanContext) -> BoundQuery:
+    for unsupported in ("by_name", "side", "kind"):
+        if node.args.get(unsupported):
+            raise UnsupportedFeature(
+                f"this form of {type(node).__name__.upper()} is not supported", position_of(node)
+            )
+    left = plan_query(node.this, ctx)
+    right = plan_query(node.expression, ctx)
+    word = type(node).__name__.upper()
+    if left.arity != right.arity:
+        raise ParseError(
+            f"each {word} query must have the same number of columns", position_of(node.expression)
+        )
+    targets: list[ScalarType] = []
+    for k, (lt, rt) in enumerate(zip(left.types, right.types, strict=True)):
+        types = [
+            None if k in left.unknowns else lt.scalar_type,
+            None if k in right.unknowns else rt.scalar_type,
+        ]
+        target = common_type(types)
+        if target is None:
+            raise TypeMismatch(
+                f"{word} types {lt.scalar_type.value} and {rt.scalar_type.value} cannot be matched",
+                position_of(node),
+            )
+        targets.append(target)
+    nodes: list[exp.Expr | None] = [node] * left.arity
+    lrel = coerce_columns(left, targets, False, nodes, word, list(left.names))
+    rrel = coerce_columns(right, targets, False, nodes, word, list(left.names))
+    distinct = node.args.get("distinct", True)
+    rel: RelationExpr
+    if isinstance(node, exp.Union):
+        rel = Union((lrel, rrel))
+        if distinct:
+            rel = Distinct(rel)
+    elif isinstance(node, exp.Except):
+        rel = Threshold(Union((Distinct(lrel) if distinct else lrel, Negate(rrel))))
+    else:  # INTERSECT ALL is l - (l - r) clipped at zero: min of the two counts
+        rel = Union((lrel, Negate(Threshold(Union((lrel, Negate(rrel)))))))
+        if distinct:
+            rel = Distinct(rel)
+    query = BoundQuery(rel, list(left.names), RowSetFinishing(project=tuple(range(left.arity))))
+    return _apply_outer_finishing(node, query)
+
+
+def _apply_outer_finishing(node: exp.Expr, query: BoundQuery) -> BoundQuery:
+    """ORDER BY / LIMIT / OFFSET on a set operation or parenthesized query:
+    only output columns (by position or name) can be sorted on."""
+    order = node.args.get("order")
+    orders: list[ColumnOrder] = []
+    exprs: list[ScalarExpr] = [Column(i) for i in range(query.arity)]
+    for ordered in order.expressions if order is not None else []:
+        target = ordered.this
+        index = _ordinal(target, query.arity)
+        if index is None:
+            index = _output_column_by_name(target, query.names, exprs)
+        if index is None:
+            raise UnsupportedFeature(
+                "ORDER BY on a UNION/INTERSECT/EXCEPT result must name an output column",
+                position_of(target),
+            )
+        desc, nulls_last = _order_direction(ordered)
+        orders.append(ColumnOrder(index, desc, nulls_last))
+    limit, offset = _limit_offset(node)
+    if not orders and limit is None and not offset:
+        return query
+    inner = query.finishing
+    if inner.order_by or inner.limit is not None or inner.offset:
+        raise UnsupportedFeature("nested ORDER BY/LIMIT is not supported", position_of(node))
+    rel = visible(query)
+    finishing = RowSetFinishing(tuple(orders), limit, offset, tuple(range(query.arity)))
+    return BoundQuery(rel, query.names, finishing, query.unknowns)
+
+
+# --- VALUES -----------------------------------------------------------------------
+
+
+def plan_values(
+    node: exp.Values,
+    ctx: PlanContext,
+    targets: list[tuple[str, ScalarType]] | None = None,
+) -> BoundQuery:
+    """VALUES rows: a Constant when every value is a literal, else a Union of
+    one-row Maps. With `targets` (INSERT) values get assignment casts to the
+    named columns' types; otherwise each column gets the rows' common type."""
+    rows = [
+        list(row.expressions) if isinstance(row, exp.Tuple) else [row] for row in node.expressions
+    ]
+    width = len(rows[0])
+    for row in rows:
+        if len(row) != width:
+            raise ParseError("VALUES lists must all be the same length", position_of(row[0]))
+    binder = ScalarBinder(Scope(), "VALUES")
+    bound = [[binder.bind(value) for value in row] for row in rows]
+    if targets is not None and width > len(targets):
+        raise ParseError(
+            "INSERT has more expressions than target columns", position_of(rows[0][len(targets)])
+        )
+    if targets is not None and width < len(targets):
+        raise ParseError(
+            "INSERT has more target columns than expressions", position_of(rows[0][-1])
+        )
+    columns: list[list[Typed]] = [[] for _ in range(width)]
+    for k in range(width):
+        column = [row[k] for row in bound]
+        column_nodes: list[exp.Expr | None] = [row[k] for row in rows]
+        if targets is not None:
+            name, st = targets[k]
+            columns[k] = [
+                binder.assign(v, st, n, name) for v, n in zip(column, column_nodes, strict=True)
+            ]
+        else:
+            columns[k], _ = binder.unify(column, column_nodes, "VALUES")
+    names = [f"column{k + 1}" for k in range(width)]
+    typed_rows = [[columns[k][r] for k in range(width)] for r in range(len(rows))]
+    types = tuple(
+        ColumnType(columns[k][0].scalar, any(v.type.nullable for v in columns[k]))
+        for k in range(width)
+    )
+    desc = RelationDesc(tuple(names), types)
+    if all(isinstance(v.expr, Literal) for row in typed_rows for v in row):
+        constant_rows = tuple(
+            (tuple(v.expr.value for v in row), 1)  # type: ignore[attr-defined]
+            for row in typed_rows
+        )
+        rel: RelationExpr = Constant(constant_rows, desc)
+    else:
+        maps = [Map(ONE_EMPTY_ROW, tuple(v.expr for v in row), tuple(names)) for row in typed_rows]
+        rel = maps[0] if len(maps) == 1 else Union(tuple(maps))
+    return BoundQuery(rel, names, RowSetFinishing(project=tuple(range(width))))

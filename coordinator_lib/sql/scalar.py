@@ -1,0 +1,728 @@
+"""Binding scalar expressions: a sqlglot expression over a Scope becomes a
+typed `expr.scalar` expression over column indexes.
+
+Types follow PostgreSQL (see `coercion.py`): operands are cast to a common
+type explicitly (so every CallBinary has two operands of one type and the
+expr layer's `typ()` agrees with what PostgreSQL returns), untyped string
+literals and NULL stay "unknown" until their context gives them a type, and
+every type error names the operator or function, the types and the position.
+
+After GROUP BY the same binder runs over the Reduce's output: a `Grouping`
+maps aggregate calls and grouped expressions to its columns, and any other
+column reference is a GroupingError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from sqlglot import exp
+
+from coordinator_lib.expr.scalar import (
+    BinaryFunc,
+    CallBinary,
+    CallUnary,
+    CallVariadic,
+    Cast,
+    Column,
+    If,
+    Literal,
+    ScalarExpr,
+    UnaryFunc,
+    VariadicFunc,
+    is_numeric,
+)
+from coordinator_lib.repr.relation import ColumnType, ScalarType
+from coordinator_lib.sql.coercion import (
+    NO_FOLD,
+    can_assign,
+    can_cast_explicitly,
+    can_cast_implicitly,
+    common_type,
+    fold_cast,
+    integer_literal_type,
+    number_literal,
+    operator_type,
+    parse_text_as,
+    scalar_type_of,
+)
+from coordinator_lib.sql.errors import (
+    CannotCoerce,
+    GroupingError,
+    ParseError,
+    SqlError,
+    TypeMismatch,
+    UndefinedFunction,
+    UndefinedOperator,
+    UnsupportedFeature,
+)
+from coordinator_lib.sql.positions import operator_position, position_of
+from coordinator_lib.sql.scope import Scope, ident_name
+
+S = ScalarType
+BOOL = ColumnType(S.BOOLEAN, False)
+TRUE = Literal(True, BOOL)
+
+
+@dataclass(frozen=True)
+class Typed:
+    """A bound expression with its type. `unknown` marks an untyped literal
+    (a string constant or NULL) whose type its context decides; until then
+    it is a text literal."""
+
+    expr: ScalarExpr
+    type: ColumnType
+    unknown: bool = False
+
+    @property
+    def scalar(self) -> ScalarType:
+        return self.type.scalar_type
+
+
+def literal(value: Any, st: ScalarType) -> Typed:
+    ctype = ColumnType(st, value is None)
+    return Typed(Literal(value, ctype), ctype)
+
+
+def null_of(st: ScalarType) -> Literal:
+    return Literal(None, ColumnType(st, True))
+
+
+def conjuncts(expr: ScalarExpr) -> list[ScalarExpr]:
+    """Split nested ANDs into their parts (each becomes one Filter predicate)."""
+    if isinstance(expr, CallVariadic) and expr.func is VariadicFunc.AND:
+        out: list[ScalarExpr] = []
+        for part in expr.exprs:
+            out += conjuncts(part)
+        return out
+    return [expr]
+
+
+AGGREGATE_CLASSES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
+
+
+def is_aggregate(node: exp.Expr) -> bool:
+    """An aggregate call (optionally with FILTER), not inside a window."""
+    if isinstance(node, exp.Filter):
+        return isinstance(node.this, exp.AggFunc)
+    return isinstance(node, exp.AggFunc) and not isinstance(node.parent, exp.Window | exp.Filter)
+
+
+def contains_aggregate(node: exp.Expr) -> bool:
+    return any(
+        isinstance(n, exp.AggFunc) and not isinstance(n.parent, exp.Window) for n in node.walk()
+    )
+
+
+@dataclass
+class Grouping:
+    """What the SELECT list, HAVING and ORDER BY of a grouped query may use:
+    the group keys (bound over the Reduce's input; key k is output column k)
+    and the aggregate calls (by node identity, already expressions over the
+    Reduce's output)."""
+
+    pre: ScalarBinder
+    keys: list[Typed]
+    aggregates: dict[int, Typed] = field(default_factory=dict)
+
+    def lookup(self, node: exp.Expr) -> Typed | None:
+        if id(node) in self.aggregates:
+            return self.aggregates[id(node)]
+        if isinstance(node, exp.Literal | exp.Null | exp.Boolean | exp.Star):
+            return None
+        if contains_aggregate(node):
+            return None
+        bound = self.pre.bind(node)
+        for k, key in enumerate(self.keys):
+            if bound.expr == key.expr:
+                return Typed(Column(k), key.type)
+        if isinstance(node, exp.Column):
+            parts = [ident_name(p) for p in node.parts]
+            name = ".".join(parts)
+            raise GroupingError(
+                f'column "{name}" must appear in the GROUP BY clause '
+                "or be used in an aggregate function",
+                position_of(node),
+            )
+        return None
+
+
+_ARITHMETIC = {
+    exp.Add: (BinaryFunc.ADD, "+"),
+    exp.Sub: (BinaryFunc.SUB, "-"),
+    exp.Mul: (BinaryFunc.MUL, "*"),
+    exp.Div: (BinaryFunc.DIV, "/"),
+    exp.Mod: (BinaryFunc.MOD, "%"),
+}
+_COMPARISON = {
+    exp.EQ: (BinaryFunc.EQ, "="),
+    exp.NEQ: (BinaryFunc.NOT_EQ, "<>"),
+    exp.GT: (BinaryFunc.GT, ">"),
+    exp.GTE: (BinaryFunc.GTE, ">="),
+    exp.LT: (BinaryFunc.LT, "<"),
+    exp.LTE: (BinaryFunc.LTE, "<="),
+}
+_TEXT_FUNCS = {exp.Lower: UnaryFunc.LOWER, exp.Upper: UnaryFunc.UPPER}
+_NAMED_ALIASES = {"char_length": "length", "character_length": "length"}
+_NO_MIN_MAX = {S.BOOLEAN, S.JSONB, S.BYTEA}
+
+
+class ScalarBinder:
+    """Binds expressions over `types` (the columns Column(i) indexes): the
+    scope's columns, or with `grouping` the Reduce's output. `clause` names
+    where the expression sits, for "not allowed in WHERE" messages."""
+
+    def __init__(
+        self,
+        scope: Scope,
+        clause: str,
+        *,
+        types: tuple[ColumnType, ...] | None = None,
+        grouping: Grouping | None = None,
+    ) -> None:
+        self.scope = scope
+        self.clause = clause
+        self.types = scope.types if types is None else types
+        self.grouping = grouping
+
+    # --- entry points ----------------------------------------------------------
+
+    def bind(self, node: exp.Expr) -> Typed:
+        if self.grouping is not None:
+            hit = self.grouping.lookup(node)
+            if hit is not None:
+                return hit
+        elif is_aggregate(node):
+            raise GroupingError(
+                f"aggregate functions are not allowed in {self.clause}", position_of(node)
+            )
+        handler = self._handler(node)
+        return handler(node)
+
+    def bind_boolean(self, node: exp.Expr, what: str) -> Typed:
+        """An expression that must be boolean (`what` is e.g. "WHERE")."""
+        return self.require_boolean(self.bind(node), node, f"argument of {what}")
+
+    def bind_final(self, node: exp.Expr) -> Typed:
+        """Bind and give an unknown literal its default type, text."""
+        return finalize(self.bind(node))
+
+    # --- dispatch --------------------------------------------------------------
+
+    def _handler(self, node: exp.Expr) -> Callable[[Any], Typed]:
+        if type(node) in _ARITHMETIC:
+            return self._arithmetic
+        if type(node) in _COMPARISON:
+            return self._comparison
+        if type(node) in _TEXT_FUNCS:
+            return self._text_function
+        handlers: dict[type, Callable[[Any], Typed]] = {
+            exp.Paren: lambda n: self.bind(n.this),
+            exp.Column: self._column,
+            exp.Literal: self._literal,
+            exp.ByteString: self._escape_string,
+            exp.Null: lambda n: Typed(null_of(S.TEXT), ColumnType(S.TEXT, True), unknown=True),
+            exp.Boolean: lambda n: literal(bool(n.this), S.BOOLEAN),
+            exp.Cast: self._cast,
+            exp.And: self._connective,
+            exp.Or: self._connective,
+            exp.Not: self._not,
+            exp.Is: self._is,
+            exp.NullSafeEQ: self._null_safe,
+            exp.NullSafeNEQ: self._null_safe,
+            exp.Like: self._like,
+            exp.ILike: self._like,
+            exp.DPipe: self._concat,
+            exp.Neg: self._neg,
+            exp.Case: self._case,
+            exp.Coalesce: self._coalesce,
+            exp.Nullif: self._nullif,
+            exp.Greatest: self._greatest_least,
+            exp.Least: self._greatest_least,
+            exp.Between: self._between,
+            exp.In: self._in,
+            exp.Length: self._length,
+            exp.Abs: self._abs,
+            exp.Anonymous: self._anonymous,
+            exp.Star: self._star,
+        }
+        handler = handlers.get(type(node))
+        if handler is not None:
+            return handler
+        return self._unsupported
+
+    def _unsupported(self, node: exp.Expr) -> Typed:
+        position = position_of(node)
+        if isinstance(node, exp.Subquery | exp.Exists | exp.Select | exp.Query):
+            raise UnsupportedFeature("subqueries in expressions are not supported yet", position)
+        if isinstance(node, exp.Window):
+            raise UnsupportedFeature("window functions are not supported yet", position)
+        if isinstance(node, exp.Interval):
+            raise UnsupportedFeature("type interval is not supported", position)
+        if isinstance(node, exp.Placeholder | exp.Parameter):
+            raise UnsupportedFeature("query parameters are not supported yet", position)
+        if isinstance(node, exp.TryCast):
+            raise UnsupportedFeature("TRY_CAST is not supported", position)
+        if isinstance(node, exp.AggFunc):
+            raise UnsupportedFeature(
+                f"aggregate function {node.sql_name().lower()} is not supported yet", position
+            )
+        if isinstance(node, exp.Func):
+            raise UnsupportedFeature(
+                f"function {node.sql_name().lower()} is not supported yet", position
+            )
+        raise UnsupportedFeature(
+            f"expression {node.sql(dialect='postgres')!r} is not supported", position
+        )
+
+    # --- leaves ----------------------------------------------------------------
+
+    def _column(self, node: exp.Column) -> Typed:
+        if isinstance(node.this, exp.Star):
+            return self._star(node)
+        parts = tuple(ident_name(p) for p in node.parts)
+        index = self.scope.resolve(parts, node)
+        return Typed(Column(index), self.types[index])
+
+    def _star(self, node: exp.Expr) -> Typed:
+        raise ParseError("* is only allowed in a SELECT list and in count(*)", position_of(node))
+
+    def _literal(self, node: exp.Literal) -> Typed:
+        if node.is_string:
+            return Typed(
+                Literal(node.this, ColumnType(S.TEXT, False)), ColumnType(S.TEXT, False), True
+            )
+        try:
+            value, st = number_literal(node.this)
+        except SqlError as error:
+            raise error.at(position_of(node)) from None
+        return literal(value, st)
+
+    def _escape_string(self, node: exp.ByteString) -> Typed:
+        text = node.this
+        return Typed(Literal(text, ColumnType(S.TEXT, False)), ColumnType(S.TEXT, False), True)
+
+    # --- coercion helpers -------------------------------------------------------
+
+    def typed(self, expr: ScalarExpr) -> Typed:
+        return Typed(expr, expr.typ(self.types))
+
+    def resolve_unknown(self, value: Typed, target: ScalarType, node: exp.Expr | None) -> Typed:
+        """Give an unknown literal the type `target` (parsing its text)."""
+        assert isinstance(value.expr, Literal)
+        text = value.expr.value
+        if text is None:
+            return Typed(null_of(target), ColumnType(target, True))
+        try:
+            parsed = parse_text_as(text, target)
+        except SqlError as error:
+            raise error.at(position_of(node)) from None
+        return literal(parsed, target)
+
+    def cast_to(self, value: Typed, target: ScalarType, node: exp.Expr | None) -> Typed:
+        """`value` as `target`, folding literal casts that are exact (the cast
+        itself must already be allowed)."""
+        if value.unknown:
+            return self.resolve_unknown(value, target, node)
+        if value.scalar is target:
+            return value
+        if isinstance(value.expr, Literal):
+            try:
+                folded = fold_cast(value.expr.value, value.scalar, target)
+            except SqlError as error:
+                raise error.at(position_of(node)) from None
+            if folded is not NO_FOLD:
+                return literal(folded, target)
+        return self.typed(Cast(value.expr, target))
+
+    def coerce(self, value: Typed, target: ScalarType, node: exp.Expr | None, what: str) -> Typed:
+        """Implicit coercion; `what` describes the context for the error."""
+        if value.unknown or can_cast_implicitly(value.scalar, target):
+            return self.cast_to(value, target, node)
+        raise TypeMismatch(
+            f"{what} must be type {target.value}, not type {value.scalar.value}",
+            position_of(node),
+        )
+
+    def assign(self, value: Typed, target: ScalarType, node: exp.Expr | None, column: str) -> Typed:
+        """Assignment coercion (INSERT/UPDATE into a column of type `target`)."""
+        if value.unknown or can_assign(value.scalar, target):
+            return self.cast_to(value, target, node)
+        raise TypeMismatch(
+            f'column "{column}" is of type {target.value} but expression is of type '
+            f"{value.scalar.value}",
+            position_of(node),
+            hint="You will need to rewrite or cast the expression.",
+        )
+
+    def require_boolean(self, value: Typed, node: exp.Expr | None, what: str) -> Typed:
+        if value.unknown:
+            return self.resolve_unknown(value, S.BOOLEAN, node)
+        if value.scalar is not S.BOOLEAN:
+            raise TypeMismatch(
+                f"{what} must be type boolean, not type {value.scalar.value}", position_of(node)
+            )
+        return value
+
+    def unify(
+        self, values: list[Typed], nodes: list[exp.Expr | None], what: str
+    ) -> tuple[list[Typed], ScalarType]:
+        """Cast values to their common type (CASE/COALESCE/... rules)."""
+        target = common_type([None if v.unknown else v.scalar for v in values])
+        if target is None:
+            so_far: ScalarType | None = None
+            for v, n in zip(values, nodes, strict=True):
+                if v.unknown:
+                    continue
+                joined = v.scalar if so_far is None else common_type([so_far, v.scalar])
+                if joined is None:
+                    raise TypeMismatch(
+                        f"{what} types {so_far.value if so_far else '?'} and "
+                        f"{v.scalar.value} cannot be matched",
+                        position_of(n),
+                    )
+                so_far = joined
+            raise TypeMismatch(f"{what} types cannot be matched", position_of(nodes[0]))
+        return [self.cast_to(v, target, n) for v, n in zip(values, nodes, strict=True)], target
+
+    def operands(
+        self,
+        node: exp.Expr,
+        left: Typed,
+        right: Typed,
+        symbol: str,
+        nodes: tuple[exp.Expr | None, exp.Expr | None] | None = None,
+    ) -> tuple[Typed, Typed, ScalarType]:
+        """Resolve a binary operator's operand type; unknowns take the other
+        side's type. `nodes` are the operands' syntax (default: the node's
+        `this` and `expression`), for error positions."""
+        lnode, rnode = nodes or (node.args.get("this"), node.args.get("expression"))
+        if left.unknown and right.unknown:
+            left = self.resolve_unknown(left, S.TEXT, lnode)
+            right = self.resolve_unknown(right, S.TEXT, rnode)
+        elif left.unknown:
+            left = self.resolve_unknown(left, right.scalar, lnode)
+        elif right.unknown:
+            right = self.resolve_unknown(right, left.scalar, rnode)
+        target = operator_type(left.scalar, right.scalar)
+        if target is None:
+            raise self.no_operator(node, symbol, left.scalar, right.scalar)
+        return self.cast_to(left, target, lnode), self.cast_to(right, target, rnode), target
+
+    def no_operator(
+        self, node: exp.Expr, symbol: str, left: ScalarType, right: ScalarType | None = None
+    ) -> UndefinedOperator:
+        shown = f"{left.value} {symbol} {right.value}" if right else f"{symbol} {left.value}"
+        return UndefinedOperator(
+            f"operator does not exist: {shown}",
+            operator_position(node),
+            hint="No operator matches the given name and argument types. "
+            "You might need to add explicit type casts.",
+        )
+
+    # --- operators -------------------------------------------------------------
+
+    def _arithmetic(self, node: exp.Binary) -> Typed:
+        func, symbol = _ARITHMETIC[type(node)]
+        left, right = self.bind(node.this), self.bind(node.expression)
+        if left.unknown and right.unknown:
+            raise UndefinedOperator(
+                f"operator is not unique: unknown {symbol} unknown",
+                operator_position(node),
+                hint="Could not choose a best candidate operator. "
+                "You might need to add explicit type casts.",
+            )
+        if left.unknown:
+            left = self.resolve_unknown(left, right.scalar, node.this)
+        elif right.unknown:
+            right = self.resolve_unknown(right, left.scalar, node.expression)
+        if not (is_numeric(left.scalar) and is_numeric(right.scalar)):
+            raise self.no_operator(node, symbol, left.scalar, right.scalar)
+        left, right, _ = self.operands(node, left, right, symbol)
+        return self.typed(CallBinary(func, left.expr, right.expr))
+
+    def compare(
+        self,
+        node: exp.Expr,
+        func: BinaryFunc,
+        symbol: str,
+        left: Typed,
+        right: Typed,
+        nodes: tuple[exp.Expr | None, exp.Expr | None] | None = None,
+    ) -> Typed:
+        left, right, _ = self.operands(node, left, right, symbol, nodes)
+        return self.typed(CallBinary(func, left.expr, right.expr))
+
+    def _comparison(self, node: exp.Binary) -> Typed:
+        func, symbol = _COMPARISON[type(node)]
+        return self.compare(node, func, symbol, self.bind(node.this), self.bind(node.expression))
+
+    def _connective(self, node: exp.Connector) -> Typed:
+        func = VariadicFunc.AND if isinstance(node, exp.And) else VariadicFunc.OR
+        word = "AND" if func is VariadicFunc.AND else "OR"
+        parts: list[exp.Expr] = []
+        stack: list[exp.Expr] = [node]
+        while stack:  # flatten a AND b AND c (left-deep) in order
+            current = stack.pop()
+            if type(current) is type(node):
+                stack.append(current.expression)
+                stack.append(current.this)
+            else:
+                parts.append(current)
+        exprs = [self.bind_boolean(p, word).expr for p in parts]
+        return self.typed(CallVariadic(func, tuple(exprs)))
+
+    def _not(self, node: exp.Not) -> Typed:
+        inner = node.this
+        if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
+            operand = self.bind(inner.this)
+            return self.typed(CallUnary(UnaryFunc.IS_NOT_NULL, operand.expr))
+        value = self.bind_boolean(inner, "NOT")
+        return self.typed(CallUnary(UnaryFunc.NOT, value.expr))
+
+    def _is(self, node: exp.Is) -> Typed:
+        target = node.expression
+        operand = self.bind(node.this)
+        if isinstance(target, exp.Null):
+            return self.typed(CallUnary(UnaryFunc.IS_NULL, operand.expr))
+        if isinstance(target, exp.Boolean):
+            value = self.require_boolean(operand, node.this, "argument of IS TRUE/FALSE")
+            func = UnaryFunc.IS_TRUE if target.this else UnaryFunc.IS_FALSE
+            return self.typed(CallUnary(func, value.expr))
+        raise UnsupportedFeature(
+            f"IS {target.sql(dialect='postgres')} is not supported", position_of(node)
+        )
+
+    def _null_safe(self, node: exp.Expr) -> Typed:
+        """IS [NOT] DISTINCT FROM, lowered to a NULL-aware comparison that is never NULL."""
+        left, right, _ = self.operands(
+            node, self.bind(node.this), self.bind(node.args["expression"]), "IS DISTINCT FROM"
+        )
+        a, b = left.expr, right.expr
+        equal = CallVariadic(
+            VariadicFunc.COALESCE, (CallBinary(BinaryFunc.EQ, a, b), Literal(False, BOOL))
+        )
+        not_distinct = If(
+            CallUnary(UnaryFunc.IS_NULL, a),
+            CallUnary(UnaryFunc.IS_NULL, b),
+            If(CallUnary(UnaryFunc.IS_NULL, b), Literal(False, BOOL), equal),
+        )
+        if isinstance(node, exp.NullSafeEQ):
+            return self.typed(not_distinct)
+        return self.typed(CallUnary(UnaryFunc.NOT, not_distinct))
+
+    def _like(self, node: exp.Like | exp.ILike) -> Typed:
+        if isinstance(node.expression, exp.Escape):
+            raise UnsupportedFeature("LIKE ... ESCAPE is not supported", position_of(node))
+        left, right = self.bind(node.this), self.bind(node.expression)
+        word = "ILIKE" if isinstance(node, exp.ILike) else "LIKE"
+        left = self.resolve_unknown(left, S.TEXT, node.this) if left.unknown else left
+        right = self.resolve_unknown(right, S.TEXT, node.expression) if right.unknown else right
+        if left.scalar is not S.TEXT or right.scalar is not S.TEXT:
+            raise self.no_operator(node, word, left.scalar, right.scalar)
+        a, b = left.expr, right.expr
+        if isinstance(node, exp.ILike):
+            a, b = CallUnary(UnaryFunc.LOWER, a), CallUnary(UnaryFunc.LOWER, b)
+        result: ScalarExpr = CallBinary(BinaryFunc.LIKE, a, b)
+        if node.args.get("negate"):
+            result = CallUnary(UnaryFunc.NOT, result)
+        return self.typed(result)
+
+    def _concat(self, node: exp.DPipe) -> Typed:
+        left, right = self.bind(node.this), self.bind(node.expression)
+        textual = [v.unknown or v.scalar is S.TEXT for v in (left, right)]
+        if not any(textual):
+            raise self.no_operator(node, "||", left.scalar, right.scalar)
+        parts = [
+            self.cast_to(value, S.TEXT, side)
+            for value, side in ((left, node.this), (right, node.expression))
+        ]
+        return self.typed(CallBinary(BinaryFunc.CONCAT, parts[0].expr, parts[1].expr))
+
+    def _neg(self, node: exp.Neg) -> Typed:
+        inner = node.this
+        if isinstance(inner, exp.Literal) and not inner.is_string:
+            # PostgreSQL negates a constant before typing it: -2147483648 is an integer.
+            if inner.this.isdigit():
+                negated = -int(inner.this)
+                st = integer_literal_type(negated)
+                return literal(negated if st is not S.NUMERIC else Decimal(negated), st)
+            value, st = number_literal(inner.this)
+            return literal(-value, st)
+        operand = self.bind(inner)
+        if operand.unknown:
+            raise UndefinedOperator("operator is not unique: - unknown", position_of(node))
+        if not is_numeric(operand.scalar):
+            raise self.no_operator(node, "-", operand.scalar)
+        return self.typed(CallUnary(UnaryFunc.NEG, operand.expr))
+
+    # --- casts and conditionals ----------------------------------------------------
+
+    def _cast(self, node: exp.Cast) -> Typed:
+        if node.args.get("format") or node.args.get("safe"):
+            raise UnsupportedFeature("this form of CAST is not supported", position_of(node))
+        try:
+            target = scalar_type_of(node.to)
+        except SqlError as error:
+            raise error.at(position_of(node.to) or position_of(node)) from None
+        value = self.bind(node.this)
+        if value.unknown:
+            return self.resolve_unknown(value, target, node.this)
+        if not can_cast_explicitly(value.scalar, target):
+            raise CannotCoerce(
+                f"cannot cast type {value.scalar.value} to {target.value}", position_of(node)
+            )
+        return self.cast_to(value, target, node)
+
+    def _case(self, node: exp.Case) -> Typed:
+        operand_node = node.args.get("this")
+        operand = self.bind(operand_node) if operand_node is not None else None
+        conditions: list[ScalarExpr] = []
+        results: list[Typed] = []
+        result_nodes: list[exp.Expr | None] = []
+        for branch in node.args.get("ifs") or []:
+            when = branch.this
+            if operand is not None:
+                cond = self.compare(
+                    branch, BinaryFunc.EQ, "=", operand, self.bind(when), (operand_node, when)
+                )
+            else:
+                cond = self.bind_boolean(when, "CASE/WHEN")
+            conditions.append(cond.expr)
+            results.append(self.bind(branch.args["true"]))
+            result_nodes.append(branch.args["true"])
+        default_node = node.args.get("default")
+        if default_node is not None:
+            results.append(self.bind(default_node))
+        else:
+            results.append(Typed(null_of(S.TEXT), ColumnType(S.TEXT, True), unknown=True))
+        result_nodes.append(default_node)
+        unified, _ = self.unify(results, result_nodes, "CASE")
+        expr = unified[-1].expr
+        for cond, value in zip(reversed(conditions), reversed(unified[:-1]), strict=True):
+            expr = If(cond, value.expr, expr)
+        return self.typed(expr)
+
+    def _coalesce(self, node: exp.Coalesce) -> Typed:
+        nodes = [node.this, *node.expressions]
+        unified, _ = self.unify([self.bind(n) for n in nodes], nodes, "COALESCE")
+        return self.typed(CallVariadic(VariadicFunc.COALESCE, tuple(v.expr for v in unified)))
+
+    def _greatest_least(self, node: exp.Greatest | exp.Least) -> Typed:
+        nodes = [node.this, *node.expressions]
+        word = "GREATEST" if isinstance(node, exp.Greatest) else "LEAST"
+        unified, _ = self.unify([self.bind(n) for n in nodes], nodes, word)
+        func = VariadicFunc.GREATEST if isinstance(node, exp.Greatest) else VariadicFunc.LEAST
+        return self.typed(CallVariadic(func, tuple(v.expr for v in unified)))
+
+    def _nullif(self, node: exp.Nullif) -> Typed:
+        first, second = self.bind(node.this), self.bind(node.expression)
+        if first.unknown and not second.unknown:
+            first = self.resolve_unknown(first, second.scalar, node.this)
+        first = finalize(first)
+        left, right, _ = self.operands(node, first, second, "=")
+        result_type = first.scalar
+        condition = CallBinary(BinaryFunc.EQ, left.expr, right.expr)
+        return self.typed(If(condition, null_of(result_type), first.expr))
+
+    def _between(self, node: exp.Between) -> Typed:
+        if node.args.get("symmetric"):
+            raise UnsupportedFeature("BETWEEN SYMMETRIC is not supported", position_of(node))
+        value = self.bind(node.this)
+        bounds = []
+        for key, func, symbol in (("low", BinaryFunc.GTE, ">="), ("high", BinaryFunc.LTE, "<=")):
+            bound_node = node.args[key]
+            bound = self.bind(bound_node)
+            bounds.append(
+                self.compare(node, func, symbol, value, bound, (node.this, bound_node)).expr
+            )
+        low, high = bounds
+        return self.typed(CallVariadic(VariadicFunc.AND, (low, high)))
+
+    def _in(self, node: exp.In) -> Typed:
+        if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
+            raise UnsupportedFeature("IN (subquery) is not supported yet", position_of(node))
+        value = self.bind(node.this)
+        tests = [
+            self.compare(node, BinaryFunc.EQ, "=", value, self.bind(item), (node.this, item)).expr
+            for item in node.expressions
+        ]
+        if len(tests) == 1:
+            return self.typed(tests[0])
+        return self.typed(CallVariadic(VariadicFunc.OR, tuple(tests)))
+
+    # --- functions ------------------------------------------------------------------
+
+    def no_function(self, node: exp.Expr, name: str, args: list[Typed]) -> UndefinedFunction:
+        shown = ", ".join("unknown" if a.unknown else a.scalar.value for a in args)
+        return UndefinedFunction(
+            f"function {name}({shown}) does not exist",
+            position_of(node),
+            hint="No function matches the given name and argument types. "
+            "You might need to add explicit type casts.",
+        )
+
+    def _text_function(self, node: exp.Func) -> Typed:
+        func = _TEXT_FUNCS[type(node)]
+        arg = self.bind(node.this)
+        if arg.unknown:
+            arg = self.resolve_unknown(arg, S.TEXT, node.this)
+        if arg.scalar is not S.TEXT:
+            raise self.no_function(node, func.value, [arg])
+        return self.typed(CallUnary(func, arg.expr))
+
+    def _length(self, node: exp.Length) -> Typed:
+        arg = self.bind(node.this)
+        if arg.unknown:
+            arg = self.resolve_unknown(arg, S.TEXT, node.this)
+        if arg.scalar is not S.TEXT:
+            raise self.no_function(node, "length", [arg])
+        return self.typed(CallUnary(UnaryFunc.LENGTH, arg.expr))
+
+    def _abs(self, node: exp.Abs) -> Typed:
+        arg = self.bind(node.this)
+        if arg.unknown or not is_numeric(arg.scalar):
+            raise self.no_function(node, "abs", [arg])
+        return self.typed(CallUnary(UnaryFunc.ABS, arg.expr))
+
+    def _anonymous(self, node: exp.Anonymous) -> Typed:
+        name = (
+            ident_name(node.this)
+            if isinstance(node.this, exp.Identifier)
+            else str(node.this).lower()
+        )
+        name = _NAMED_ALIASES.get(name, name)
+        if name == "length" and len(node.expressions) == 1:
+            return self._length(exp.Length(this=node.expressions[0]).update_positions(node))
+        args = [self.bind(a) for a in node.expressions]
+        raise self.no_function(node, name, args)
+
+
+def finalize(value: Typed) -> Typed:
+    """An unknown literal that nothing typed is text (PostgreSQL's rule)."""
+    if not value.unknown:
+        return value
+    return Typed(value.expr, value.type)
+
+
+def avg_result_type(st: ScalarType) -> ScalarType:
+    """avg() of integers and numeric is numeric, of floats double precision."""
+    return S.DOUBLE if st in (S.REAL, S.DOUBLE) else S.NUMERIC
+
+
+def check_aggregate_argument(func: str, value: Typed, node: exp.Expr) -> Typed:
+    """The argument types PostgreSQL has each aggregate for."""
+    if func in ("sum", "avg"):
+        if value.unknown or not is_numeric(value.scalar):
+            shown = "unknown" if value.unknown else value.scalar.value
+            raise UndefinedFunction(f"function {func}({shown}) does not exist", position_of(node))
+        return value
+    value = finalize(value)
+    if func in ("min", "max") and value.scalar in _NO_MIN_MAX:
+        raise UndefinedFunction(
+            f"function {func}({value.scalar.value}) does not exist", position_of(node)
+        )
+    return value

@@ -188,7 +188,12 @@ class InMemoryCatalog:
     ) -> CatalogItem:
         if isinstance(name, str):
             name = tuple(name.split("."))
-        qualified = name if isinstance(name, QualifiedName) else self.qualify(name)
+        if isinstance(name, QualifiedName):
+            qualified = name
+        elif len(name) == 1:
+            qualified = self.qualify(name)
+        else:  # the builders create schemas as needed
+            qualified = self._qualified(name)
         self.schemas.add((qualified.database, qualified.schema))
         item = CatalogItem(self.allocate_id(), qualified, kind, desc, **extra)  # type: ignore[arg-type]
         return self.add(item)

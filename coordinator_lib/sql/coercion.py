@@ -366,7 +366,10 @@ def fold_cast(value: Any, src: ScalarType, dst: ScalarType) -> Any:
         rounded = int(value.quantize(decimal.Decimal(1), rounding=decimal.ROUND_HALF_UP))
         return check_int_range(rounded, dst)
     if src is S.NUMERIC and dst is S.DOUBLE:
-        return float(value)
+        number = float(value)
+        if math.isinf(number):
+            raise NumericValueOutOfRange(f"value out of range for double precision: {value}")
+        return number
     if dst is S.TEXT and (is_integer(src) or src is S.NUMERIC):
         return str(value)
     if src is S.DATE and dst is S.TIMESTAMP:

@@ -124,6 +124,9 @@ _EXPLAIN_STAGES: tuple[tuple[str, ...], ...] = (
 
 _EXPLAIN_OBJECTS: tuple[tuple[str, ...], ...] = (("MATERIALIZED", "VIEW"), ("VIEW",), ("INDEX",))
 
+# Statements a later issue adds; until then they parse as exp.Command (unsupported).
+_LATER_STATEMENTS = {"SUBSCRIBE"}
+
 # Tokens that end an option's name: what follows is its value or the next option.
 _OPTION_NAME_STOP = {
     TokenType.COMMA,
@@ -213,6 +216,9 @@ class TidemarkParser(MaterializeParser):
         if curr and curr.token_type == TokenType.VAR and curr.text.upper() == "EXPLAIN":
             self._advance()
             return self._parse_explain()
+        if curr and curr.token_type == TokenType.VAR and curr.text.upper() in _LATER_STATEMENTS:
+            self._advance()
+            return self._parse_as_command(curr)
         statement = super()._parse_statement()
         if isinstance(statement, exp.Query) and self._match_text_seq("AS", "OF"):
             statement.set("as_of", self._parse_as_of())

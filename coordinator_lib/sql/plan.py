@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import re
 from typing import Any
 
 from sqlglot import exp
@@ -130,9 +131,10 @@ def _plan(statement: exp.Expr, ctx: PlanContext) -> Plan:
         rest = statement.expression
         rest_text = rest.name if isinstance(rest, exp.Literal) else str(rest or "")
         words = f"{statement.this} {rest_text}".split()
-        shown = " ".join(words[:3]).upper()
+        shown = " ".join([words[0].upper(), *words[1:3]])
         raise UnsupportedFeature(f"{shown} ... is not supported", 1)
-    raise UnsupportedFeature(f"{type(statement).__name__.upper()} statements are not supported", 1)
+    kind = re.sub(r"(?<!^)(?=[A-Z])", " ", type(statement).__name__).upper()
+    raise UnsupportedFeature(f"{kind} statements are not supported", 1)
 
 
 def _create_sql(statement: exp.Expr) -> str:
@@ -268,7 +270,9 @@ def plan_create_table(statement: exp.Create, ctx: PlanContext) -> CreateTablePla
         names.append(column_name)
         types.append(ColumnType(scalar, nullable))
     desc = RelationDesc(tuple(names), tuple(types))
-    return CreateTablePlan(name, desc, if_not_exists=if_not_exists, create_sql=_create_sql(statement))
+    return CreateTablePlan(
+        name, desc, if_not_exists=if_not_exists, create_sql=_create_sql(statement)
+    )
 
 
 def plan_create_view(statement: exp.Create, ctx: PlanContext) -> CreateViewPlan:
@@ -706,6 +710,10 @@ def plan_update(statement: exp.Update, ctx: PlanContext) -> UpdatePlan:
     assigned: dict[int, ScalarExpr] = {}
     for assignment in statement.expressions:
         target, value_node = assignment.this, assignment.expression
+        if not isinstance(target, exp.Column | exp.Identifier):
+            raise UnsupportedFeature(
+                "multiple-column assignment in UPDATE is not supported", position_of(target)
+            )
         column_name = ident_name(target.this if isinstance(target, exp.Column) else target)
         if column_name not in desc.names:
             raise UnknownColumn(

@@ -188,6 +188,8 @@ def _plan_query_body(node: exp.Expr, ctx: PlanContext) -> BoundQuery:
         return inner
     if isinstance(node, exp.Values):
         return plan_values(node, ctx)
+    if isinstance(node, exp.Table) and node.args.get("joins"):
+        raise UnsupportedFeature("parenthesized joins are not supported yet", position_of(node))
     raise UnsupportedFeature(f"{type(node).__name__} queries are not supported", position_of(node))
 
 
@@ -497,9 +499,10 @@ def _plan_aggregate(node: exp.Expr, binder: ScalarBinder, plan: _AggregatePlan) 
                 f"{name}(DISTINCT ...) takes exactly one argument", position_of(call)
             )
         arg_node = arg_node.expressions[0]
-    if call.expressions and not isinstance(call, exp.Count):
-        raise binder.no_function(call, name, [binder.bind(arg_node)] * (1 + len(call.expressions)))
-    if isinstance(call, exp.Count) and (arg_node is None or isinstance(arg_node, exp.Star)):
+    if call.expressions or arg_node is None:
+        args = [binder.bind(a) for a in [arg_node, *call.expressions] if a is not None]
+        raise binder.no_function(call, name, args)
+    if isinstance(call, exp.Count) and isinstance(arg_node, exp.Star):
         if distinct:
             raise ParseError("count(DISTINCT *) is not valid", position_of(call))
         arg: ScalarExpr = TRUE
@@ -511,8 +514,6 @@ def _plan_aggregate(node: exp.Expr, binder: ScalarBinder, plan: _AggregatePlan) 
             None,
         )
         return
-    if arg_node is None:
-        raise ParseError(f"{name}() needs an argument", position_of(call))
     value = check_aggregate_argument(name, binder.bind(arg_node), arg_node)
     arg = value.expr
     if condition is not None:
@@ -752,6 +753,8 @@ def _output_column_by_name(node: exp.Expr, names: list[str], exprs: list[ScalarE
 
 
 def _ordinal(node: exp.Expr, count: int) -> int | None:
+    if isinstance(node, exp.Literal) and node.is_string:
+        raise ParseError("non-integer constant in ORDER BY", position_of(node))
     if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
         k = int(node.this)
         if not 1 <= k <= count:

@@ -101,9 +101,6 @@ def conjuncts(expr: ScalarExpr) -> list[ScalarExpr]:
     return [expr]
 
 
-AGGREGATE_CLASSES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
-
-
 def is_aggregate(node: exp.Expr) -> bool:
     """An aggregate call (optionally with FILTER), not inside a window."""
     if isinstance(node, exp.Filter):
@@ -645,6 +642,8 @@ class ScalarBinder:
     def _in(self, node: exp.In) -> Typed:
         if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
             raise UnsupportedFeature("IN (subquery) is not supported yet", position_of(node))
+        if not node.expressions:
+            raise ParseError("IN needs at least one value", position_of(node))
         value = self.bind(node.this)
         tests = [
             self.compare(node, BinaryFunc.EQ, "=", value, self.bind(item), (node.this, item)).expr

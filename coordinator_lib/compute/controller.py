@@ -28,6 +28,7 @@ from pyspark.sql import SparkSession
 
 from coordinator_lib.compute.arrangement import Arrangement
 from coordinator_lib.compute.dataflow import (
+    LOCAL_MAX_ROWS,
     DataflowDescription,
     StepResult,
     next_step_bounds,
@@ -100,9 +101,17 @@ class SubscribeBatch:
 
 
 class ComputeController:
-    def __init__(self, storage: StorageController, spark: SparkSession) -> None:
+    def __init__(
+        self,
+        storage: StorageController,
+        spark: SparkSession,
+        local_max_rows: int = LOCAL_MAX_ROWS,
+    ) -> None:
+        """`local_max_rows`: steps over inputs storing at most this many updates
+        run in-process instead of on Spark (0: always Spark)."""
         self.storage = storage
         self.spark = spark
+        self.local_max_rows = local_max_rows
         self._instances: dict[str, Instance] = {}
         self._lock = threading.RLock()
 
@@ -247,7 +256,14 @@ class ComputeController:
     def _step_dataflow(self, dataflow: Dataflow, until: int | None) -> StepResult | None:
         inputs = {id: self.storage.shard(id) for id in dataflow.description.imports}
         if dataflow.output is not None:
-            result = step(self.spark, dataflow.description, inputs, dataflow.output, until)
+            result = step(
+                self.spark,
+                dataflow.description,
+                inputs,
+                dataflow.output,
+                until,
+                local_max_rows=self.local_max_rows,
+            )
         else:
             result = self._step_index(dataflow, inputs, until)
         if result is not None:

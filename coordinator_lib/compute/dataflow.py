@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from coordinator_lib.compute.local import LocalContext, LocalRendered, render_local
 from coordinator_lib.compute.render import (
     DIFF,
     TIME,
@@ -40,6 +41,11 @@ from coordinator_lib.persist.spark_shard import (
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import RelationDesc
+from coordinator_lib.repr.update import Update, consolidate
+
+# Steps whose inputs store at most this many updates run in-process
+# (compute/local.py): Spark's per-job overhead would dominate them.
+LOCAL_MAX_ROWS = 200_000
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,7 @@ class StepResult:
     landed: bool  # False: another replica landed this step first
     seconds: float
     rules: list[tuple[str, str]] = field(default_factory=list)
+    engine: str = "spark"  # or "local"
 
 
 def _as_collection(df: DataFrame, arity: int, with_time: bool) -> DataFrame:
@@ -153,29 +160,62 @@ def next_step_bounds(
     return upper
 
 
+def stored_rows(inputs: dict[GlobalId, Shard]) -> int:
+    """Updates the inputs store, from batch metadata (no data read)."""
+    return sum(shard.statistics().rows for shard in inputs.values())
+
+
+def plan_step_local(
+    description: DataflowDescription, inputs: dict[GlobalId, Shard], lower: int, upper: int
+) -> tuple[list[Update], list[tuple[str, str]]]:
+    """Like plan_step, in-process: the consolidated updates in [lower, upper)."""
+    hydrating = lower == description.as_of
+    frames: dict[GlobalId, LocalRendered] = {}
+    for id, shard in inputs.items():
+        if hydrating:
+            snapshot = [Update(row, lower, diff) for row, diff in shard.snapshot(lower)]
+            later = shard.updates_between(lower + 1, Frontier.at(upper))
+            frames[id] = LocalRendered(None, snapshot + later)
+        else:
+            old = shard.snapshot(lower - 1)
+            delta = shard.updates_between(lower, Frontier.at(upper))
+            frames[id] = LocalRendered(lambda old=old: old, delta or None)
+    ctx = LocalContext(lower, upper, frames, hydrating=hydrating)
+    rendered = render_local(description.expr, ctx)
+    return consolidate(rendered.delta or []), ctx.rules
+
+
 def step(
     spark: SparkSession,
     description: DataflowDescription,
     inputs: dict[GlobalId, Shard],
     output: Shard,
     until: int | None = None,
+    local_max_rows: int = LOCAL_MAX_ROWS,
 ) -> StepResult | None:
     """Advance the output shard to the inputs' least upper (or `until`),
-    landing the step with compare_and_append; None if there is nothing to do."""
+    landing the step with compare_and_append; None if there is nothing to do.
+    Small inputs run in-process, larger ones on Spark."""
     started = time.perf_counter()
     lower = output.upper().time
     upper = next_step_bounds(lower, inputs, until)
     if upper is None or lower is None:
         return None
-    delta, rules = plan_step(spark, description, inputs, lower, upper)
+    engine = "local" if stored_rows(inputs) <= local_max_rows else "spark"
     rows = 0
     try:
-        if delta is None:
-            output.compare_and_append([], Frontier.at(lower), Frontier.at(upper))
+        if engine == "local":
+            updates, rules = plan_step_local(description, inputs, lower, upper)
+            output.compare_and_append(updates, Frontier.at(lower), Frontier.at(upper))
+            rows = len(updates)
         else:
-            rows = compare_and_append_dataframe(
-                output, delta, Frontier.at(lower), Frontier.at(upper)
-            )
+            delta, rules = plan_step(spark, description, inputs, lower, upper)
+            if delta is None:
+                output.compare_and_append([], Frontier.at(lower), Frontier.at(upper))
+            else:
+                rows = compare_and_append_dataframe(
+                    output, delta, Frontier.at(lower), Frontier.at(upper)
+                )
     except UpperMismatch:
-        return StepResult(lower, upper, 0, False, time.perf_counter() - started, rules)
-    return StepResult(lower, upper, rows, True, time.perf_counter() - started, rules)
+        return StepResult(lower, upper, 0, False, time.perf_counter() - started, [], engine)
+    return StepResult(lower, upper, rows, True, time.perf_counter() - started, rules, engine)

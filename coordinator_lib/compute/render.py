@@ -31,6 +31,8 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from coordinator_lib.compute.join_plan import first_filters, join_steps
+from coordinator_lib.compute.rules import rule_for
 from coordinator_lib.compute.scalar import column_name, to_spark
 from coordinator_lib.expr.relation import (
     AggregateExpr,
@@ -73,7 +75,7 @@ class StepContext:
     upper: int
     inputs: dict[GlobalId, Rendered]
     hydrating: bool = False
-    # Which rule rendered each operator (for EXPLAIN and tests).
+    # (operator, rule) for each operator rendered, in pre-order (rules.py).
     rules: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -94,6 +96,8 @@ def empty_frame(spark: SparkSession, desc: RelationDesc, with_time: bool) -> Dat
 
 def render(expr: RelationExpr, ctx: StepContext) -> Rendered:
     """Render `expr` for one step (see the module docstring)."""
+    # The rule comes from the table EXPLAIN reads too (rules.py).
+    ctx.rules.append((type(expr).__name__, rule_for(expr).value))
     if isinstance(expr, Get):
         return ctx.inputs[expr.id]
     if isinstance(expr, Constant):
@@ -111,10 +115,8 @@ def render(expr: RelationExpr, ctx: StepContext) -> Rendered:
         parts = [render(child, ctx) for child in expr.inputs_]
         return Rendered(_union_all([p.old for p in parts]), _union_all([p.delta for p in parts]))
     if isinstance(expr, Join):
-        ctx.rules.append(("Join", "incremental"))
         return _join(expr, ctx)
     if isinstance(expr, Reduce):
-        ctx.rules.append(("Reduce", "incremental"))
         return _reduce(
             render(expr.input, ctx),
             expr.input.desc,
@@ -124,12 +126,10 @@ def render(expr: RelationExpr, ctx: StepContext) -> Rendered:
             mode="reduce",
         )
     if isinstance(expr, Distinct):
-        ctx.rules.append(("Distinct", "incremental"))
         arity = expr.input.desc.arity
         keys = tuple(Column(i) for i in range(arity))
         return _reduce(render(expr.input, ctx), expr.input.desc, keys, (), ctx, mode="reduce")
     if isinstance(expr, Threshold):
-        ctx.rules.append(("Threshold", "incremental"))
         arity = expr.input.desc.arity
         keys = tuple(Column(i) for i in range(arity))
         return _reduce(render(expr.input, ctx), expr.input.desc, keys, (), ctx, mode="threshold")
@@ -206,76 +206,12 @@ def _join(expr: Join, ctx: StepContext) -> Rendered:
         _linear(render(child, ctx), lambda df, c=child, o=off: _rename_to(df, c.desc.arity, o))
         for child, off in zip(expr.inputs_, offsets, strict=True)
     ]
-    width = offsets[0] + expr.inputs_[0].desc.arity
-    accumulated = parts[0]
-    seen_members: set[ScalarExpr] = {
-        m for cls in expr.equivalences for m in cls if _within(m, 0, width)
-    }
-    first_filters = _class_filters(expr.equivalences, set(), seen_members, types)
-    accumulated = _linear(accumulated, lambda df: _apply_filters(df, first_filters))
-    for child, offset, part in zip(expr.inputs_[1:], offsets[1:], parts[1:], strict=True):
-        new_width = offset + child.desc.arity
-        now = {m for cls in expr.equivalences for m in cls if _within(m, 0, new_width)}
-        keys, filters = _join_conditions(expr.equivalences, seen_members, now, width, types)
-        accumulated = _binary_join(accumulated, part, keys, filters, types)
-        seen_members = now
-        width = new_width
+    first = [to_spark(a, types) == to_spark(b, types) for a, b in first_filters(expr)]
+    accumulated = _linear(parts[0], lambda df: _apply_filters(df, first))
+    for join_step, part in zip(join_steps(expr), parts[1:], strict=True):
+        filters = [to_spark(a, types) == to_spark(b, types) for a, b in join_step.filters]
+        accumulated = _binary_join(accumulated, part, list(join_step.keys), filters, types)
     return accumulated
-
-
-def _within(expr: ScalarExpr, low: int, high: int) -> bool:
-    columns = expr.columns()
-    return all(low <= c < high for c in columns)
-
-
-def _class_filters(
-    classes: tuple[tuple[ScalarExpr, ...], ...],
-    before: set[ScalarExpr],
-    now: set[ScalarExpr],
-    types: tuple[ColumnType, ...],
-) -> list[SparkColumn]:
-    """Equalities among members that became computable (single-input case)."""
-    out = []
-    for cls in classes:
-        members = [m for m in cls if m in now]
-        new = [m for m in members if m not in before]
-        if len(members) >= 2 and new:
-            anchor = members[0]
-            for m in members[1:]:
-                if m in new or anchor in new:
-                    out.append(to_spark(anchor, types) == to_spark(m, types))
-    return out
-
-
-def _join_conditions(
-    classes: tuple[tuple[ScalarExpr, ...], ...],
-    before: set[ScalarExpr],
-    now: set[ScalarExpr],
-    left_width: int,
-    types: tuple[ColumnType, ...],
-) -> tuple[list[tuple[ScalarExpr, ScalarExpr]], list[SparkColumn]]:
-    """Split equivalences into equi-join key pairs (left expr, right expr)
-    and residual equality filters, for joining columns [0, left_width) with
-    the next input."""
-    keys: list[tuple[ScalarExpr, ScalarExpr]] = []
-    filters: list[SparkColumn] = []
-    for cls in classes:
-        members = [m for m in cls if m in now]
-        new = [m for m in members if m not in before]
-        if len(members) < 2 or not new:
-            continue
-        left = [m for m in members if _within(m, 0, left_width)]
-        right = [m for m in new if not _within(m, 0, left_width) and m.columns()]
-        right_only = [m for m in right if min(m.columns()) >= left_width]
-        anchor = left[0] if left else members[0]
-        used = {anchor}
-        if left and right_only:
-            keys.append((left[0], right_only[0]))
-            used.add(right_only[0])
-        for m in members:
-            if m not in used and (m in new or anchor in new):
-                filters.append(to_spark(anchor, types) == to_spark(m, types))
-    return keys, filters
 
 
 def _apply_filters(df: DataFrame, filters: list[SparkColumn]) -> DataFrame:
@@ -443,7 +379,10 @@ def _values_at_points(
     present = F.col("__m") > 0
     aggs = [F.sum("__m").alias("__rows")]
     for aggregate, col, out_type in zip(aggregates, agg_cols, output_types, strict=True):
-        value = F.col(col).cast(spark_type(out_type.scalar_type))
+        value = F.col(col)
+        if aggregate.func is not AggregateFunc.COUNT:
+            # count's output type (bigint) is not its input's: count(text) counts text.
+            value = value.cast(spark_type(out_type.scalar_type))
         aggs.append(_aggregate_column(aggregate, value, present).alias(col))
     grouped = tuples.groupBy(*[f"__p{c}" for c in key_cols], POINT).agg(*aggs)
     return grouped.select(

@@ -67,9 +67,14 @@ class Environment:
     def view_shard(self, name: str, desc: RelationDesc, as_of: int) -> Shard:
         return self.client.open_shard(f"view-{name}", desc, initial_since=as_of)
 
-    def step_view(self, description: DataflowDescription, output: Shard) -> None:
+    def step_view(
+        self, description: DataflowDescription, output: Shard, engine: str = "spark"
+    ) -> None:
+        """One step on the given engine ("spark" or "local")."""
         inputs = {id: shard for id, shard in self.tables.values() if id in description.imports}
-        step(self.spark, description, inputs, output)
+        local_max_rows = 0 if engine == "spark" else 10**9
+        result = step(self.spark, description, inputs, output, local_max_rows=local_max_rows)
+        assert result is None or result.engine == engine
 
     def duckdb_at(self, sql: str, t: int) -> Counter:
         con = duckdb.connect()

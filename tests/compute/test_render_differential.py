@@ -117,14 +117,33 @@ updates_strategy = st.lists(
 )
 
 
-@pytest.mark.parametrize(
-    "plan", ["filter", "join", "join_group", "group_nullable_key", "distinct", "int_div"]
-)
+PLANS = ["filter", "join", "join_group", "group_nullable_key", "distinct", "int_div"]
+
+
+@pytest.mark.parametrize("plan", PLANS)
 @settings(
     max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(rounds=updates_strategy, seed=st.integers(0, 1000))
-def test_view_matches_duckdb_at_every_time(spark, tmp_path_factory, plan, rounds, seed) -> None:  # type: ignore[no-untyped-def]
+def test_spark_view_matches_duckdb_at_every_time(
+    spark, tmp_path_factory, plan, rounds, seed
+) -> None:  # type: ignore[no-untyped-def]
+    _check(spark, tmp_path_factory, "spark", plan, rounds, seed)
+
+
+@pytest.mark.parametrize("plan", PLANS)
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(rounds=updates_strategy, seed=st.integers(0, 1000))
+def test_local_view_matches_duckdb_at_every_time(
+    spark, tmp_path_factory, plan, rounds, seed
+) -> None:  # type: ignore[no-untyped-def]
+    _check(spark, tmp_path_factory, "local", plan, rounds, seed)
+
+
+def _check(spark, tmp_path_factory, engine: str, plan: str, rounds, seed: int) -> None:  # type: ignore[no-untyped-def]
+    """Run random rounds through the view on `engine`; compare at every time."""
     rng = random.Random(seed)
     env = Environment(spark, tmp_path_factory.mktemp("env"))
     fact_id = env.table("fact", FACT)
@@ -137,12 +156,14 @@ def test_view_matches_duckdb_at_every_time(spark, tmp_path_factory, plan, rounds
     present["fact"] += [(1, 10), (None, 5)]
     present["dim"] += [(1, "a"), (2, "b")]
     description, output = run_view(env, plan, expr, as_of=0)
-    env.step_view(description, output)
+    env.step_view(description, output, engine)
     now = 1
     for changes in rounds:
         batch = {"fact": [], "dim": []}
-        for table, key, value, delete in changes:
-            t = now + rng.randrange(3)  # several times within one step
+        for position, (table, key, value, delete) in enumerate(changes):
+            # Several times within one step, in order, so a delete never
+            # precedes the insert of the row it removes.
+            t = now + (position * 3) // max(len(changes), 1)
             if delete and present[table]:
                 row = present[table].pop(rng.randrange(len(present[table])))
                 batch[table].append(Update(row, t, -1))
@@ -157,6 +178,6 @@ def test_view_matches_duckdb_at_every_time(spark, tmp_path_factory, plan, rounds
         now += 3
         for table in ("fact", "dim"):
             env.advance(table, batch[table], now)
-        env.step_view(description, output)
+        env.step_view(description, output, engine)
         assert output.upper().time == now
     assert env.check(sql, output, since=0) == now

@@ -1,0 +1,30 @@
+"""EXPLAIN for maintained views: each operator marked with how a step
+maintains it, read from the renderer's own rule table (rules.py).
+
+    Reduce group_by=[#4] aggregates=[count(*)] [incremental: touched keys]
+      Join on=(#0 = #3) [incremental]
+        Get materialize.public.t [source]
+        Get materialize.public.u [source]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from coordinator_lib.compute.rules import RULES
+from coordinator_lib.expr.relation import RelationExpr
+from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.sql.explain import explain
+
+
+def annotate(expr: RelationExpr) -> str:
+    """The mark for `expr`'s operator: `[incremental]`, `[incremental: touched
+    keys]`, `[recomputed]`, `[source]`, or `[unsupported]` when the renderer
+    has no rule for it. (`sql.explain.explain` puts the space before it.)"""
+    rule = RULES.get(type(expr))
+    return f"[{rule.value if rule is not None else 'unsupported'}]"
+
+
+def explain_view(expr: RelationExpr, names: Mapping[GlobalId, str] | None = None) -> str:
+    """The operator tree of a view's plan, each line marked by `annotate`."""
+    return explain(expr, annotate, names)

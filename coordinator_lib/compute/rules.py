@@ -1,0 +1,65 @@
+"""Which maintenance rule the renderer uses for each operator.
+
+One table, read by the renderer (render.py records each operator's rule in
+`StepContext.rules` from it, and refuses operators missing from it) and by
+EXPLAIN (compute/explain.py), so what EXPLAIN says and what a step does
+cannot drift apart. No Spark here: EXPLAIN must not need a session.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from coordinator_lib.expr.relation import (
+    Constant,
+    Distinct,
+    Filter,
+    Get,
+    Join,
+    Map,
+    Negate,
+    Project,
+    Reduce,
+    RelationExpr,
+    Threshold,
+    Union,
+)
+
+
+class Rule(StrEnum):
+    """How an operator's output changes are computed during a step."""
+
+    # Reads a collection (Get) or fixed rows (Constant): nothing to maintain.
+    SOURCE = "source"
+    # Linear operators apply to the delta as is; Join combines
+    # dA x B_old + A_old x dB + dA x dB.
+    INCREMENTAL = "incremental"
+    # Reduce / Distinct / Threshold: only the keys the delta touches are
+    # recomputed, at every time the delta carries for them.
+    TOUCHED_KEYS = "incremental: touched keys"
+    # Evaluate at the new time and diff against the last output (no operator
+    # uses it today; kept so EXPLAIN has a word for it).
+    RECOMPUTED = "recomputed"
+
+
+RULES: dict[type[RelationExpr], Rule] = {
+    Get: Rule.SOURCE,
+    Constant: Rule.SOURCE,
+    Filter: Rule.INCREMENTAL,
+    Map: Rule.INCREMENTAL,
+    Project: Rule.INCREMENTAL,
+    Negate: Rule.INCREMENTAL,
+    Union: Rule.INCREMENTAL,
+    Join: Rule.INCREMENTAL,
+    Reduce: Rule.TOUCHED_KEYS,
+    Distinct: Rule.TOUCHED_KEYS,
+    Threshold: Rule.TOUCHED_KEYS,
+}
+
+
+def rule_for(expr: RelationExpr) -> Rule:
+    """The rule the renderer uses for `expr`'s operator; TypeError if none."""
+    try:
+        return RULES[type(expr)]
+    except KeyError:
+        raise TypeError(f"no rendering for {type(expr).__name__}") from None

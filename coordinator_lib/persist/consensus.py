@@ -25,6 +25,13 @@ class ConsensusError(RuntimeError):
     that raised this is unknown: callers must re-read `head` to learn it."""
 
 
+def check_key(key: str) -> None:
+    """Refuse keys (and prefixes) every backend cannot store: PostgreSQL text
+    cannot hold NUL, so no backend accepts it and all of them agree."""
+    if "\x00" in key:
+        raise ValueError("consensus keys must not contain NUL characters")
+
+
 class Consensus(ABC):
     """A key-value store where each key holds one current value and its seqno."""
 

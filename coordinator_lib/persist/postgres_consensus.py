@@ -13,9 +13,7 @@ server's (`synchronous_commit` on by default).
 from __future__ import annotations
 
 import contextlib
-import os
 import select
-import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -23,7 +21,14 @@ import psycopg
 from psycopg import conninfo
 from psycopg.pq import TransactionStatus
 
-from coordinator_lib.persist.consensus import Consensus, ConsensusError, SeqNo, VersionedData
+from coordinator_lib.persist.connection_pool import ConnectionPool
+from coordinator_lib.persist.consensus import (
+    Consensus,
+    ConsensusError,
+    SeqNo,
+    VersionedData,
+    check_key,
+)
 
 T = TypeVar("T")
 
@@ -45,11 +50,6 @@ CREATE TABLE IF NOT EXISTS consensus (
 """
 
 
-def _check_key(key: str) -> None:
-    if "\x00" in key:
-        raise ValueError("consensus keys must not contain NUL characters")
-
-
 def _alive(conn: psycopg.Connection[Any]) -> bool:
     """Whether an idle pooled connection is still open. An idle autocommit
     session has nothing to read, so a readable socket means the server closed
@@ -66,6 +66,11 @@ def _alive(conn: psycopg.Connection[Any]) -> bool:
         return not poller.poll(0)
     except (OSError, ValueError, psycopg.Error):
         return False
+
+
+def _close_quietly(conn: psycopg.Connection[Any]) -> None:
+    with contextlib.suppress(psycopg.Error):
+        conn.close()
 
 
 def _like_prefix(prefix: str) -> str:
@@ -88,13 +93,14 @@ class PostgresConsensus(Consensus):
         if "connect_timeout" not in conninfo.conninfo_to_dict(url):
             params["connect_timeout"] = CONNECT_TIMEOUT_S
         self._params = params
-        self._lock = threading.Lock()
-        self._closed = False
-        self._pid = os.getpid()
-        self._idle: list[psycopg.Connection[Any]] = []
-        # Connections inherited over fork() share the parent's sessions: never
-        # use or close them (psycopg itself skips closing them on collection).
-        self._inherited: list[psycopg.Connection[Any]] = []
+        # A forked child never uses or closes the parent's sessions (the
+        # pool sets them aside). `_alive` is looked up per call, not bound here.
+        self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            self._connect,
+            _close_quietly,
+            usable=lambda conn: _alive(conn),
+            max_idle=max_idle,
+        )
         self._create_table()
 
     # -- connections ---------------------------------------------------------
@@ -105,40 +111,9 @@ class PostgresConsensus(Consensus):
         except psycopg.Error as exc:
             raise ConsensusError(f"cannot connect to PostgreSQL consensus: {exc}") from exc
 
-    def _acquire(self) -> psycopg.Connection[Any]:
-        dead: list[psycopg.Connection[Any]] = []
-        found: psycopg.Connection[Any] | None = None
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("consensus is closed")
-            if os.getpid() != self._pid:  # forked: the pool is the parent's
-                self._inherited.extend(self._idle)
-                self._idle = []
-                self._pid = os.getpid()
-            while self._idle and found is None:
-                conn = self._idle.pop()
-                if _alive(conn):
-                    found = conn
-                else:
-                    dead.append(conn)
-        for conn in dead:
-            with contextlib.suppress(psycopg.Error):
-                conn.close()
-        return found if found is not None else self._connect()
-
-    def _release(self, conn: psycopg.Connection[Any]) -> None:
-        with self._lock:
-            if (
-                not self._closed
-                and os.getpid() == self._pid
-                and not conn.closed
-                and conn.info.transaction_status == TransactionStatus.IDLE
-                and len(self._idle) < self.max_idle
-            ):
-                self._idle.append(conn)
-                return
-        with contextlib.suppress(psycopg.Error):
-            conn.close()
+    @staticmethod
+    def _reusable(conn: psycopg.Connection[Any]) -> bool:
+        return not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE
 
     def _run(self, fn: Callable[[psycopg.Connection[Any]], T], *, retry: bool) -> T:
         """Run `fn` on a pooled connection. A read (`retry=True`) is repeated
@@ -147,21 +122,21 @@ class PostgresConsensus(Consensus):
         re-reads."""
         attempts = 2 if retry else 1
         for attempt in range(attempts):
-            conn = self._acquire()
+            conn = self._pool.acquire()
             try:
                 return fn(conn)
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 broken = conn.closed or conn.broken or isinstance(exc, psycopg.InterfaceError)
                 if broken:
                     with contextlib.suppress(psycopg.Error):
-                        conn.close()  # so _release drops it
+                        conn.close()  # so release drops it
                     if attempt + 1 < attempts:
                         continue
                 raise ConsensusError(f"PostgreSQL consensus: {exc}") from exc
             except psycopg.Error as exc:
                 raise ConsensusError(f"PostgreSQL consensus: {exc}") from exc
             finally:
-                self._release(conn)
+                self._pool.release(conn, healthy=self._reusable(conn))
         raise AssertionError("unreachable")
 
     def _create_table(self) -> None:
@@ -180,7 +155,7 @@ class PostgresConsensus(Consensus):
     # -- Consensus -----------------------------------------------------------
 
     def head(self, key: str) -> VersionedData | None:
-        _check_key(key)
+        check_key(key)
 
         def read(conn: psycopg.Connection[Any]) -> VersionedData | None:
             row = conn.execute(
@@ -191,7 +166,7 @@ class PostgresConsensus(Consensus):
         return self._run(read, retry=True)
 
     def compare_and_set(self, key: str, expected: SeqNo | None, new: VersionedData) -> bool:
-        _check_key(key)
+        check_key(key)
         if expected is not None and new.seqno <= expected:
             raise ValueError(f"new seqno {new.seqno} must be greater than expected {expected}")
         data = bytes(new.data)
@@ -213,7 +188,7 @@ class PostgresConsensus(Consensus):
         return self._run(cas, retry=False)
 
     def list_keys(self, prefix: str = "") -> list[str]:
-        _check_key(prefix)
+        check_key(prefix)
 
         def scan(conn: psycopg.Connection[Any]) -> list[str]:
             rows = conn.execute(
@@ -225,7 +200,7 @@ class PostgresConsensus(Consensus):
         return self._run(scan, retry=True)
 
     def delete(self, key: str, expected: SeqNo) -> bool:
-        _check_key(key)
+        check_key(key)
 
         def remove(conn: psycopg.Connection[Any]) -> bool:
             cur = conn.execute(
@@ -237,15 +212,7 @@ class PostgresConsensus(Consensus):
 
     def close(self) -> None:
         """Close idle connections now; ones lent out close when returned."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            idle = self._idle if os.getpid() == self._pid else []
-            self._idle = []
-        for conn in idle:
-            with contextlib.suppress(psycopg.Error):
-                conn.close()
+        self._pool.close()
 
     def __repr__(self) -> str:
         # Never show a password in logs.

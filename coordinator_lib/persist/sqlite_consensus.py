@@ -14,13 +14,19 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from coordinator_lib.persist.consensus import Consensus, ConsensusError, SeqNo, VersionedData
+from coordinator_lib.persist.connection_pool import ConnectionPool
+from coordinator_lib.persist.consensus import (
+    Consensus,
+    ConsensusError,
+    SeqNo,
+    VersionedData,
+    check_key,
+)
 
 T = TypeVar("T")
 
@@ -37,15 +43,14 @@ CREATE TABLE IF NOT EXISTS consensus (
 """
 
 
-def _check_key(key: str) -> None:
-    # PostgreSQL text cannot hold NUL; refuse it here too so both backends agree.
-    if "\x00" in key:
-        raise ValueError("consensus keys must not contain NUL characters")
-
-
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     msg = str(exc).lower()
     return "locked" in msg or "busy" in msg
+
+
+def _close_quietly(conn: sqlite3.Connection) -> None:
+    with contextlib.suppress(sqlite3.Error):
+        conn.close()
 
 
 class SqliteConsensus(Consensus):
@@ -69,13 +74,11 @@ class SqliteConsensus(Consensus):
         self.busy_timeout_s = busy_timeout_s
         self.max_idle = max_idle
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._closed = False
-        self._pid = os.getpid()
-        self._idle: list[sqlite3.Connection] = []
-        # Connections inherited over fork(): SQLite forbids using or closing
-        # them in the child, so they are kept alive and never touched.
-        self._inherited: list[sqlite3.Connection] = []
+        # Lent out, not tied to threads; SQLite forbids a forked child to use
+        # or close the parent's connections, which the pool guarantees.
+        self._pool: ConnectionPool[sqlite3.Connection] = ConnectionPool(
+            self._connect, _close_quietly, max_idle=max_idle
+        )
         # Create the table (and switch the file to WAL) now, so a bad path
         # fails at open rather than at the first write.
         self._run(lambda conn: None)
@@ -110,35 +113,10 @@ class SqliteConsensus(Consensus):
                     continue
                 raise ConsensusError(f"cannot open SQLite consensus {self.path}: {exc}") from exc
 
-    def _acquire(self) -> sqlite3.Connection:
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("consensus is closed")
-            if os.getpid() != self._pid:  # forked: the pool is the parent's
-                self._inherited.extend(self._idle)
-                self._idle = []
-                self._pid = os.getpid()
-            if self._idle:
-                return self._idle.pop()
-        return self._connect()
-
-    def _release(self, conn: sqlite3.Connection) -> None:
-        with self._lock:
-            if (
-                not self._closed
-                and os.getpid() == self._pid
-                and not conn.in_transaction
-                and len(self._idle) < self.max_idle
-            ):
-                self._idle.append(conn)
-                return
-        with contextlib.suppress(sqlite3.Error):
-            conn.close()
-
     def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn` on a pooled connection, mapping SQLite failures to
         ConsensusError (the operation's outcome is then unknown)."""
-        conn = self._acquire()
+        conn = self._pool.acquire()
         try:
             return fn(conn)
         except sqlite3.Error as exc:
@@ -147,12 +125,12 @@ class SqliteConsensus(Consensus):
                     conn.execute("ROLLBACK")
             raise ConsensusError(f"SQLite consensus {self.path}: {exc}") from exc
         finally:
-            self._release(conn)
+            self._pool.release(conn, healthy=not conn.in_transaction)
 
     # -- Consensus -----------------------------------------------------------
 
     def head(self, key: str) -> VersionedData | None:
-        _check_key(key)
+        check_key(key)
 
         def read(conn: sqlite3.Connection) -> VersionedData | None:
             row = conn.execute("SELECT seqno, data FROM consensus WHERE key = ?", (key,)).fetchone()
@@ -161,7 +139,7 @@ class SqliteConsensus(Consensus):
         return self._run(read)
 
     def compare_and_set(self, key: str, expected: SeqNo | None, new: VersionedData) -> bool:
-        _check_key(key)
+        check_key(key)
         if expected is not None and new.seqno <= expected:
             raise ValueError(f"new seqno {new.seqno} must be greater than expected {expected}")
         data = bytes(new.data)
@@ -191,7 +169,7 @@ class SqliteConsensus(Consensus):
         return self._run(cas)
 
     def list_keys(self, prefix: str = "") -> list[str]:
-        _check_key(prefix)
+        check_key(prefix)
 
         def scan(conn: sqlite3.Connection) -> list[str]:
             # BINARY collation orders by UTF-8 bytes (= code points, as Python
@@ -213,7 +191,7 @@ class SqliteConsensus(Consensus):
         return self._run(scan)
 
     def delete(self, key: str, expected: SeqNo) -> bool:
-        _check_key(key)
+        check_key(key)
 
         def remove(conn: sqlite3.Connection) -> bool:
             # One statement is one atomic write transaction.
@@ -224,15 +202,7 @@ class SqliteConsensus(Consensus):
 
     def close(self) -> None:
         """Close idle connections now; ones lent out close when returned."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            idle = self._idle if os.getpid() == self._pid else []
-            self._idle = []
-        for conn in idle:
-            with contextlib.suppress(sqlite3.Error):
-                conn.close()
+        self._pool.close()
 
     def __repr__(self) -> str:
         return f"SqliteConsensus({str(self.path)!r})"

@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := setup
-.PHONY: setup java test run bench-storage lint format clean
+.PHONY: setup java test run bench-storage bench-ivm lint format clean
 
 ## setup: .venv with the pinned dependencies, the project installed editable, Java 17.
 setup: $(STAMP) java
@@ -37,6 +37,10 @@ run: setup
 ## bench-storage: the storage benchmark (bench/storage.py).
 bench-storage: setup
 	$(BIN)/python -m bench.storage
+
+## bench-ivm: the incremental view maintenance benchmark (bench/ivm.py).
+bench-ivm: setup
+	$(BIN)/python -m bench.ivm
 
 ## lint: ruff check and ruff format --check; both must pass.
 lint: setup

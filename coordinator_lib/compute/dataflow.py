@@ -14,12 +14,20 @@ scratch, nothing is written twice.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from coordinator_lib.compute.accumulate import (
+    AccumulatePlan,
+    accumulate_plan,
+    advance_state,
+    catch_up_output,
+    state_shard,
+)
 from coordinator_lib.compute.local import LocalContext, LocalRendered, render_local
 from coordinator_lib.compute.render import (
     DIFF,
@@ -202,6 +210,11 @@ def step(
     if upper is None or lower is None:
         return None
     engine = "local" if stored_rows(inputs) <= local_max_rows else "spark"
+    plan = accumulate_plan(description.expr)
+    if plan is not None:
+        existing = state_shard(output, plan, lower, create=False)
+        if existing is not None or engine == "spark":
+            return _accumulating_step(spark, description, plan, inputs, output, until, started)
     rows = 0
     try:
         if engine == "local":
@@ -219,3 +232,47 @@ def step(
     except UpperMismatch:
         return StepResult(lower, upper, 0, False, time.perf_counter() - started, [], engine)
     return StepResult(lower, upper, rows, True, time.perf_counter() - started, rules, engine)
+
+
+def _accumulating_step(
+    spark: SparkSession,
+    description: DataflowDescription,
+    plan: AccumulatePlan,
+    inputs: dict[GlobalId, Shard],
+    output: Shard,
+    until: int | None,
+    started: float,
+) -> StepResult | None:
+    """Advance the state shard, then the output from the state's updates
+    (compute/accumulate.py). A state created now is hydrated at the output's
+    last complete time, or at the as_of if the view is new."""
+    out_lower = output.upper().time
+    assert out_lower is not None
+    hydrate_at = max(out_lower - 1, description.as_of)
+    state = state_shard(output, plan, hydrate_at, create=True)
+    assert state is not None
+    state_since, state_lower = state.since().time, state.upper().time
+    assert state_since is not None and state_lower is not None
+    fresh = state_lower == state_since  # hydrates at out_lower - 1 on this step
+    if state_lower < out_lower and not fresh:
+        raise RuntimeError(
+            f"state shard {state.shard_id} is at {state_lower}, behind its view at {out_lower}"
+        )
+    upper = next_step_bounds(state_lower, inputs, until)
+    if upper is not None:
+        frames, hydrating = step_inputs(spark, inputs, state_since, state_lower, upper)
+        # Losing the race means another replica advanced the state: catch up.
+        with contextlib.suppress(UpperMismatch):
+            advance_state(spark, plan, frames, state, state_lower, upper, hydrating)
+    state_upper = state.upper().time
+    assert state_upper is not None
+    if state_upper <= out_lower:
+        return None
+    try:
+        rows = catch_up_output(spark, plan, state, output, out_lower, state_upper)
+    except UpperMismatch:
+        return StepResult(out_lower, state_upper, 0, False, time.perf_counter() - started, [])
+    rules = [("Reduce", "incremental: accumulated")]
+    return StepResult(
+        out_lower, state_upper, rows, True, time.perf_counter() - started, rules, "spark"
+    )

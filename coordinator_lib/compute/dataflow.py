@@ -38,6 +38,7 @@ from coordinator_lib.compute.render import (
     data_columns,
     render,
 )
+from coordinator_lib.compute.rules import Rule
 from coordinator_lib.expr.relation import RelationExpr
 from coordinator_lib.persist.errors import UpperMismatch
 from coordinator_lib.persist.shard import Shard
@@ -272,7 +273,7 @@ def _accumulating_step(
         rows = catch_up_output(spark, plan, state, output, out_lower, state_upper)
     except UpperMismatch:
         return StepResult(out_lower, state_upper, 0, False, time.perf_counter() - started, [])
-    rules = [("Reduce", "incremental: accumulated")]
+    rules = [("Reduce", Rule.ACCUMULATED.value)]
     return StepResult(
         out_lower, state_upper, rows, True, time.perf_counter() - started, rules, "spark"
     )

@@ -1,7 +1,7 @@
 """EXPLAIN for maintained views: each operator marked with how a step
 maintains it, read from the renderer's own rule table (rules.py).
 
-    Reduce group_by=[#4] aggregates=[count(*)] [incremental: touched keys]
+    Reduce group_by=[#4] aggregates=[max(#1)] [incremental: touched keys]
       Join on=(#0 = #3) [incremental]
         Get materialize.public.t [source]
         Get materialize.public.u [source]
@@ -9,9 +9,10 @@ maintains it, read from the renderer's own rule table (rules.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from coordinator_lib.compute.rules import RULES
+from coordinator_lib.compute.accumulate import accumulate_plan
+from coordinator_lib.compute.rules import RULES, Rule
 from coordinator_lib.expr.relation import RelationExpr
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.sql.explain import explain
@@ -25,6 +26,22 @@ def annotate(expr: RelationExpr) -> str:
     return f"[{rule.value if rule is not None else 'unsupported'}]"
 
 
+def view_annotator(expr: RelationExpr) -> Callable[[RelationExpr], str]:
+    """`annotate` for the operators of the view `expr`, except that the
+    Reduce of an accumulating view (compute/accumulate.py: COUNT/SUM under
+    only linear operators) is marked `[incremental: accumulated]`: that is
+    how its Spark steps maintain it (in-process steps before its first Spark
+    step recompute the touched keys)."""
+    plan = accumulate_plan(expr)
+
+    def mark(node: RelationExpr) -> str:
+        if plan is not None and node is plan.reduce:
+            return f"[{Rule.ACCUMULATED.value}]"
+        return annotate(node)
+
+    return mark
+
+
 def explain_view(expr: RelationExpr, names: Mapping[GlobalId, str] | None = None) -> str:
-    """The operator tree of a view's plan, each line marked by `annotate`."""
-    return explain(expr, annotate, names)
+    """The operator tree of a view's plan, each line marked (`view_annotator`)."""
+    return explain(expr, view_annotator(expr), names)

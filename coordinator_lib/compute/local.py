@@ -18,6 +18,7 @@ from functools import cache
 
 from coordinator_lib.compute.join_plan import first_filters, join_steps
 from coordinator_lib.compute.local_scalar import aggregate_values, eval_scalar
+from coordinator_lib.compute.rules import rule_for
 from coordinator_lib.expr.relation import (
     AggregateExpr,
     Constant,
@@ -62,6 +63,7 @@ def _lazy(compute: Callable[[], OldRows]) -> Callable[[], OldRows]:
 
 
 def render_local(expr: RelationExpr, ctx: LocalContext) -> LocalRendered:
+    ctx.rules.append((type(expr).__name__, rule_for(expr).value))
     if isinstance(expr, Get):
         return ctx.inputs[expr.id]
     if isinstance(expr, Constant):
@@ -107,10 +109,8 @@ def render_local(expr: RelationExpr, ctx: LocalContext) -> LocalRendered:
             [u for delta in deltas for u in delta] if deltas else None,
         )
     if isinstance(expr, Join):
-        ctx.rules.append(("Join", "incremental"))
         return _join(expr, ctx)
     if isinstance(expr, Reduce):
-        ctx.rules.append(("Reduce", "incremental"))
         return _reduce(
             render_local(expr.input, ctx),
             expr.input.desc.types,
@@ -120,7 +120,6 @@ def render_local(expr: RelationExpr, ctx: LocalContext) -> LocalRendered:
             "reduce",
         )
     if isinstance(expr, Distinct | Threshold):
-        ctx.rules.append((type(expr).__name__, "incremental"))
         arity = expr.input.desc.arity
         keys = tuple(Column(i) for i in range(arity))
         mode = "threshold" if isinstance(expr, Threshold) else "reduce"

@@ -37,6 +37,14 @@ from coordinator_lib.sql.coercion import INT_RANGES, parse_text_as
 S = ScalarType
 Row = tuple[Any, ...]
 NUMERIC_CONTEXT = decimal.Context(prec=40, rounding=decimal.ROUND_HALF_EVEN)
+# numeric is stored as decimal(38, 10) (repr/relation.py): results keep 10
+# places, rounded half up as Spark's cast does, so both engines agree.
+NUMERIC_SCALE = decimal.Decimal(1).scaleb(-10)
+
+
+def to_numeric(value: decimal.Decimal) -> decimal.Decimal:
+    """Round to numeric's stored scale."""
+    return value.quantize(NUMERIC_SCALE, rounding=decimal.ROUND_HALF_UP, context=NUMERIC_CONTEXT)
 
 
 class EvalError(Exception):
@@ -112,8 +120,8 @@ def _cast(value: Any, src: ScalarType, dst: ScalarType) -> Any:
         if src in (S.REAL, S.DOUBLE):
             if not math.isfinite(value):
                 raise EvalError("cannot convert infinity or NaN to numeric")
-            return decimal.Decimal(repr(value))
-        return decimal.Decimal(value)
+            return to_numeric(decimal.Decimal(repr(value)))
+        return to_numeric(decimal.Decimal(value))
     if dst in (S.REAL, S.DOUBLE):
         return float(value)
     if dst is S.BOOLEAN and is_integer(src):
@@ -154,7 +162,7 @@ def _arith(func: BinaryFunc, a: Any, b: Any, st: ScalarType) -> Any:
             BinaryFunc.DIV: NUMERIC_CONTEXT.divide,
             BinaryFunc.MOD: NUMERIC_CONTEXT.remainder,
         }
-        return ops[func](a, b)
+        return to_numeric(ops[func](a, b))
     if func is BinaryFunc.ADD:
         return a + b
     if func is BinaryFunc.SUB:
@@ -274,6 +282,6 @@ def aggregate_values(
     if agg.func is AggregateFunc.MAX:
         return max(values)
     if out_type is S.NUMERIC:
-        return sum((decimal.Decimal(v) for v in values), decimal.Decimal(0))
+        return to_numeric(sum((decimal.Decimal(v) for v in values), decimal.Decimal(0)))
     total = sum(values)
     return _check_range(total, out_type) if is_integer(out_type) else total

@@ -37,6 +37,10 @@ class Rule(StrEnum):
     # Reduce / Distinct / Threshold: only the keys the delta touches are
     # recomputed, at every time the delta carries for them.
     TOUCHED_KEYS = "incremental: touched keys"
+    # A COUNT/SUM Reduce under only linear operators, stepped on Spark: per-group
+    # accumulators in a state shard (compute/accumulate.py). It depends on the
+    # whole plan, not the operator, so it is not in RULES (see explain.py).
+    ACCUMULATED = "incremental: accumulated"
     # Evaluate at the new time and diff against the last output (no operator
     # uses it today; kept so EXPLAIN has a word for it).
     RECOMPUTED = "recomputed"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from coordinator_lib.expr.scalar import (
     BinaryFunc,
@@ -26,7 +27,7 @@ from coordinator_lib.expr.scalar import (
     is_integer,
 )
 from coordinator_lib.persist.spark_batches import spark_type
-from coordinator_lib.repr.relation import ColumnType
+from coordinator_lib.repr.relation import ColumnType, ScalarType
 
 
 def column_name(index: int) -> str:
@@ -101,6 +102,8 @@ def _binary(expr: CallBinary, types: tuple[ColumnType, ...]) -> SparkColumn:
         if is_integer(result.scalar_type):
             # PostgreSQL integer division truncates toward zero; so does `div`.
             return F.call_function("div", left, right).cast(out_type)
+        if result.scalar_type is ScalarType.NUMERIC:
+            return _numeric_div(left, right, out_type)
         return (left / right).cast(out_type)
     if func is BinaryFunc.EQ:
         return left == right
@@ -119,6 +122,19 @@ def _binary(expr: CallBinary, types: tuple[ColumnType, ...]) -> SparkColumn:
     if func is BinaryFunc.CONCAT:
         return F.concat(left.cast("string"), right.cast("string"))
     raise TypeError(f"cannot render {func} on Spark")
+
+
+def _numeric_div(left: SparkColumn, right: SparkColumn, out_type: T.DataType) -> SparkColumn:
+    """numeric / numeric with all of numeric's 10 decimal places (avg).
+
+    Spark types decimal(38,10) / decimal(38,10) as decimal(38,6): it keeps 6
+    places (1.666667 for 5/3, where PostgreSQL gives 1.6666666666666667).
+    With a dividend narrowed to decimal(28,10) the quotient is decimal(38,10),
+    rounded half up like a cast; dividends of 10^18 or more keep Spark's 6
+    places (the narrowing would overflow; the branch not taken is not run)."""
+    exact = (left.cast(T.DecimalType(28, 10)) / right).cast(out_type)
+    fits = F.abs(left) < F.lit(10**18).cast(out_type)
+    return F.when(fits, exact).otherwise((left / right).cast(out_type))
 
 
 def _variadic(expr: CallVariadic, types: tuple[ColumnType, ...]) -> SparkColumn:

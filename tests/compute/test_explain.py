@@ -1,0 +1,118 @@
+"""EXPLAIN of maintained views marks each operator with the renderer's rule,
+and the renderer records the same rules (both read compute/rules.py)."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from pyspark.sql import SparkSession
+
+import coordinator_lib.expr.relation as relation
+from coordinator_lib.compute.explain import annotate, explain_view
+from coordinator_lib.compute.render import Rendered, StepContext, empty_frame, render
+from coordinator_lib.compute.rules import RULES, Rule
+from coordinator_lib.expr.relation import RelationExpr
+from coordinator_lib.sql import CreateViewPlan, InMemoryCatalog, plan_statement
+from coordinator_lib.sql.explain import describe
+
+TABLES = [
+    "CREATE TABLE t (k integer, v bigint)",
+    "CREATE TABLE u (k integer NOT NULL, name text)",
+]
+JOIN_GROUP = (
+    "CREATE MATERIALIZED VIEW mv AS SELECT u.name, count(*) AS n, sum(t.v) AS total "
+    "FROM t JOIN u ON t.k = u.k WHERE t.v > 0 GROUP BY u.name"
+)
+JOIN_MAX = (
+    "CREATE MATERIALIZED VIEW mx AS SELECT u.name, max(t.v) AS top "
+    "FROM t JOIN u ON t.k = u.k GROUP BY u.name"
+)
+GLOBAL = "CREATE MATERIALIZED VIEW g AS SELECT count(*) AS n FROM t"
+SET_OPS = "CREATE MATERIALIZED VIEW s AS SELECT k FROM t EXCEPT SELECT k FROM u"
+
+
+def _plan(sql: str) -> tuple[CreateViewPlan, InMemoryCatalog]:
+    catalog = InMemoryCatalog()
+    for ddl in TABLES:
+        catalog.apply(plan_statement(ddl, catalog))
+    plan = plan_statement(sql, catalog)
+    assert isinstance(plan, CreateViewPlan)
+    return plan, catalog
+
+
+def _preorder(expr: RelationExpr) -> list[RelationExpr]:
+    out = [expr]
+    for child in expr.inputs():
+        out += _preorder(child)
+    return out
+
+
+def test_explain_of_join_and_aggregate_marks_every_operator() -> None:
+    plan, catalog = _plan(JOIN_MAX)
+    text = explain_view(plan.expr, catalog.names())
+    assert text == "\n".join(
+        [
+            "Reduce group_by=[#3] aggregates=[max(#1)] [incremental: touched keys]",
+            "  Join on=(#0 = #2) [incremental]",
+            "    Get materialize.public.t [source]",
+            "    Get materialize.public.u [source]",
+        ]
+    ), text
+
+
+def test_explain_of_count_and_sum_view_shows_the_accumulating_reduce() -> None:
+    plan, catalog = _plan(JOIN_GROUP)
+    text = explain_view(plan.expr, catalog.names())
+    assert text == "\n".join(
+        [
+            "Reduce group_by=[#3] aggregates=[count(*), sum(#1)] [incremental: accumulated]",
+            "  Filter (#1 > 0) [incremental]",
+            "    Join on=(#0 = #2) [incremental]",
+            "      Get materialize.public.t [source]",
+            "      Get materialize.public.u [source]",
+        ]
+    ), text
+
+
+@pytest.mark.parametrize("sql", [JOIN_MAX, GLOBAL, SET_OPS])
+def test_every_line_carries_its_operators_mark(sql: str) -> None:
+    plan, _ = _plan(sql)
+    # Constant rows print as "- (...)" lines under their operator.
+    lines = [line for line in explain_view(plan.expr).splitlines() if line.strip()[:1] != "-"]
+    nodes = _preorder(plan.expr)
+    assert len(lines) == len(nodes)
+    for line, node in zip(lines, nodes, strict=True):
+        assert line.strip() == f"{describe(node)} {annotate(node)}"
+
+
+def test_every_operator_has_a_rule() -> None:
+    """A new operator cannot be added without deciding how it is maintained."""
+    operators = {
+        cls
+        for _, cls in inspect.getmembers(relation, inspect.isclass)
+        if issubclass(cls, RelationExpr) and cls is not RelationExpr
+    }
+    assert operators == set(RULES)
+    assert annotate(RelationExpr()) == "[unsupported]"
+    assert {RULES[relation.Get], RULES[relation.Constant]} == {Rule.SOURCE}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("sql", [JOIN_GROUP, JOIN_MAX, GLOBAL, SET_OPS])
+@pytest.mark.parametrize("hydrating", [True, False])
+def test_renderer_records_the_rules_explain_shows(
+    spark: SparkSession, sql: str, hydrating: bool
+) -> None:
+    """What render.py records is what `annotate` says, operator by operator
+    (render is lazy: no Spark job runs, only the plan is built)."""
+    plan, _ = _plan(sql)
+    inputs = {}
+    for node in _preorder(plan.expr):
+        if isinstance(node, relation.Get):
+            old = None if hydrating else empty_frame(spark, node.desc, with_time=False)
+            inputs[node.id] = Rendered(old, empty_frame(spark, node.desc, with_time=True))
+    ctx = StepContext(spark, 5, 7, inputs, hydrating=hydrating)
+    render(plan.expr, ctx)
+    expected = [(type(n).__name__, annotate(n)[1:-1]) for n in _preorder(plan.expr)]
+    assert ctx.rules == expected

@@ -106,7 +106,7 @@ class SqlSession:
         elif isinstance(plan, SelectPlan):
             return finish(self._peek(plan.expr), plan.finishing)
         else:
-            raise NotImplementedError(f"the test session cannot run {type(plan).__name__}")
+            raise TypeError(f"the test session cannot run {type(plan).__name__}")
         return None
 
     def _hold(self, id: GlobalId) -> None:

@@ -119,7 +119,7 @@ def evaluate(expr: RelationExpr, tables: Mapping[GlobalId, list[Row]]) -> Counte
         return Counter({row: -count for row, count in evaluate(expr.input, tables).items()})
     if isinstance(expr, Threshold):
         return Counter({row: c for row, c in evaluate(expr.input, tables).items() if c > 0})
-    raise NotImplementedError(type(expr).__name__)
+    raise TypeError(f"the reference evaluator has no rule for {type(expr).__name__}")
 
 
 def _consolidate(rows: Counter[Row]) -> Counter[Row]:

@@ -20,6 +20,7 @@ from coordinator_lib.storage import (
     StorageController,
     table_description,
 )
+from coordinator_lib.storage.load_generator import make_generator
 
 ACCOUNTS = GlobalId.user(1)
 COUNTER = GlobalId.user(2)
@@ -30,8 +31,6 @@ ACCOUNTS_DESC = RelationDesc.of(("id", "bigint", False), ("owner", "text"), ("ba
 def _collections(start: int) -> list[tuple[GlobalId, CollectionDescription]]:
     counter = IngestionDescription("counter", "counter", start, tick_interval_ms=200)
     auction = IngestionDescription("auction", "bids", start, 200, options=(("seed", 7),))
-    from coordinator_lib.storage.load_generator import make_generator
-
     return [
         (ACCOUNTS, table_description(ACCOUNTS_DESC)),
         (

@@ -15,6 +15,7 @@ scratch, nothing is written twice.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from dataclasses import dataclass, field
 
@@ -186,9 +187,11 @@ def plan_step_local(
             later = shard.updates_between(lower + 1, Frontier.at(upper))
             frames[id] = LocalRendered(None, snapshot + later)
         else:
-            old = shard.snapshot(lower - 1)
+            # Read the old contents only if a rule asks (a Join or Reduce does;
+            # a Filter over this input never needs them).
+            old = functools.cache(lambda shard=shard: shard.snapshot(lower - 1))
             delta = shard.updates_between(lower, Frontier.at(upper))
-            frames[id] = LocalRendered(lambda old=old: old, delta or None)
+            frames[id] = LocalRendered(old, delta or None)
     ctx = LocalContext(lower, upper, frames, hydrating=hydrating)
     rendered = render_local(description.expr, ctx)
     return consolidate(rendered.delta or []), ctx.rules

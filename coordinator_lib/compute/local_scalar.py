@@ -18,6 +18,7 @@ from typing import Any
 
 from coordinator_lib.expr.relation import AggregateExpr, AggregateFunc
 from coordinator_lib.expr.scalar import (
+    COMPARISON_OPERATORS,
     BinaryFunc,
     CallBinary,
     CallUnary,
@@ -238,18 +239,8 @@ def eval_scalar(expr: ScalarExpr, row: Row, types: tuple[ColumnType, ...]) -> An
         if left is None or right is None:
             return None
         func = expr.func
-        if func is BinaryFunc.EQ:
-            return left == right
-        if func is BinaryFunc.NOT_EQ:
-            return left != right
-        if func is BinaryFunc.LT:
-            return left < right
-        if func is BinaryFunc.LTE:
-            return left <= right
-        if func is BinaryFunc.GT:
-            return left > right
-        if func is BinaryFunc.GTE:
-            return left >= right
+        if func in COMPARISON_OPERATORS:
+            return COMPARISON_OPERATORS[func](left, right)
         if func is BinaryFunc.LIKE:
             return _like(left, right)
         if func is BinaryFunc.CONCAT:

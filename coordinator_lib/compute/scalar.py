@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from coordinator_lib.expr.scalar import (
+    COMPARISON_OPERATORS,
     BinaryFunc,
     CallBinary,
     CallUnary,
@@ -105,18 +106,8 @@ def _binary(expr: CallBinary, types: tuple[ColumnType, ...]) -> SparkColumn:
         if result.scalar_type is ScalarType.NUMERIC:
             return _numeric_div(left, right, out_type)
         return (left / right).cast(out_type)
-    if func is BinaryFunc.EQ:
-        return left == right
-    if func is BinaryFunc.NOT_EQ:
-        return left != right
-    if func is BinaryFunc.LT:
-        return left < right
-    if func is BinaryFunc.LTE:
-        return left <= right
-    if func is BinaryFunc.GT:
-        return left > right
-    if func is BinaryFunc.GTE:
-        return left >= right
+    if func in COMPARISON_OPERATORS:
+        return COMPARISON_OPERATORS[func](left, right)
     if func is BinaryFunc.LIKE:
         return F.call_function("like", left, right)
     if func is BinaryFunc.CONCAT:

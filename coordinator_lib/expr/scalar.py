@@ -8,6 +8,8 @@ operand makes a NULL result except in AND/OR/COALESCE/IS NULL.
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -84,6 +86,16 @@ _COMPARISONS = {
     BinaryFunc.GT,
     BinaryFunc.GTE,
     BinaryFunc.LIKE,
+}
+# The comparison operators as Python functions: they apply as well to Python
+# values (compute/local_scalar.py) as to Spark Columns (compute/scalar.py).
+COMPARISON_OPERATORS: dict[BinaryFunc, Callable[[Any, Any], Any]] = {
+    BinaryFunc.EQ: operator.eq,
+    BinaryFunc.NOT_EQ: operator.ne,
+    BinaryFunc.LT: operator.lt,
+    BinaryFunc.LTE: operator.le,
+    BinaryFunc.GT: operator.gt,
+    BinaryFunc.GTE: operator.ge,
 }
 _ARITHMETIC = {BinaryFunc.ADD, BinaryFunc.SUB, BinaryFunc.MUL, BinaryFunc.DIV, BinaryFunc.MOD}
 BOOL = ScalarType.BOOLEAN

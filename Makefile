@@ -8,10 +8,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := setup
-.PHONY: setup java test run bench-storage bench-ivm lint format clean
+.PHONY: setup java chromium test run bench bench-storage bench-ivm bench-scheduler bench-webhook lint format clean slt
 
-## setup: .venv with the pinned dependencies, the project installed editable, Java 17.
-setup: $(STAMP) java
+## setup: .venv with the pinned dependencies, the project installed editable, Java 17, Chromium (UI test).
+setup: $(STAMP) java chromium
 
 $(BIN)/python:
 	python3 -m venv $(VENV)
@@ -26,13 +26,22 @@ $(STAMP): pyproject.toml requirements.lock | $(BIN)/python
 java:
 	scripts/ensure_java.sh
 
+chromium:
+	scripts/ensure_chromium.sh
+
 ## test: lint, then the whole pytest suite (slow tests included).
 test: lint
 	$(BIN)/pytest
 
-## run: the storage demo, writing under ./data/demo.
+## run: `tidemark serve` and `dagster dev` on the demo project (demo/); Ctrl-C stops both.
 run: setup
-	$(BIN)/tidemark demo
+	scripts/run_demo.sh
+
+## bench: Nexmark q0-q9, q20: Tidemark step vs Spark, SDP and DuckDB recomputes, freshness
+## (bench/nexmark.py; NEXMARK_EVENTS, NEXMARK_REPEAT, ... or BENCH_ARGS resize it).
+BENCH_ARGS ?=
+bench: setup
+	$(BIN)/python -m bench.nexmark $(BENCH_ARGS)
 
 ## bench-storage: the storage benchmark (bench/storage.py).
 bench-storage: setup
@@ -41,6 +50,20 @@ bench-storage: setup
 ## bench-ivm: the incremental view maintenance benchmark (bench/ivm.py).
 bench-ivm: setup
 	$(BIN)/python -m bench.ivm
+
+## bench-scheduler: scheduler tick cost (10k tasks, 16 captures) and drain time (bench/scheduler_bench.py).
+bench-scheduler: setup
+	$(BIN)/python -m bench.scheduler_bench
+
+## bench-webhook: webhook requests/s and time to a 200 over loopback (bench/webhook.py).
+bench-webhook: setup
+	$(BIN)/python -m bench.webhook
+
+## slt: the sqllogictest corpus (SLT_DIR) through the coordinator; per-file pass counts.
+SLT_DIR ?= ../shared/slt
+SLT_ARGS ?=
+slt: setup
+	$(BIN)/python -m coordinator_lib.sqllogictest $(SLT_ARGS) $(SLT_DIR)/*.test $(SLT_DIR)/evidence/*.test
 
 ## lint: ruff check and ruff format --check; both must pass.
 lint: setup

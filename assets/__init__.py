@@ -1,7 +1,33 @@
-"""Dagster assets: one per source, table, index and materialized view.
+"""Dagster assets: one per source, table, index and materialized view, built
+from the catalog and the project's SQL files (assets/project.py), with their
+asset checks."""
 
-They are built from the catalog and the project's SQL files in a later issue;
-none exist yet.
-"""
+from __future__ import annotations
 
-__all__: list[str] = []
+import dagster as dg
+
+from assets.checks import build_checks
+from assets.factory import build_asset, current_id, is_on_commit_view
+from assets.keys import asset_key, group_name
+from assets.project import Project, load_project
+
+__all__ = [
+    "Project",
+    "asset_key",
+    "build_asset",
+    "build_assets",
+    "build_checks",
+    "current_id",
+    "group_name",
+    "is_on_commit_view",
+    "load_project",
+]
+
+
+def build_assets(
+    project: Project,
+) -> tuple[list[dg.AssetsDefinition], list[dg.AssetChecksDefinition]]:
+    """Every object's asset, and every asset's checks."""
+    assets = [build_asset(obj, project) for obj in project.objects]
+    checks = [check for obj in project.objects for check in build_checks(obj, project)]
+    return assets, checks

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from importlib import metadata
 
 DEFAULT_DEMO_DIR = "./data/demo"
+DEFAULT_SERVE_DIR = "./data/tidemark"
 
 
 def _version() -> str:
@@ -27,6 +28,55 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     run_storage_demo(args.data_dir)
     return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    """Run the coordinator, pgwire and HTTP until SIGINT/SIGTERM."""
+    import logging
+
+    from coordinator_lib.adapter.coordinator import Config
+    from coordinator_lib.server.environment import Environment, run_forever
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    config = Config(
+        data_dir=args.data_dir,
+        consensus_url=args.consensus_url,
+        blob_root=args.blob_root,
+        spark_master=args.spark_master,
+        workers=args.workers,
+        scheduler=True,
+        scheduler_lease_ttl_ms=args.lease_ttl_ms,
+        webhook_max_body_bytes=args.webhook_max_body_bytes,
+        webhook_max_concurrency=args.webhook_max_concurrency,
+    )
+    run_forever(Environment(config, args.pgwire_port, args.http_port))
+    return 0
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    """Run one worker until SIGINT/SIGTERM (or its parent's death)."""
+    import logging
+
+    from coordinator_lib.adapter.worker import WorkerConfig, run_worker
+    from coordinator_lib.compute.dataflow import LOCAL_MAX_ROWS
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    config = WorkerConfig(
+        capture_id=args.id,
+        cluster=args.cluster,
+        data_dir=args.data_dir,
+        consensus_url=args.consensus_url,
+        blob_root=args.blob_root,
+        spark_master=args.spark_master,
+        lease_ttl_ms=args.lease_ttl_ms,
+        local_max_rows=LOCAL_MAX_ROWS if args.local_max_rows is None else args.local_max_rows,
+        parent_pid=args.parent_pid,
+    )
+    return run_worker(config)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +96,85 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"environment directory for the demo (default: {DEFAULT_DEMO_DIR})",
     )
     demo.set_defaults(func=_cmd_demo)
+
+    serve = subcommands.add_parser("serve", help="run the coordinator, pgwire and HTTP servers")
+    serve.add_argument(
+        "--data-dir",
+        default=DEFAULT_SERVE_DIR,
+        metavar="DIR",
+        help=f"environment directory (default: {DEFAULT_SERVE_DIR})",
+    )
+    serve.add_argument(
+        "--consensus-url",
+        default=None,
+        metavar="URL",
+        help="consensus (sqlite:///path or postgresql://...); default under DIR",
+    )
+    serve.add_argument(
+        "--blob-root",
+        default=None,
+        metavar="PATH",
+        help="Parquet blob directory; default under DIR",
+    )
+    serve.add_argument("--pgwire-port", type=int, default=6875, metavar="N")
+    serve.add_argument("--http-port", type=int, default=6876, metavar="N")
+    serve.add_argument(
+        "--spark-master",
+        default=None,
+        metavar="URL",
+        help="Spark master (local[N], spark://..., sc://...); default local[2]",
+    )
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run the default cluster's materialized views on N `tidemark worker` processes",
+    )
+    serve.add_argument(
+        "--lease-ttl-ms",
+        type=int,
+        default=10_000,
+        metavar="MS",
+        help="scheduler owner and worker lease TTL: how soon a dead one is replaced",
+    )
+    serve.add_argument(
+        "--webhook-max-body-bytes",
+        type=int,
+        default=2 * 1024 * 1024,
+        metavar="N",
+        help="webhook requests with larger bodies get 413 (default 2 MiB)",
+    )
+    serve.add_argument(
+        "--webhook-max-concurrency",
+        type=int,
+        default=500,
+        metavar="N",
+        help="webhook requests handled at once; more get 429 (default 500)",
+    )
+    serve.set_defaults(func=_cmd_serve)
+
+    worker = subcommands.add_parser(
+        "worker", help="run a worker (a capture the scheduler assigns views to)"
+    )
+    worker.add_argument("--data-dir", default=DEFAULT_SERVE_DIR, metavar="DIR")
+    worker.add_argument("--id", required=True, metavar="NAME", help="the capture id")
+    worker.add_argument("--cluster", default="quickstart", metavar="NAME")
+    worker.add_argument("--consensus-url", default=None, metavar="URL")
+    worker.add_argument("--blob-root", default=None, metavar="PATH")
+    worker.add_argument("--spark-master", default=None, metavar="URL")
+    worker.add_argument("--lease-ttl-ms", type=int, default=10_000, metavar="MS")
+    worker.add_argument(
+        "--local-max-rows",
+        type=int,
+        default=None,
+        metavar="N",
+        help="steps over inputs storing more updates run on Spark (0: always)",
+    )
+    worker.add_argument(
+        "--parent-pid", type=int, default=None, metavar="PID", help="exit when PID is gone"
+    )
+    worker.set_defaults(func=_cmd_worker)
     return parser
 
 

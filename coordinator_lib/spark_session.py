@@ -25,6 +25,10 @@ can be applied from the client (the rest are the server's business).
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Callable
+
 from pyspark.sql import SparkSession
 
 # Runtime SQL settings: valid for classic sessions and Spark Connect alike.
@@ -69,9 +73,57 @@ def get_or_create_spark(
     else:
         builder = builder.master(master)
         conf = {**_DRIVER_CONF, **sql_conf, **(extra_conf or {})}
+        # Python workers (the jsonb operators' UDFs, compute/spark_functions.py)
+        # run this interpreter, which has coordinator_lib and pyarrow.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if not master.startswith("sc://"):
         spark.sparkContext.setLogLevel(_LOG_LEVEL)
     return spark
+
+
+def spark_conf(
+    master: str = "local[2]", app_name: str = "tidemark", shuffle_partitions: int = 2
+) -> dict[str, str]:
+    """Tidemark's settings as one flat config (master and app name included),
+    for code that builds the session itself (dagster-pyspark's resource)."""
+    conf = {"spark.app.name": app_name, **_SQL_CONF}
+    conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
+    if master.startswith("sc://"):
+        return {"spark.remote": master, **conf}
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # as get_or_create_spark
+    return {"spark.master": master, **_DRIVER_CONF, **conf}
+
+
+class LazySparkSession:
+    """Stands in for a SparkSession that is created on first use.
+
+    A coordinator whose work is all small runs every step in-process and
+    never needs the JVM (5-6 s to start); a Dagster sensor must not start
+    one at all. Code that only passes the session along does not start it;
+    the first attribute access does."""
+
+    def __init__(
+        self, master: str = "local[2]", factory: Callable[[], SparkSession] | None = None
+    ) -> None:
+        """`factory` makes the session (default: `get_or_create_spark(master)`)."""
+        self._master = master
+        self._factory = factory
+        self._session: SparkSession | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._session is not None
+
+    def get(self) -> SparkSession:
+        if self._session is None:
+            if self._factory is None:
+                self._session = get_or_create_spark(self._master)
+            else:
+                self._session = self._factory()
+        return self._session
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.get(), name)

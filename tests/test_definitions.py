@@ -5,25 +5,75 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dagster as dg
+
+from tests.assets.support import demo_env, key
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_defs_has_coordinator_resource_with_defaults() -> None:
+def test_coordinator_resource_defaults() -> None:
     """Runs and sensors reach coordinator_lib only through this resource."""
-    from definitions import defs
     from resources import CoordinatorResource
 
-    coordinator = defs.resources["coordinator"]
-    assert isinstance(coordinator, CoordinatorResource)
+    coordinator = CoordinatorResource()
     assert coordinator.spark_master == "local[2]"
-    assert coordinator.data_dir == "data/dagster"
+    assert coordinator.data_dir == "demo/data"
+    assert coordinator.config().background is False
+
+
+def test_importing_definitions_builds_nothing() -> None:
+    """`defs` is loaded lazily by Dagster's tools: importing the module opens no
+    environment (tests import `build_definitions` from it)."""
+    import definitions
+
+    assert callable(definitions.defs)
+    assert not isinstance(definitions.defs, dg.Definitions)
+
+
+def test_demo_definitions(tmp_path: Path) -> None:
+    """One asset per source, table, view and index, with lineage, kinds,
+    groups, code references and column schemas; the in-process executor."""
+    env = demo_env(tmp_path)
+    graph = env.defs.resolve_asset_graph()
+    names = {k.path[-1] for k in graph.get_all_asset_keys()}
+    assert names == {
+        "auction", "organizations", "users", "accounts", "auctions", "bids", "item_views",
+        "watchlist", "auction_bids", "item_stats", "watched_items", "item_interest",
+        "auctions_per_item", "item_stats_by_item",
+    }  # fmt: skip
+    node = graph.get(key("item_stats"))
+    assert node.parent_keys == {key("auction_bids")}
+    assert graph.get(key("bids")).parent_keys == {key("auction")}
+    assert graph.get(key("item_stats_by_item")).parent_keys == {key("item_stats")}
+    assert node.group_name == "public"
+    assert node.kinds == {"spark", "sql", "view"}
+    metadata = node.metadata
+    assert [c.name for c in metadata["dagster/column_schema"].columns] == [
+        "item", "bids", "total", "top",
+    ]  # fmt: skip
+    lineage = metadata["dagster/column_lineage"].deps_by_column
+    assert [(d.asset_key, d.column_name) for d in lineage["top"]] == [
+        (key("auction_bids"), "amount")
+    ]
+    (reference,) = metadata["dagster/code_references"].code_references
+    assert reference.file_path.endswith("demo/sql/03_views.sql") and reference.line_number == 10
+    assert "CREATE MATERIALIZED VIEW" in (node.description or "")
+    assert "(an aggregate over a view)" in (node.description or "")
+    job = env.defs.get_repository_def().get_job("tidemark_views")
+    assert job.executor_def is dg.in_process_executor
 
 
 def test_dagster_definitions_validate(tmp_path: Path) -> None:
     """`dagster definitions validate` is what a deployment runs before serving the location."""
     dagster_cli = Path(sys.executable).parent / "dagster"
-    # A throwaway DAGSTER_HOME keeps the CLI's temporary instance out of the repo.
-    env = {**os.environ, "DAGSTER_HOME": str(tmp_path)}
+    # A throwaway DAGSTER_HOME keeps the CLI's temporary instance out of the
+    # repo, and TIDEMARK_DATA_DIR the demo environment.
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp_path),
+        "TIDEMARK_DATA_DIR": str(tmp_path / "data"),
+    }
     result = subprocess.run(
         [str(dagster_cli), "definitions", "validate", "-f", "definitions.py"],
         cwd=REPO_ROOT,
@@ -34,3 +84,4 @@ def test_dagster_definitions_validate(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "data").is_dir()  # the demo SQL was applied there

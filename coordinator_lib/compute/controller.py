@@ -33,7 +33,9 @@ from coordinator_lib.compute.dataflow import (
     StepResult,
     next_step_bounds,
     plan_step,
+    plan_step_local,
     step,
+    stored_rows,
 )
 from coordinator_lib.compute.errors import (
     CollectionMissing,
@@ -43,6 +45,7 @@ from coordinator_lib.compute.errors import (
     PeekError,
     ReplicaMissing,
 )
+from coordinator_lib.expr.relation import Get, RelationExpr
 from coordinator_lib.persist.shard import Shard
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
@@ -51,17 +54,19 @@ from coordinator_lib.repr.relation import DIFF_COLUMN
 from coordinator_lib.repr.update import Row, Update
 from coordinator_lib.storage.controller import StorageController
 from coordinator_lib.storage.errors import StorageError
-from coordinator_lib.storage.read_hold import ReadHold
+from coordinator_lib.storage.read_hold import DependencyHold, ReadHold
 
 
 @dataclass
 class Dataflow:
     description: DataflowDescription
-    input_holds: dict[GlobalId, ReadHold]
+    input_holds: dict[GlobalId, ReadHold | DependencyHold]
     output: Shard | None  # the materialized view's shard
     arrangement: Arrangement | None  # the index
     read_policy: ReadPolicy = field(default_factory=lambda: LagWriteFrontier(1000))
     steps: list[StepResult] = field(default_factory=list)
+    # Times peeks are waiting to read the arrangement at: it does not compact past them.
+    peek_holds: list[int] = field(default_factory=list)
 
     @property
     def write_frontier(self) -> Frontier:
@@ -152,13 +157,24 @@ class ComputeController:
         compact past the dataflow's since), then let replicas hydrate it."""
         with self._lock:
             instance = self._instance(instance_id)
-            holds: dict[GlobalId, ReadHold] = {}
+            holds: dict[GlobalId, ReadHold | DependencyHold] = {}
+            # A materialized view holds its inputs durably (it resumes in any
+            # process, at any later time); indexes, peeks and subscribes are
+            # this process's business and hold with leases.
+            sink = description.sink_id
+            durable = sink is not None and sink.kind == "u"
             try:
                 for input_id in sorted(description.imports):
                     try:
-                        holds[input_id] = self.storage.acquire_read_hold(
-                            input_id, description.as_of
-                        )
+                        if durable:
+                            assert sink is not None
+                            holds[input_id] = self.storage.acquire_dependency_hold(
+                                input_id, sink, description.as_of
+                            )
+                        else:
+                            holds[input_id] = self.storage.acquire_read_hold(
+                                input_id, description.as_of
+                            )
                     except StorageError as error:
                         since = self.storage.collection(input_id).since
                         raise DataflowCreationError(
@@ -166,7 +182,8 @@ class ComputeController:
                         ) from error
             except BaseException:
                 for hold in holds.values():
-                    hold.release()
+                    if isinstance(hold, ReadHold):  # a durable hold may be another process's
+                        hold.release()
                 raise
             output = None
             if description.sink_id is not None:
@@ -189,6 +206,23 @@ class ComputeController:
                 dataflow = instance.dataflows.pop(id)
                 for hold in dataflow.input_holds.values():
                     hold.release()
+                for replica in instance.replicas.values():
+                    replica.hydrated.discard(id)
+
+    def forget_dataflows(self, instance_id: str, ids: list[GlobalId]) -> None:
+        """Stop running dataflows here without dropping their views: this
+        process's leased holds are released, the views' durable dependency
+        holds stay (another process runs them now: the table scheduler moved
+        them)."""
+        with self._lock:
+            instance = self._instance(instance_id)
+            for id in ids:
+                dataflow = instance.dataflows.pop(id, None)
+                if dataflow is None:
+                    continue
+                for hold in dataflow.input_holds.values():
+                    if isinstance(hold, ReadHold):
+                        hold.release()
                 for replica in instance.replicas.values():
                     replica.hydrated.discard(id)
 
@@ -218,6 +252,28 @@ class ComputeController:
         if dataflow is None:
             raise CollectionMissing(id)
         return dataflow
+
+    def instance_ids(self) -> list[str]:
+        with self._lock:
+            return list(self._instances)
+
+    def find_dataflow(self, id: GlobalId) -> tuple[str, Dataflow] | None:
+        """The instance running dataflow `id`, and the dataflow."""
+        with self._lock:
+            for instance_id, instance in self._instances.items():
+                if id in instance.dataflows:
+                    return instance_id, instance.dataflows[id]
+        return None
+
+    def index_of(self, id: GlobalId) -> tuple[str, Dataflow] | None:
+        """An index dataflow arranging the collection `id` itself, if any."""
+        with self._lock:
+            for instance_id, instance in self._instances.items():
+                for dataflow in instance.dataflows.values():
+                    d = dataflow.description
+                    if d.index_key is not None and isinstance(d.expr, Get) and d.expr.id == id:
+                        return instance_id, dataflow
+        return None
 
     def dataflow(self, instance_id: str, id: GlobalId) -> Dataflow:
         with self._lock:
@@ -253,6 +309,22 @@ class ComputeController:
                 replica.hydrated.add(id)
         return results
 
+    def step_dataflow(self, id: GlobalId, until: int | None = None) -> StepResult | None:
+        """Step one dataflow once (its hydration, if it has none yet), on
+        whichever instance runs it: an orchestrator materializing one view or
+        index does this instead of a whole `process()` round."""
+        with self._lock:
+            found = self.find_dataflow(id)
+            if found is None:
+                raise CollectionMissing(id)
+            instance_id, dataflow = found
+            result = self._step_dataflow(dataflow, until)
+            frontier = dataflow.write_frontier.time
+            if frontier is not None and frontier > dataflow.description.as_of:
+                for replica in self._instances[instance_id].replicas.values():
+                    replica.hydrated.add(id)
+            return result
+
     def _step_dataflow(self, dataflow: Dataflow, until: int | None) -> StepResult | None:
         inputs = {id: self.storage.shard(id) for id in dataflow.description.imports}
         if dataflow.output is not None:
@@ -284,6 +356,8 @@ class ComputeController:
         delta, rules = plan_step(self.spark, dataflow.description, inputs, lower, upper)
         arrangement.apply(delta, lower, upper)
         policy_since = dataflow.read_policy.frontier(arrangement.upper)
+        if dataflow.peek_holds:
+            policy_since = policy_since.meet(Frontier.at(min(dataflow.peek_holds)))
         if policy_since > arrangement.since:
             arrangement.compact(policy_since)
         return StepResult(lower, upper, 0, True, time.perf_counter() - started, rules)
@@ -297,6 +371,23 @@ class ComputeController:
             hold.downgrade(max(frontier.time - 1, dataflow.description.as_of))
 
     # ---------------------------------------------------------------- reads
+    def hold_index(self, instance_id: str, id: GlobalId, timestamp: int) -> bool:
+        """Keep index `id` readable at `timestamp` until `release_index`;
+        False (no hold taken) if it has compacted past it already."""
+        with self._lock:
+            dataflow = self._dataflow(instance_id, id)
+            arrangement = dataflow.arrangement
+            if arrangement is None or not arrangement.since.less_equal(timestamp):
+                return False
+            dataflow.peek_holds.append(timestamp)
+            return True
+
+    def release_index(self, instance_id: str, id: GlobalId, timestamp: int) -> None:
+        with self._lock:
+            found = self._instance(instance_id).dataflows.get(id)
+            if found is not None and timestamp in found.peek_holds:
+                found.peek_holds.remove(timestamp)
+
     def peek(self, instance_id: str, id: GlobalId, timestamp: int) -> list[tuple[Row, int]]:
         """The contents of `id` at `timestamp`: from the index arrangement when
         there is one (no persist read), else from its storage collection."""
@@ -321,15 +412,43 @@ class ComputeController:
         with self.storage.acquire_read_hold(id, timestamp):
             return self.storage.snapshot(id, timestamp)
 
+    def peek_expr(self, expr: RelationExpr, timestamp: int) -> list[tuple[Row, int]]:
+        """Evaluate `expr` over its inputs at `timestamp` once (a transient
+        dataflow that hydrates and is dropped): in-process when the inputs
+        are small, else one Spark job. The caller holds the inputs readable
+        at `timestamp` and waited for their uppers to pass it."""
+        inputs = {id: self.storage.shard(id) for id in expr.depends_on()}
+        description = DataflowDescription(GlobalId.transient(0), expr, timestamp)
+        if stored_rows(inputs) <= self.local_max_rows:
+            updates, _ = plan_step_local(description, inputs, timestamp, timestamp + 1)
+            return [(u.row, u.diff) for u in updates]
+        delta, _ = plan_step(self.spark, description, inputs, timestamp, timestamp + 1)
+        if delta is None:
+            return []
+        table = delta.toArrow()
+        names = list(description.desc.names)
+        columns = [table.column(i).to_pylist() for i in range(len(names))]
+        diffs = table.column(DIFF_COLUMN).to_pylist()
+        return [(tuple(c[i] for c in columns), diffs[i]) for i in range(table.num_rows)]
+
     def subscribe(
-        self, id: GlobalId, as_of: int, up_to: int | None = None, timeout_s: float | None = None
+        self,
+        id: GlobalId,
+        as_of: int,
+        up_to: int | None = None,
+        timeout_s: float | None = None,
+        stop: threading.Event | None = None,
     ) -> Iterator[SubscribeBatch]:
         """The snapshot at `as_of` (stamped `as_of`), then every change after
-        it, in batches that end with the progress made; stops at `up_to`."""
+        it, in batches that end with the progress made; stops at `up_to`,
+        after `timeout_s`, or soon after `stop` is set."""
         shard = self.storage.shard(id)
         hold = self.storage.acquire_read_hold(id, as_of)
+        stopped = stop.is_set if stop is not None else (lambda: False)
         try:
             while shard.upper().less_equal(as_of):
+                if stopped():
+                    return
                 time.sleep(0.05)
             snapshot = tuple(Update(row, as_of, diff) for row, diff in shard.snapshot(as_of))
             listen = shard.listen(as_of)
@@ -337,16 +456,20 @@ class ComputeController:
             try:
                 yield SubscribeBatch(snapshot, Frontier.at(as_of + 1))
                 pending: list[Update] = []
-                for event in listen.events(timeout_s):
-                    if event.updates:
-                        pending += [u for u in event.updates if up_to is None or u.time < up_to]
-                    if event.progress is not None:
-                        upper = event.progress
-                        if up_to is not None and not upper.less_than(up_to):
-                            yield SubscribeBatch(tuple(pending), Frontier.at(up_to))
-                            return
-                        yield SubscribeBatch(tuple(pending), upper)
-                        pending = []
+                deadline = None if timeout_s is None else time.monotonic() + timeout_s
+                while not listen.done and not stopped():
+                    if deadline is not None and time.monotonic() > deadline:
+                        return
+                    for event in listen.events(0.25):
+                        if event.updates:
+                            pending += [u for u in event.updates if up_to is None or u.time < up_to]
+                        if event.progress is not None:
+                            upper = event.progress
+                            if up_to is not None and not upper.less_than(up_to):
+                                yield SubscribeBatch(tuple(pending), Frontier.at(up_to))
+                                return
+                            yield SubscribeBatch(tuple(pending), upper)
+                            pending = []
             finally:
                 listen.close()
         finally:

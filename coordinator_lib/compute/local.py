@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from coordinator_lib.compute.join_plan import first_filters, join_steps
+from coordinator_lib.compute.local_ordered import render_ordered
 from coordinator_lib.compute.local_scalar import aggregate_values, eval_scalar
 from coordinator_lib.compute.rules import rule_for
 from coordinator_lib.expr.relation import (
@@ -32,7 +33,9 @@ from coordinator_lib.expr.relation import (
     Reduce,
     RelationExpr,
     Threshold,
+    TopK,
     Union,
+    Window,
 )
 from coordinator_lib.expr.scalar import Column, ScalarExpr
 from coordinator_lib.repr.global_id import GlobalId
@@ -124,6 +127,9 @@ def render_local(expr: RelationExpr, ctx: LocalContext) -> LocalRendered:
         keys = tuple(Column(i) for i in range(arity))
         mode = "threshold" if isinstance(expr, Threshold) else "reduce"
         return _reduce(render_local(expr.input, ctx), expr.input.desc.types, keys, (), ctx, mode)
+    if isinstance(expr, TopK | Window):
+        inner = render_local(expr.input, ctx)
+        return LocalRendered(*render_ordered(expr, inner.old, inner.delta))
     raise TypeError(f"no local rendering for {type(expr).__name__}")
 
 

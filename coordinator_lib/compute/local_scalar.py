@@ -16,6 +16,8 @@ import math
 import re
 from typing import Any
 
+from coordinator_lib.compute.local_functions import call_function
+from coordinator_lib.expr.functions import CallFunction
 from coordinator_lib.expr.relation import AggregateExpr, AggregateFunc
 from coordinator_lib.expr.scalar import (
     COMPARISON_OPERATORS,
@@ -27,6 +29,7 @@ from coordinator_lib.expr.scalar import (
     Column,
     If,
     Literal,
+    RaiseError,
     ScalarExpr,
     UnaryFunc,
     VariadicFunc,
@@ -49,13 +52,19 @@ def to_numeric(value: decimal.Decimal) -> decimal.Decimal:
 
 
 class EvalError(Exception):
-    """A runtime error PostgreSQL would raise (division by zero, overflow, bad cast)."""
+    """A runtime error PostgreSQL would raise (division by zero, overflow, bad
+    cast); `code` is its SQLSTATE."""
+
+    def __init__(self, message: str, code: str = "22000") -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
 
 
 def _check_range(value: int, st: ScalarType) -> int:
     low, high = INT_RANGES[st]
     if not low <= value <= high:
-        raise EvalError(f"{st.value} out of range")
+        raise EvalError(f"{st.value} out of range", "22003")
     return value
 
 
@@ -115,7 +124,7 @@ def _cast(value: Any, src: ScalarType, dst: ScalarType) -> Any:
             return _check_range(int(rounded), dst)
         if src in (S.REAL, S.DOUBLE):
             if not math.isfinite(value):
-                raise EvalError("integer out of range")
+                raise EvalError("integer out of range", "22003")
             return _check_range(round(value), dst)  # rint: half to even
     if dst is S.NUMERIC:
         if src in (S.REAL, S.DOUBLE):
@@ -141,7 +150,7 @@ def _cast(value: Any, src: ScalarType, dst: ScalarType) -> Any:
 
 def _arith(func: BinaryFunc, a: Any, b: Any, st: ScalarType) -> Any:
     if func in (BinaryFunc.DIV, BinaryFunc.MOD) and b == 0:
-        raise EvalError("division by zero")
+        raise EvalError("division by zero", "22012")
     if is_integer(st):
         if func is BinaryFunc.ADD:
             result = a + b
@@ -249,6 +258,14 @@ def eval_scalar(expr: ScalarExpr, row: Row, types: tuple[ColumnType, ...]) -> An
     if isinstance(expr, Cast):
         value = eval_scalar(expr.expr, row, types)
         return _cast(value, expr.expr.typ(types).scalar_type, expr.to)
+    if isinstance(expr, CallFunction):
+        args = [eval_scalar(arg, row, types) for arg in expr.args]
+        try:
+            return call_function(expr.name, args)
+        except ValueError as error:
+            raise EvalError(str(error), getattr(error, "code", "22000")) from None
+    if isinstance(expr, RaiseError):
+        raise EvalError(expr.message, expr.code)
     raise EvalError(f"cannot evaluate {type(expr).__name__}")
 
 
@@ -268,6 +285,8 @@ def aggregate_values(
         return len(values)
     if not values:
         return None
+    if agg.func is AggregateFunc.STRING_AGG:
+        return (agg.separator or "").join(sorted(values, reverse=agg.descending))
     if agg.func is AggregateFunc.MIN:
         return min(values)
     if agg.func is AggregateFunc.MAX:

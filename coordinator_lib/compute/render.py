@@ -48,8 +48,10 @@ from coordinator_lib.expr.relation import (
     Reduce,
     RelationExpr,
     Threshold,
+    TopK,
     Union,
 )
+from coordinator_lib.expr.relation import Window as WindowOp
 from coordinator_lib.expr.scalar import Column, ScalarExpr
 from coordinator_lib.persist.spark_batches import spark_type
 from coordinator_lib.repr.global_id import GlobalId
@@ -133,6 +135,10 @@ def render(expr: RelationExpr, ctx: StepContext) -> Rendered:
         arity = expr.input.desc.arity
         keys = tuple(Column(i) for i in range(arity))
         return _reduce(render(expr.input, ctx), expr.input.desc, keys, (), ctx, mode="threshold")
+    if isinstance(expr, TopK | WindowOp):
+        from coordinator_lib.compute.render_ordered import render_ordered  # imports this module
+
+        return render_ordered(expr, render(expr.input, ctx), ctx)
     raise TypeError(f"no rendering for {type(expr).__name__}")
 
 
@@ -412,6 +418,13 @@ def _aggregate_column(
         return F.min(F.when(present, value))
     if func is AggregateFunc.MAX:
         return F.max(F.when(present, value))
+    if func is AggregateFunc.STRING_AGG:
+        # Each value as often as its multiplicity (once with DISTINCT), sorted.
+        copies = F.lit(1) if aggregate.distinct else m.cast("int")
+        items = F.flatten(F.collect_list(F.when(present & nonnull, F.array_repeat(value, copies))))
+        ordered = F.sort_array(items, asc=not aggregate.descending)
+        joined = F.array_join(ordered, aggregate.separator or "")
+        return F.when(F.size(items) > 0, joined)
     raise TypeError(f"no rendering for aggregate {func}")
 
 

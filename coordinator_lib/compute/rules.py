@@ -22,7 +22,9 @@ from coordinator_lib.expr.relation import (
     Reduce,
     RelationExpr,
     Threshold,
+    TopK,
     Union,
+    Window,
 )
 
 
@@ -34,8 +36,9 @@ class Rule(StrEnum):
     # Linear operators apply to the delta as is; Join combines
     # dA x B_old + A_old x dB + dA x dB.
     INCREMENTAL = "incremental"
-    # Reduce / Distinct / Threshold: only the keys the delta touches are
-    # recomputed, at every time the delta carries for them.
+    # Reduce / Distinct / Threshold / TopK / Window: only the keys (groups,
+    # partitions) the delta touches are recomputed, at every time the delta
+    # carries for them.
     TOUCHED_KEYS = "incremental: touched keys"
     # A COUNT/SUM Reduce under only linear operators, stepped on Spark: per-group
     # accumulators in a state shard (compute/accumulate.py). It depends on the
@@ -58,6 +61,8 @@ RULES: dict[type[RelationExpr], Rule] = {
     Reduce: Rule.TOUCHED_KEYS,
     Distinct: Rule.TOUCHED_KEYS,
     Threshold: Rule.TOUCHED_KEYS,
+    TopK: Rule.TOUCHED_KEYS,
+    Window: Rule.TOUCHED_KEYS,
 }
 
 

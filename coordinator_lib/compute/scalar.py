@@ -12,6 +12,8 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from coordinator_lib.compute.spark_functions import render_function
+from coordinator_lib.expr.functions import SPARK_FUNCTIONS, CallFunction
 from coordinator_lib.expr.scalar import (
     COMPARISON_OPERATORS,
     BinaryFunc,
@@ -22,6 +24,7 @@ from coordinator_lib.expr.scalar import (
     Column,
     If,
     Literal,
+    RaiseError,
     ScalarExpr,
     UnaryFunc,
     VariadicFunc,
@@ -55,6 +58,13 @@ def to_spark(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn:
         return _binary(expr, types)
     if isinstance(expr, CallVariadic):
         return _variadic(expr, types)
+    if isinstance(expr, CallFunction) and expr.name in SPARK_FUNCTIONS:
+        args = [to_spark(arg, types) for arg in expr.args]
+        return render_function(expr, args, [arg.typ(types) for arg in expr.args])
+    if isinstance(expr, RaiseError):
+        return F.raise_error(F.lit(f"{expr.message} (SQLSTATE {expr.code})")).cast(
+            spark_type(expr.type.scalar_type)
+        )
     raise TypeError(f"cannot render {expr!r} on Spark")
 
 

@@ -8,11 +8,13 @@ DESIGN.md "Incremental maintenance") and otherwise by recompute-and-diff.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 
-from coordinator_lib.expr.scalar import ScalarExpr, is_integer
+from coordinator_lib.expr.scalar import Column, ScalarExpr, is_integer
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import ColumnType, RelationDesc, ScalarType
 from coordinator_lib.repr.update import Row
@@ -178,6 +180,9 @@ class AggregateFunc(StrEnum):
     SUM = "sum"
     MIN = "min"
     MAX = "max"
+    # string_agg(text, separator): the non-NULL values in ascending order (or
+    # `descending`), each as often as its multiplicity, joined by `separator`.
+    STRING_AGG = "string_agg"
 
 
 @dataclass(frozen=True)
@@ -185,11 +190,15 @@ class AggregateExpr:
     func: AggregateFunc
     expr: ScalarExpr
     distinct: bool = False
+    separator: str | None = None  # STRING_AGG only
+    descending: bool = False  # STRING_AGG only
 
     def typ(self, input_types: tuple[ColumnType, ...]) -> ColumnType:
         inner = self.expr.typ(input_types).scalar_type
         if self.func is AggregateFunc.COUNT:
             return ColumnType(ScalarType.BIGINT, False)
+        if self.func is AggregateFunc.STRING_AGG:
+            return ColumnType(ScalarType.TEXT, True)
         if self.func is AggregateFunc.SUM:
             if inner in (ScalarType.SMALLINT, ScalarType.INTEGER):
                 return ColumnType(ScalarType.BIGINT, True)
@@ -202,6 +211,9 @@ class AggregateExpr:
 
     def __repr__(self) -> str:
         distinct = "distinct " if self.distinct else ""
+        if self.func is AggregateFunc.STRING_AGG:
+            order = " order by desc" if self.descending else ""
+            return f"{self.func.value}({distinct}{self.expr!r}, {self.separator!r}{order})"
         return f"{self.func.value}({distinct}{self.expr!r})"
 
 
@@ -289,3 +301,146 @@ class Threshold(RelationExpr):
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return (self.input,)
+
+
+@dataclass(frozen=True)
+class OrderKey:
+    """One sort key of TopK and Window: a column, ASC/DESC, NULLS FIRST/LAST."""
+
+    column: int
+    desc: bool = False
+    nulls_last: bool = True
+
+    def __repr__(self) -> str:
+        direction = " desc" if self.desc else ""
+        nulls = (
+            ""
+            if self.nulls_last != self.desc
+            else (" nulls last" if self.nulls_last else " nulls first")
+        )
+        return f"#{self.column}{direction}{nulls}"
+
+
+@dataclass(frozen=True)
+class TopK(RelationExpr):
+    """Per group of the `group_key` columns, the rows at positions `offset`
+    to `offset + limit - 1` (all after `offset` if `limit` is None) in
+    `order_key` order; a row of multiplicity n counts as n rows. Ties are
+    broken by the whole row (ascending, NULLs last), so the result does not
+    depend on the engine. ORDER BY ... LIMIT / OFFSET and DISTINCT ON."""
+
+    input: RelationExpr
+    group_key: tuple[int, ...]
+    order_key: tuple[OrderKey, ...]
+    limit: int | None = None
+    offset: int = 0
+
+    @cached_property
+    def desc(self) -> RelationDesc:  # type: ignore[override]
+        d = self.input.desc
+        keys = d.keys
+        if self.limit == 1:
+            keys = (*keys, self.group_key)
+        return RelationDesc(d.names, d.types, keys)
+
+    def inputs(self) -> tuple[RelationExpr, ...]:
+        return (self.input,)
+
+
+class WindowFunc(StrEnum):
+    ROW_NUMBER = "row_number"
+    RANK = "rank"
+    DENSE_RANK = "dense_rank"
+    LAG = "lag"
+    LEAD = "lead"
+    FIRST_VALUE = "first_value"
+    LAST_VALUE = "last_value"
+    # Aggregates over the default frame: the partition's rows up to the
+    # current row's last peer (the whole partition without ORDER BY).
+    COUNT = "count"  # count of rows where `args[0]` is not NULL
+    SUM = "sum"
+    MIN = "min"
+    MAX = "max"
+
+
+_WINDOW_AGGREGATES = {
+    WindowFunc.COUNT: AggregateFunc.COUNT,
+    WindowFunc.SUM: AggregateFunc.SUM,
+    WindowFunc.MIN: AggregateFunc.MIN,
+    WindowFunc.MAX: AggregateFunc.MAX,
+}
+
+
+@dataclass(frozen=True)
+class WindowExpr:
+    """One window function over the input's columns `args`: the value for
+    lag/lead/first_value/last_value/aggregates, then for lag/lead the
+    default's column (optional); `offset` is lag/lead's constant offset."""
+
+    func: WindowFunc
+    args: tuple[int, ...] = ()
+    offset: int = 1
+
+    def typ(self, input_types: tuple[ColumnType, ...]) -> ColumnType:
+        if self.func in (WindowFunc.ROW_NUMBER, WindowFunc.RANK, WindowFunc.DENSE_RANK):
+            return ColumnType(ScalarType.BIGINT, False)
+        aggregate = _WINDOW_AGGREGATES.get(self.func)
+        if aggregate is not None:
+            return AggregateExpr(aggregate, Column(self.args[0])).typ(input_types)
+        return ColumnType(input_types[self.args[0]].scalar_type, True)
+
+    def aggregate(self) -> AggregateFunc | None:
+        return _WINDOW_AGGREGATES.get(self.func)
+
+    def __repr__(self) -> str:
+        args = [f"#{a}" for a in self.args]
+        if self.func in (WindowFunc.LAG, WindowFunc.LEAD):
+            args.insert(1, str(self.offset))
+        return f"{self.func.value}({', '.join(args)})"
+
+
+@dataclass(frozen=True)
+class Window(RelationExpr):
+    """Window functions sharing one OVER (PARTITION BY `partition_key` ORDER
+    BY `order_key`) with the default frame: every input row (each copy of a
+    row of multiplicity n) with one more column per function. Rows are
+    numbered in `order_key` order, ties broken by the whole row as in TopK;
+    rows with equal `order_key` values are peers."""
+
+    input: RelationExpr
+    partition_key: tuple[int, ...]
+    order_key: tuple[OrderKey, ...]
+    functions: tuple[WindowExpr, ...]
+    names: tuple[str, ...] = ()
+
+    @cached_property
+    def desc(self) -> RelationDesc:  # type: ignore[override]
+        d = self.input.desc
+        types = [f.typ(d.types) for f in self.functions]
+        names = [
+            self.names[i] if i < len(self.names) else f.func.value
+            for i, f in enumerate(self.functions)
+        ]
+        return RelationDesc(_unique_names([*d.names, *names]), (*d.types, *types))
+
+    def inputs(self) -> tuple[RelationExpr, ...]:
+        return (self.input,)
+
+
+def replace_gets(expr: RelationExpr, replace: Callable[[Get], RelationExpr | None]) -> RelationExpr:
+    """`expr` with every `Get` for which `replace` returns an expression
+    swapped for it (the adapter fills system relations in as Constants)."""
+    if isinstance(expr, Get):
+        return replace(expr) or expr
+    changes: dict[str, object] = {}
+    for f in dataclasses.fields(expr):  # type: ignore[arg-type]
+        value = getattr(expr, f.name)
+        if isinstance(value, RelationExpr):
+            new = replace_gets(value, replace)
+            if new is not value:
+                changes[f.name] = new
+        elif isinstance(value, tuple) and value and isinstance(value[0], RelationExpr):
+            items = tuple(replace_gets(v, replace) for v in value)
+            if any(a is not b for a, b in zip(items, value, strict=True)):
+                changes[f.name] = items
+    return dataclasses.replace(expr, **changes) if changes else expr  # type: ignore[type-var]

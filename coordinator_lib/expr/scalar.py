@@ -257,3 +257,20 @@ class Cast(ScalarExpr):
 
     def __repr__(self) -> str:
         return f"{self.expr!r}::{self.to.value}"
+
+
+@dataclass(frozen=True)
+class RaiseError(ScalarExpr):
+    """Evaluating it is a runtime error with SQLSTATE `code`: a plan puts it
+    only on rows that must not exist (a scalar subquery's second row), so the
+    query fails exactly when PostgreSQL's would. `type` is the type it stands in for."""
+
+    code: str
+    message: str
+    type: ColumnType
+
+    def typ(self, column_types: tuple[ColumnType, ...]) -> ColumnType:
+        return self.type
+
+    def __repr__(self) -> str:
+        return f"error({self.message!r})"

@@ -7,6 +7,7 @@ same layout (persist.spark_batches).
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from coordinator_lib.persist.blob import fsync_dir
-from coordinator_lib.repr.relation import DIFF_COLUMN, TIME_COLUMN, RelationDesc
+from coordinator_lib.repr.relation import DIFF_COLUMN, TIME_COLUMN, RelationDesc, ScalarType
 from coordinator_lib.repr.update import Update
 
 
@@ -30,11 +31,22 @@ def updates_to_table(updates: Sequence[Update], desc: RelationDesc) -> pa.Table:
             columns[i].append(value)
         times.append(time)
         diffs.append(diff)
+    for i, column_type in enumerate(desc.types):
+        if column_type.scalar_type is ScalarType.TIMESTAMPTZ:
+            columns[i] = [_utc(value) for value in columns[i]]
     schema = desc.arrow_schema(with_time_diff=True)
     arrays = [pa.array(col, type=schema.field(i).type) for i, col in enumerate(columns)]
     arrays.append(pa.array(times, type=pa.int64()))
     arrays.append(pa.array(diffs, type=pa.int64()))
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _utc(value: dt.datetime | None) -> dt.datetime | None:
+    """The same instant in UTC. pyarrow drops a datetime's offset instead of
+    converting it when PYARROW_IGNORE_TIMEZONE is set, and importing pandera
+    sets it for the whole process; converting first makes the stored instant
+    independent of that switch."""
+    return None if value is None else value.astimezone(dt.UTC)
 
 
 def table_to_updates(table: pa.Table, desc: RelationDesc) -> list[Update]:

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 
 from coordinator_lib.persist.errors import (
     InvalidUpdates,
+    LeaseExpired,
     ReadBeforeSince,
     ReadBeyondUpper,
 )
@@ -88,21 +89,29 @@ def compare_and_append_dataframe(
     """Append a DataFrame (data columns, `__time`, `__diff`) like
     `Shard.compare_and_append`. Returns the rows written."""
     shard.validate_updates([], expected_upper, new_upper)
-    shard.check_upper(expected_upper)
-    key = shard.reserve_batch_key()
-    batch_dir = shard.blob.batch_path(shard.shard_id, key)
-    try:
-        rows, size = write_batch_dataframe(df, str(batch_dir), shard.desc)
-        _check_footers(shard, batch_dir, expected_upper, new_upper)
-    except BaseException:
-        shard.blob.delete_batch(shard.shard_id, key)
-        raise
-    if rows == 0:
-        shard.blob.delete_batch(shard.shard_id, key)
-        shard.compare_and_append([], expected_upper, new_upper)
-        return 0
-    shard.add_written_batch(key, rows, size, expected_upper, new_upper)
-    return rows
+    for _attempt in range(3):
+        shard.check_upper(expected_upper)
+        key = shard.reserve_batch_key()
+        batch_dir = shard.blob.batch_path(shard.shard_id, key)
+        try:
+            rows, size = write_batch_dataframe(df, str(batch_dir), shard.desc)
+            _check_footers(shard, batch_dir, expected_upper, new_upper)
+        except BaseException:
+            shard.blob.delete_batch(shard.shard_id, key)
+            raise
+        if rows == 0:
+            shard.blob.delete_batch(shard.shard_id, key)
+            shard.compare_and_append([], expected_upper, new_upper)
+            return 0
+        try:
+            shard.add_written_batch(key, rows, size, expected_upper, new_upper)
+            return rows
+        except LeaseExpired:
+            # The Spark job outlived the writer lease, so another process's GC
+            # may already have taken the files: write them again under a
+            # fresh lease (the DataFrame reads immutable, held batches).
+            continue
+    raise LeaseExpired(f"shard {shard.shard_id}: writer lease keeps expiring")
 
 
 def _check_footers(

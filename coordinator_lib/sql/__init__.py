@@ -3,7 +3,10 @@ resolve and type statements against a catalog (`catalog`, `scope`, `scalar`,
 `query`), and produce plans (`plans`) whose relation expressions the compute
 layer renders; `explain` prints them.
 
-Entry points: `plan_statement(sql, catalog)` and `plan_statements(sql, catalog)`.
+Entry points: `plan_statement(sql, catalog)` and `plan_statements(sql, catalog)`;
+a session parses with `parse_statements` and plans each with `plan_parsed`,
+binding `$n` parameters first (`params`). `create_sql` renders and rewrites
+the SQL the durable catalog stores.
 """
 
 from coordinator_lib.sql.catalog import (
@@ -13,9 +16,11 @@ from coordinator_lib.sql.catalog import (
     QualifiedName,
     SqlCatalog,
 )
+from coordinator_lib.sql.create_sql import rename_in_create_sql, render_create_sql, with_cluster
 from coordinator_lib.sql.dialect import Tidemark, parse_sql
 from coordinator_lib.sql.errors import SqlError
 from coordinator_lib.sql.explain import explain, explain_plan
+from coordinator_lib.sql.params import bind_parameters, parameter_count, parameter_types
 from coordinator_lib.sql.plan import (
     parse_statements,
     plan_parsed,
@@ -23,33 +28,65 @@ from coordinator_lib.sql.plan import (
     plan_statements,
 )
 from coordinator_lib.sql.plans import (
+    AbortTransactionPlan,
+    AlterRenamePlan,
+    AlterRetainHistoryPlan,
     AsOfTime,
+    ClosePlan,
     ColumnOrder,
+    CommitTransactionPlan,
+    CopyToPlan,
+    CreateDatabasePlan,
     CreateIndexPlan,
+    CreateSchemaPlan,
     CreateSourcePlan,
     CreateTablePlan,
     CreateViewPlan,
+    DeclarePlan,
     DeletePlan,
     DropPlan,
+    DropSchemaPlan,
     ExplainPlan,
+    ExplainTimestampPlan,
+    FetchPlan,
     InsertPlan,
     Plan,
     RowSetFinishing,
     SelectPlan,
+    SetVariablePlan,
+    ShowColumnsPlan,
+    ShowCreatePlan,
+    ShowKind,
+    ShowObjectsPlan,
+    ShowVariablePlan,
+    StartTransactionPlan,
+    SubscribePlan,
     UpdatePlan,
 )
 
 __all__ = [
+    "AbortTransactionPlan",
+    "AlterRenamePlan",
+    "AlterRetainHistoryPlan",
     "AsOfTime",
     "CatalogItem",
+    "ClosePlan",
     "ColumnOrder",
+    "CommitTransactionPlan",
+    "CopyToPlan",
+    "CreateDatabasePlan",
     "CreateIndexPlan",
+    "CreateSchemaPlan",
     "CreateSourcePlan",
     "CreateTablePlan",
     "CreateViewPlan",
+    "DeclarePlan",
     "DeletePlan",
     "DropPlan",
+    "DropSchemaPlan",
     "ExplainPlan",
+    "ExplainTimestampPlan",
+    "FetchPlan",
     "InMemoryCatalog",
     "InsertPlan",
     "ItemKind",
@@ -57,15 +94,29 @@ __all__ = [
     "QualifiedName",
     "RowSetFinishing",
     "SelectPlan",
+    "SetVariablePlan",
+    "ShowColumnsPlan",
+    "ShowCreatePlan",
+    "ShowKind",
+    "ShowObjectsPlan",
+    "ShowVariablePlan",
     "SqlCatalog",
     "SqlError",
+    "StartTransactionPlan",
+    "SubscribePlan",
     "Tidemark",
     "UpdatePlan",
+    "bind_parameters",
     "explain",
     "explain_plan",
+    "parameter_count",
+    "parameter_types",
     "parse_sql",
     "parse_statements",
     "plan_parsed",
     "plan_statement",
     "plan_statements",
+    "rename_in_create_sql",
+    "render_create_sql",
+    "with_cluster",
 ]

@@ -1,10 +1,12 @@
 """What planning needs from a catalog, and an in-memory one.
 
 The planner only reads: it resolves names written in a statement to catalog
-items (`SqlCatalog.resolve`) and asks where a new name would go
-(`SqlCatalog.qualify`). The adapter's durable catalog implements the same
-protocol; `InMemoryCatalog` is for tests and for layers that need a catalog
-without the adapter (compute tests).
+items (`SqlCatalog.resolve`), asks where a new name would go
+(`SqlCatalog.qualify`) and, for CREATE/DROP SCHEMA and SHOW, which databases
+and schemas exist and which are the session's (`database`, `search_path`).
+The adapter's durable catalog implements the same protocol; `InMemoryCatalog`
+is for tests and for layers that need a catalog without the adapter (compute
+tests).
 
 Names resolve like PostgreSQL/Materialize: `item` is looked up in each schema
 of the search path (default `public`) of the current database (default
@@ -16,7 +18,7 @@ namespace per schema.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -27,10 +29,13 @@ from coordinator_lib.sql.errors import (
     DependentObjects,
     DuplicateObject,
     InvalidParameter,
+    UnknownDatabase,
     UnknownObject,
+    UnknownSchema,
 )
 
 if TYPE_CHECKING:
+    from coordinator_lib.sql.constraints import UniqueConstraint
     from coordinator_lib.sql.plans import Plan
 
 DEFAULT_DATABASE = "materialize"
@@ -53,6 +58,8 @@ class ItemKind(StrEnum):
     VIEW = "view"
     MATERIALIZED_VIEW = "materialized-view"
     INDEX = "index"
+    SECRET = "secret"
+    CONTINUAL_TASK = "continual-task"
 
     @property
     def sql_name(self) -> str:
@@ -91,10 +98,22 @@ class CatalogItem:
     on: GlobalId | None = None
     key: tuple[int, ...] | None = None
     depends_on: frozenset[GlobalId] = field(default_factory=frozenset)
+    # A table's UNIQUE / PRIMARY KEY constraints, enforced by group commit.
+    unique: tuple[UniqueConstraint, ...] = ()
 
 
 @runtime_checkable
 class SqlCatalog(Protocol):
+    """What the planner reads. `database` and `search_path` are the session's
+    (CREATE SCHEMA, SHOW ... FROM and unqualified names go there)."""
+
+    database: str
+    search_path: tuple[str, ...]
+
+    def schema_exists(self, database: str, schema: str) -> bool: ...
+
+    def database_exists(self, database: str) -> bool: ...
+
     def resolve(self, name: tuple[str, ...]) -> CatalogItem:
         """The item a 1-3 part name refers to; raises UnknownObject naming it."""
         ...
@@ -121,6 +140,7 @@ class InMemoryCatalog:
         self.database = database
         self.search_path = tuple(search_path)
         self.schemas = {(database, s) for s in (*search_path, *schemas)}
+        self.databases = {database}
         self._by_name: dict[QualifiedName, CatalogItem] = {}
         self._by_id: dict[GlobalId, CatalogItem] = {}
         self._next_id = 1
@@ -151,9 +171,17 @@ class InMemoryCatalog:
         if len(name) == 1:
             return QualifiedName(self.database, self.search_path[0], name[0])
         qualified = self._qualified(name)
-        if (qualified.database, qualified.schema) not in self.schemas:
-            raise UnknownObject(f"unknown schema '{qualified.database}.{qualified.schema}'")
+        if not self.database_exists(qualified.database):
+            raise UnknownDatabase(f"unknown database '{qualified.database}'")
+        if not self.schema_exists(qualified.database, qualified.schema):
+            raise UnknownSchema(f"unknown schema '{qualified.database}.{qualified.schema}'")
         return qualified
+
+    def schema_exists(self, database: str, schema: str) -> bool:
+        return (database, schema) in self.schemas
+
+    def database_exists(self, database: str) -> bool:
+        return database in self.databases or any(d == database for d, _ in self.schemas)
 
     def _qualified(self, name: tuple[str, ...]) -> QualifiedName:
         if len(name) == 2:
@@ -247,9 +275,10 @@ class InMemoryCatalog:
         """Items that name `gid` directly."""
         return [item for item in self.items() if gid in item.depends_on]
 
-    def drop(self, ids: tuple[GlobalId, ...] | list[GlobalId], cascade: bool) -> list[GlobalId]:
-        """Drop items, and with `cascade` everything depending on them; without
-        it, refuse (DependentObjects) if anything else depends on them."""
+    def doomed(self, ids: tuple[GlobalId, ...] | list[GlobalId], cascade: bool) -> list[GlobalId]:
+        """What DROP of `ids` removes: them, their tables' indexes, and with
+        `cascade` everything depending on them; without it, DependentObjects
+        names a dependent."""
         doomed: list[GlobalId] = []
         pending = list(ids)
         while pending:
@@ -261,17 +290,71 @@ class InMemoryCatalog:
             for dependent in self.dependents(gid):
                 if dependent.id in doomed or dependent.id in ids:
                     continue
-                if not cascade:
+                # An index is part of its table: PostgreSQL's DROP TABLE
+                # drops it without CASCADE (Materialize's asks for CASCADE).
+                is_part = dependent.kind is ItemKind.INDEX and dependent.on == gid
+                if not cascade and not (is_part and self.get(gid).kind is ItemKind.TABLE):
                     raise DependentObjects(
                         f"cannot drop {self.get(gid).kind.sql_name} '{self.get(gid).name}': "
                         f"still depended upon by {dependent.kind.sql_name} '{dependent.name}'",
                         hint="Use DROP ... CASCADE to drop the dependent objects too.",
                     )
                 pending.append(dependent.id)
+        return doomed
+
+    def drop(self, ids: tuple[GlobalId, ...] | list[GlobalId], cascade: bool) -> list[GlobalId]:
+        """Drop `doomed(ids, cascade)`."""
+        doomed = self.doomed(ids, cascade)
         for gid in doomed:
             item = self._by_id.pop(gid)
             del self._by_name[item.name]
         return doomed
+
+    def rename(self, gid: GlobalId, new_name: QualifiedName) -> CatalogItem:
+        """Give an item another name (its id, and so every plan that reads it, stay)."""
+        item = self.get(gid)
+        if new_name in self._by_name:
+            raise DuplicateObject(f"catalog item '{new_name}' already exists")
+        renamed = replace(item, name=new_name)
+        del self._by_name[item.name]
+        self._by_name[new_name] = renamed
+        self._by_id[gid] = renamed
+        return renamed
+
+    def drop_schema(self, database: str, schema: str | None, cascade: bool) -> list[GlobalId]:
+        """Drop a schema (or with `schema` None a database) and, with `cascade`,
+        the items in it; without, refuse if it holds any."""
+        inside = [
+            item.id
+            for item in self.items()
+            if item.name.database == database and schema in (None, item.name.schema)
+        ]
+        what = f"schema '{database}.{schema}'" if schema is not None else f"database '{database}'"
+        if inside and not cascade:
+            raise DependentObjects(
+                f"{what} cannot be dropped without CASCADE while it contains objects"
+            )
+        dropped = self.drop(inside, cascade=True) if inside else []
+        self.schemas = {
+            (d, s) for d, s in self.schemas if not (d == database and schema in (None, s))
+        }
+        if schema is None:
+            self.databases.discard(database)
+        return dropped
+
+    def _apply_webhook(self, plan: Plan) -> list[CatalogItem] | None:
+        """Webhook sources and secrets (`plan_webhook.py`); None for other plans."""
+        from coordinator_lib.sql import plan_webhook as w  # it imports this module
+
+        if isinstance(plan, w.CreateWebhookSourcePlan | w.CreateSecretPlan):
+            if plan.if_not_exists and plan.name in self._by_name:
+                return []
+            if isinstance(plan, w.CreateSecretPlan):
+                return [self._new(plan.name, ItemKind.SECRET, RelationDesc((), ()))]
+            return [self._new(plan.name, ItemKind.SOURCE, plan.desc, depends_on=plan.depends_on)]
+        if isinstance(plan, w.AlterSecretPlan):
+            return []  # the value lives with the adapter, not in the catalog items
+        return None
 
     def apply(self, plan: Plan) -> list[CatalogItem]:
         """Carry out a DDL plan against this catalog (what the adapter does with
@@ -281,7 +364,7 @@ class InMemoryCatalog:
         if isinstance(plan, plans.CreateTablePlan):
             if plan.if_not_exists and plan.name in self._by_name:
                 return []
-            return [self._new(plan.name, ItemKind.TABLE, plan.desc)]
+            return [self._new(plan.name, ItemKind.TABLE, plan.desc, unique=plan.unique)]
         if isinstance(plan, plans.CreateViewPlan):
             if plan.if_not_exists and plan.name in self._by_name:
                 return []
@@ -325,4 +408,30 @@ class InMemoryCatalog:
         if isinstance(plan, plans.DropPlan):
             self.drop(plan.ids, plan.cascade)
             return []
+        if isinstance(plan, plans.CreateDatabasePlan):
+            if not self.database_exists(plan.name):
+                self.databases.add(plan.name)
+                self.schemas.add((plan.name, DEFAULT_SCHEMA))  # as Materialize does
+            return []
+        if isinstance(plan, plans.CreateSchemaPlan):
+            self.schemas.add((plan.database, plan.name))
+            return []
+        if isinstance(plan, plans.DropSchemaPlan):
+            self.drop_schema(plan.database, plan.schema, plan.cascade)
+            return []
+        if isinstance(plan, plans.AlterRenamePlan):
+            self.rename(plan.id, plan.new_name)
+            return []
+        if isinstance(plan, plans.AlterRetainHistoryPlan):
+            return []  # nothing here keeps history
+        created = self._apply_webhook(plan)
+        if created is not None:
+            return created
+        from coordinator_lib.sql.plan_continual_task import CreateContinualTaskPlan
+
+        if isinstance(plan, CreateContinualTaskPlan):
+            if plan.if_not_exists and plan.name in self._by_name:
+                return []
+            kind = ItemKind.CONTINUAL_TASK
+            return [self._new(plan.name, kind, plan.desc, depends_on=plan.depends_on)]
         raise InvalidParameter(f"InMemoryCatalog cannot apply {type(plan).__name__}")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -13,6 +14,9 @@ from coordinator_lib.repr.relation import ColumnType
 from coordinator_lib.sql.catalog import CatalogItem, QualifiedName, SqlCatalog
 from coordinator_lib.sql.errors import SqlError
 from coordinator_lib.sql.positions import position_of
+
+if TYPE_CHECKING:
+    from coordinator_lib.sql.scalar import ScalarBinder
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,11 @@ class PlanContext:
     references: set[GlobalId] = field(default_factory=set)
     names: dict[GlobalId, QualifiedName] = field(default_factory=dict)
     ctes: list[dict[str, CteBinding]] = field(default_factory=list)
+    # id() of each exp.Table that named a catalog item -> the item's name, so the
+    # stored create_sql can print every reference fully qualified.
+    qualified: dict[int, QualifiedName] = field(default_factory=dict)
+    # Binders of the queries enclosing the subquery being planned, innermost last.
+    outer: list[ScalarBinder] = field(default_factory=list)
 
     def resolve(self, parts: tuple[str, ...], node: exp.Expr | None = None) -> CatalogItem:
         """Resolve a name through the catalog, recording it; errors get `node`'s position."""
@@ -41,6 +50,8 @@ class PlanContext:
             raise error.at(position_of(node)) from None
         self.references.add(item.id)
         self.names[item.id] = item.name
+        if isinstance(node, exp.Table):
+            self.qualified[id(node)] = item.name
         return item
 
     def cte(self, name: str) -> CteBinding | None:

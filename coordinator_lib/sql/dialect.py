@@ -15,10 +15,17 @@ Added on top of `sqlglot.dialects.materialize.Materialize`:
 - `<query> AS OF [AT LEAST] expr` -> the query's `as_of` arg holds `AsOf`;
 - `DROP <kind> [IF EXISTS] name [, ...] [CASCADE | RESTRICT]` for Materialize's
   kinds (SOURCE, SINK, MATERIALIZED VIEW, INDEX lists, ...) -> `exp.Drop`;
-- `EXPLAIN [stage PLAN] [FOR] <statement | MATERIALIZED VIEW name | ...>` -> `Explain`.
+- `EXPLAIN [stage PLAN] [FOR] <statement | MATERIALIZED VIEW name | ...>` -> `Explain`,
+  `EXPLAIN TIMESTAMP [AS TEXT|JSON] FOR <select>` -> `ExplainTimestamp`;
+- `CREATE DATABASE [IF NOT EXISTS] d`, `CREATE SCHEMA [IF NOT EXISTS] [d.]s` ->
+  `exp.Create` (kind DATABASE / SCHEMA) around an `exp.Table` (`this` the
+  name, `db` the database of a schema);
+- `WITH (RETAIN HISTORY FOR ...)` on CREATE TABLE / INDEX / SOURCE -> `WithOptions`.
 
-Later statements (SUBSCRIBE, SHOW, ...) go the same way: a node class here, a
-branch in `Parser._parse_statement`, a TRANSFORMS entry in the generator.
+The session statements (SHOW, SET, BEGIN, SUBSCRIBE, DECLARE, FETCH, COPY,
+ALTER ...) and the clauses statements share live in `statements.py`, which
+`TidemarkParser` builds on. A new statement goes the same way: a node class,
+a branch in the parser, a TRANSFORMS entry for the generator.
 
 The parser also records positions sqlglot leaves out, so errors can point at
 them like PostgreSQL does: every operand gets the start of its first token
@@ -36,43 +43,38 @@ from sqlglot.dialects.materialize import Materialize
 from sqlglot.errors import ParseError as SqlglotParseError
 from sqlglot.errors import TokenError
 from sqlglot.generators.materialize import MaterializeGenerator
-from sqlglot.parsers.materialize import MaterializeParser
 from sqlglot.tokens import Token, TokenType
 
+from coordinator_lib.sql.cluster_syntax import TRANSFORMS as CLUSTER_TRANSFORMS
+from coordinator_lib.sql.cluster_syntax import parse_create_cluster
+from coordinator_lib.sql.continual_task_syntax import TRANSFORMS as CONTINUAL_TASK_TRANSFORMS
+from coordinator_lib.sql.continual_task_syntax import parse_create_continual_task
 from coordinator_lib.sql.errors import ParseError
+from coordinator_lib.sql.statements import (
+    TRANSFORMS as STATEMENT_TRANSFORMS,
+)
+from coordinator_lib.sql.statements import (
+    AsOf,
+    ExplainTimestamp,
+    InCluster,
+    MzOption,
+    StatementParser,
+    WithOptions,
+)
+from coordinator_lib.sql.webhook_syntax import TRANSFORMS as WEBHOOK_TRANSFORMS
+from coordinator_lib.sql.webhook_syntax import (
+    parse_alter_secret,
+    parse_create_secret,
+    parse_webhook_source,
+)
 
 # --- syntax tree nodes for what sqlglot does not have -------------------------
-
-
-class AsOf(exp.Expression):
-    """`AS OF [AT LEAST] <expr>` at the end of a query."""
-
-    arg_types: ClassVar[dict[str, bool]] = {"this": True, "at_least": False}
-
-
-class InCluster(exp.Property):
-    """`IN CLUSTER <name>` of CREATE MATERIALIZED VIEW / INDEX / SOURCE."""
-
-    arg_types: ClassVar[dict[str, bool]] = {"this": True}
 
 
 class DefaultIndex(exp.Property):
     """Marks `CREATE DEFAULT INDEX`."""
 
     arg_types: ClassVar[dict[str, bool]] = {}
-
-
-class MzOption(exp.Expression):
-    """One `NAME WORDS [=] [FOR] value` item of a Materialize option list; `this`
-    is the upper-cased name (e.g. "RETAIN HISTORY", "TICK INTERVAL")."""
-
-    arg_types: ClassVar[dict[str, bool]] = {"this": True, "value": False}
-
-
-class WithOptions(exp.Property):
-    """`WITH (option, ...)` of CREATE MATERIALIZED VIEW."""
-
-    arg_types: ClassVar[dict[str, bool]] = {"expressions": True}
 
 
 class CreateSource(exp.Expression):
@@ -86,6 +88,7 @@ class CreateSource(exp.Expression):
         "generator": True,
         "options": False,
         "for_all_tables": False,
+        "with_options": False,
     }
 
 
@@ -99,6 +102,7 @@ class Explain(exp.Expression):
 # Longest first, so MATERIALIZED VIEW wins over VIEW.
 _DROP_KINDS: tuple[tuple[str, ...], ...] = (
     ("MATERIALIZED", "VIEW"),
+    ("CONTINUAL", "TASK"),
     ("CLUSTER", "REPLICA"),
     ("TABLE",),
     ("VIEW",),
@@ -124,20 +128,6 @@ _EXPLAIN_STAGES: tuple[tuple[str, ...], ...] = (
 
 _EXPLAIN_OBJECTS: tuple[tuple[str, ...], ...] = (("MATERIALIZED", "VIEW"), ("VIEW",), ("INDEX",))
 
-# Statements a later issue adds; until then they parse as exp.Command (unsupported).
-_LATER_STATEMENTS = {"SUBSCRIBE"}
-
-# Tokens that end an option's name: what follows is its value or the next option.
-_OPTION_NAME_STOP = {
-    TokenType.COMMA,
-    TokenType.R_PAREN,
-    TokenType.EQ,
-    TokenType.STRING,
-    TokenType.NUMBER,
-    TokenType.FOR,
-    TokenType.DASH,
-}
-
 
 def _subtree_start(node: exp.Expr | None) -> int | None:
     """Smallest known start offset in a subtree (sqlglot puts positions on leaves)."""
@@ -151,8 +141,16 @@ def _subtree_start(node: exp.Expr | None) -> int | None:
     return best
 
 
-class TidemarkParser(MaterializeParser):
+class TidemarkParser(StatementParser):
     """Materialize's parser with the statements listed in the module docstring."""
+
+    def _parse_date_part(self) -> exp.Expr:
+        """date_part stays itself: sqlglot reads it as EXTRACT, whose result
+        type differs (numeric, not double precision)."""
+        part = self._parse_bitwise()
+        self._match(TokenType.COMMA)
+        value = self._parse_bitwise()
+        return self.expression(exp.Anonymous(this="date_part", expressions=[part, value]))
 
     # --- positions -----------------------------------------------------------
 
@@ -206,6 +204,29 @@ class TidemarkParser(MaterializeParser):
         if token is not None and len(self.errors) > count:
             self.errors[-1].errors[0]["start"] = token.start
 
+    def _parse(self, parse_method: Any, raw_tokens: list[Token], sql: str | None = None) -> Any:
+        """sqlglot's, but a semicolon inside parentheses does not end the
+        statement (the body of CREATE CONTINUAL TASK)."""
+        self.reset()
+        self.sql = sql or ""
+        total = len(raw_tokens)
+        chunks: list[list[Token]] = [[]]
+        depth = 0
+        for i, token in enumerate(raw_tokens):
+            if token.token_type == TokenType.L_PAREN:
+                depth += 1
+            elif token.token_type == TokenType.R_PAREN:
+                depth = max(depth - 1, 0)
+            if token.token_type == TokenType.SEMICOLON and depth == 0:
+                if token.comments:
+                    chunks.append([token])
+                if i < total - 1:
+                    chunks.append([])
+            else:
+                chunks[-1].append(token)
+        self._chunks = chunks
+        return self._parse_batch_statements(parse_method=parse_method, sep_first_statement=False)
+
     def _warn_unsupported(self) -> None:
         """Unsupported statements become exp.Command and the planner says so; no log noise."""
 
@@ -216,21 +237,13 @@ class TidemarkParser(MaterializeParser):
         if curr and curr.token_type == TokenType.VAR and curr.text.upper() == "EXPLAIN":
             self._advance()
             return self._parse_explain()
-        if curr and curr.token_type == TokenType.VAR and curr.text.upper() in _LATER_STATEMENTS:
-            self._advance()
-            return self._parse_as_command(curr)
+        session = self._parse_session_statement()
+        if session is not None:
+            return session
         statement = super()._parse_statement()
         if isinstance(statement, exp.Query) and self._match_text_seq("AS", "OF"):
             statement.set("as_of", self._parse_as_of())
         return statement
-
-    def _parse_as_of(self) -> AsOf:
-        start = self._prev
-        at_least = self._match_text_seq("AT", "LEAST")
-        value = self._parse_bitwise()
-        if value is None:
-            self.raise_error("Expecting a timestamp after AS OF")
-        return self.expression(AsOf(this=value, at_least=at_least), start)
 
     def _parse_table_alias(
         self, alias_tokens: Any = None
@@ -250,23 +263,39 @@ class TidemarkParser(MaterializeParser):
         if self._match_text_seq("MATERIALIZED", "VIEW"):
             return self._parse_create_materialized_view(bool(replace))
         if not replace:
+            if self._match_text_seq("CONTINUAL", "TASK"):
+                return parse_create_continual_task(self)
             if self._match_text_seq("DEFAULT", "INDEX"):
                 return self._parse_create_index(default=True)
             if self._match(TokenType.INDEX):
                 return self._parse_create_index(default=False)
             if self._match_text_seq("SOURCE"):
                 return self._parse_create_source()
+            if self._match_text_seq("SECRET"):
+                return parse_create_secret(self)
+            if self._match_text_seq("CLUSTER"):
+                return parse_create_cluster(self)
+            if self._match(TokenType.SCHEMA):
+                return self._parse_create_namespace("SCHEMA")
+            if self._match(TokenType.DATABASE):
+                return self._parse_create_namespace("DATABASE")
         self._retreat(index)
         return super()._parse_create()
 
-    def _parse_in_cluster(self) -> InCluster | None:
-        if not self._match_text_seq("IN", "CLUSTER"):
-            return None
-        start = self._prev
-        name = self._parse_id_var()
-        if name is None:
-            self.raise_error("Expecting a cluster name after IN CLUSTER")
-        return self.expression(InCluster(this=name), start)
+    def _parse_create_namespace(self, kind: str) -> exp.Create:
+        exists = self._parse_exists(not_=True)
+        name = self._parse_object_name(f"a {kind.lower()} name")
+        return self.expression(exp.Create(this=name, kind=kind, exists=exists))
+
+    def _parse_with_property(self) -> Any:
+        """`WITH (RETAIN HISTORY ...)` after CREATE TABLE's columns is Materialize's."""
+        if (
+            self._match(TokenType.L_PAREN, advance=False)
+            and self._next
+            and self._next.text.upper() == "RETAIN"
+        ):
+            return WithOptions(expressions=self._parse_mz_options())
+        return super()._parse_with_property()
 
     def _parse_create_materialized_view(self, replace: bool) -> exp.Create:
         exists = self._parse_exists(not_=True)
@@ -295,12 +324,10 @@ class TidemarkParser(MaterializeParser):
     def _parse_create_index(self, default: bool) -> exp.Create:
         exists = self._parse_exists(not_=True)
         name = None
-        if (
-            not default
-            and self._curr.token_type != TokenType.ON
-            and not self._match_text_seq("IN", "CLUSTER", advance=False)
+        if self._curr.token_type != TokenType.ON and not self._match_text_seq(
+            "IN", "CLUSTER", advance=False
         ):
-            name = self._parse_id_var()
+            name = self._parse_id_var()  # Tidemark also reads back a default index's name
         properties: list[exp.Expr] = [DefaultIndex()] if default else []
         cluster = self._parse_in_cluster()
         if cluster is not None:
@@ -308,11 +335,17 @@ class TidemarkParser(MaterializeParser):
         if not self._match(TokenType.ON):
             self.raise_error("Expecting ON")
         table = self._parse_table_parts(schema=True)
-        params = self._parse_index_params()
+        using = self._parse_var(any_token=True) if self._match(TokenType.USING) else None
+        columns = None
+        if self._match(TokenType.L_PAREN, advance=False):
+            columns = self._parse_wrapped_csv(self._parse_with_operator)
+        params = self.expression(exp.IndexParameters(using=using, columns=columns))
         if default and params.args.get("columns"):
             self.raise_error("CREATE DEFAULT INDEX takes no column list")
         if not default and not params.args.get("columns"):
             self.raise_error("Expecting ( and the index's key columns")
+        if self._match(TokenType.WITH):
+            properties.append(WithOptions(expressions=self._parse_mz_options()))
         index = self.expression(exp.Index(this=name, table=table, params=params))
         return self.expression(
             exp.Create(
@@ -323,10 +356,12 @@ class TidemarkParser(MaterializeParser):
             )
         )
 
-    def _parse_create_source(self) -> CreateSource:
+    def _parse_create_source(self) -> exp.Expr:
         exists = self._parse_exists(not_=True)
         name = self._parse_table_parts(schema=True)
         cluster = self._parse_in_cluster()
+        if self._match_text_seq("FROM", "WEBHOOK"):
+            return parse_webhook_source(self, name, exists, cluster)
         if not self._match_text_seq("FROM", "LOAD", "GENERATOR"):
             self.raise_error("Expecting FROM LOAD GENERATOR (the only source type supported)")
         generator_token = self._curr
@@ -335,6 +370,9 @@ class TidemarkParser(MaterializeParser):
             self.raise_error("Expecting a load generator name")
         options = self._parse_mz_options() if self._match(TokenType.L_PAREN, advance=False) else []
         for_all_tables = self._match_text_seq("FOR", "ALL", "TABLES")
+        with_options = None
+        if self._match(TokenType.WITH):
+            with_options = WithOptions(expressions=self._parse_mz_options())
         node = CreateSource(
             this=name,
             exists=exists,
@@ -342,31 +380,16 @@ class TidemarkParser(MaterializeParser):
             generator=generator.name if generator else "",
             options=options,
             for_all_tables=for_all_tables,
+            with_options=with_options,
         )
         if generator_token:
             node.meta["generator_start"] = generator_token.start
         return self.expression(node)
 
-    def _parse_mz_options(self) -> list[MzOption]:
-        self._match_l_paren()
-        options = self._parse_csv(self._parse_mz_option)
-        self._match_r_paren()
-        return options  # type: ignore[return-value]
-
-    def _parse_mz_option(self) -> MzOption | None:
-        first = self._curr
-        words: list[str] = []
-        while self._curr and self._curr.token_type not in _OPTION_NAME_STOP:
-            words.append(self._curr.text.upper())
-            self._advance()
-        if not words:
-            self.raise_error("Expecting an option name")
-        self._match(TokenType.EQ)
-        self._match(TokenType.FOR)
-        value = None
-        if self._curr and self._curr.token_type not in (TokenType.COMMA, TokenType.R_PAREN):
-            value = self._parse_bitwise()
-        return self.expression(MzOption(this=" ".join(words), value=value), first)
+    def _parse_alter(self) -> exp.Expr:
+        if self._match_text_seq("SECRET"):
+            return parse_alter_secret(self)
+        return super()._parse_alter()
 
     def _parse_drop(self, exists: bool = False, kind: str | None = None) -> exp.Expr:  # type: ignore[override]
         if kind is None:
@@ -392,8 +415,10 @@ class TidemarkParser(MaterializeParser):
             )
         )
 
-    def _parse_explain(self) -> Explain:
+    def _parse_explain(self) -> exp.Expr:
         start = self._prev
+        if self._match(TokenType.TIMESTAMP):
+            return self._parse_explain_timestamp(start)
         stage = None
         for words in _EXPLAIN_STAGES:
             if self._match_text_seq(*words):
@@ -415,12 +440,36 @@ class TidemarkParser(MaterializeParser):
             self.raise_error("Expecting a statement to explain")
         return self.expression(Explain(this=statement, stage=stage), start)
 
+    def _parse_explain_timestamp(self, start: Token) -> ExplainTimestamp:
+        fmt = "TEXT"
+        if self._match_text_seq("AS"):
+            if self._match_text_seq("JSON"):
+                fmt = "JSON"
+            elif not self._match_text_seq("TEXT"):
+                self.raise_error("Expecting TEXT or JSON")
+        if not self._match(TokenType.FOR):
+            self.raise_error("Expecting FOR")
+        statement = self._parse_inner_statement()
+        if statement is None:
+            self.raise_error("Expecting a SELECT to explain")
+        return self.expression(ExplainTimestamp(this=statement, format=fmt), start)
+
 
 class TidemarkGenerator(MaterializeGenerator):
-    """Prints the added nodes back in Materialize's syntax (round trips)."""
+    """Prints the added nodes back in Materialize's syntax (round trips).
+    Unlike sqlglot's Materialize, it keeps UNIQUE and PRIMARY KEY (Tidemark
+    tables have them, `sql/constraints.py`)."""
 
     TRANSFORMS: ClassVar[dict[type[exp.Expr], Any]] = {
-        **MaterializeGenerator.TRANSFORMS,
+        **{
+            k: v
+            for k, v in MaterializeGenerator.TRANSFORMS.items()
+            if k not in (exp.Create, exp.PrimaryKeyColumnConstraint)
+        },
+        **STATEMENT_TRANSFORMS,
+        **WEBHOOK_TRANSFORMS,
+        **CLUSTER_TRANSFORMS,
+        **CONTINUAL_TASK_TRANSFORMS,
         AsOf: lambda self, e: (
             f"AS OF {'AT LEAST ' if e.args.get('at_least') else ''}{self.sql(e, 'this')}"
         ),
@@ -444,6 +493,13 @@ class TidemarkGenerator(MaterializeGenerator):
         materialized = any(isinstance(p, exp.MaterializedProperty) for p in props)
         if kind == "INDEX" or (kind == "VIEW" and materialized):
             return self._mz_create_sql(expression, props)
+        with_options = [p for p in props if isinstance(p, WithOptions)]
+        if with_options:  # CREATE TABLE ... WITH (RETAIN HISTORY ...) goes last
+            bare = expression.copy()
+            props = bare.args["properties"].expressions
+            rest = [p for p in props if not isinstance(p, WithOptions)]
+            bare.set("properties", exp.Properties(expressions=rest) if rest else None)
+            return f"{super().create_sql(bare)} {self.sql(with_options[0])}"
         return super().create_sql(expression)
 
     def _mz_create_sql(self, expression: exp.Create, props: list[exp.Expr]) -> str:
@@ -462,7 +518,12 @@ class TidemarkGenerator(MaterializeGenerator):
             columns_sql = f" ({columns})" if columns else ""
             head = "CREATE DEFAULT INDEX" if default else "CREATE INDEX"
             table = self.sql(index, "table")
-            return f"{head}{exists}{name_sql}{cluster_sql} ON {table}{using_sql}{columns_sql}"
+            with_options = next((p for p in props if isinstance(p, WithOptions)), None)
+            with_sql = f" {self.sql(with_options)}" if with_options is not None else ""
+            return (
+                f"{head}{exists}{name_sql}{cluster_sql} ON {table}{using_sql}{columns_sql}"
+                f"{with_sql}"
+            )
         replace = " OR REPLACE" if expression.args.get("replace") else ""
         with_options = next((p for p in props if isinstance(p, WithOptions)), None)
         with_sql = f" {self.sql(with_options)}" if with_options is not None else ""
@@ -475,7 +536,7 @@ class TidemarkGenerator(MaterializeGenerator):
         value = e.args.get("value")
         if value is None:
             return name
-        joiner = " FOR " if name == "RETAIN HISTORY" else " "
+        joiner = {"RETAIN HISTORY": " FOR ", "REFRESH EVERY": " "}.get(name, " = ")
         return f"{name}{joiner}{self.sql(value)}"
 
     def _create_source_sql(self, e: CreateSource) -> str:
@@ -485,10 +546,12 @@ class TidemarkGenerator(MaterializeGenerator):
         options = self.expressions(e, key="options", flat=True)
         options_sql = f" ({options})" if options else ""
         tables = " FOR ALL TABLES" if e.args.get("for_all_tables") else ""
+        with_options = self.sql(e, "with_options")
+        with_sql = f" {with_options}" if with_options else ""
         generator = e.args["generator"]
         return (
             f"CREATE SOURCE{exists} {self.sql(e, 'this')}{cluster_sql} "
-            f"FROM LOAD GENERATOR {generator}{options_sql}{tables}"
+            f"FROM LOAD GENERATOR {generator}{options_sql}{tables}{with_sql}"
         )
 
     def _explain_sql(self, e: Explain) -> str:
@@ -503,10 +566,17 @@ class Tidemark(Materialize):
     """sqlglot dialect `tidemark`: Materialize plus the statements above."""
 
     class Tokenizer(Materialize.Tokenizer):
-        # EXPLAIN is a COMMAND keyword upstream (the rest of the statement becomes one
-        # string); as a plain word our parser can parse what follows it.
+        # EXPLAIN, DECLARE, RESET, SHOW and FETCH are COMMAND words upstream (the
+        # rest of the statement becomes one string); as plain words or keywords our
+        # parser can parse what follows them.
         KEYWORDS: ClassVar[dict[str, TokenType]] = {
-            k: v for k, v in Materialize.Tokenizer.KEYWORDS.items() if k != "EXPLAIN"
+            k: v
+            for k, v in Materialize.Tokenizer.KEYWORDS.items()
+            if k not in ("EXPLAIN", "DECLARE", "RESET")
+        }
+        COMMANDS: ClassVar[set[TokenType]] = Materialize.Tokenizer.COMMANDS - {
+            TokenType.SHOW,
+            TokenType.FETCH,
         }
 
     Parser = TidemarkParser
@@ -566,3 +636,35 @@ __all__ = [
     "WithOptions",
     "parse_sql",
 ]
+
+
+def split_statements(text: str) -> list[str]:
+    """The text of each statement in `text`, split at semicolons by the
+    dialect's tokenizer (so quotes, comments and dollar quotes are handled
+    as the parser handles them); empty and comment-only statements are
+    dropped. A text the tokenizer cannot read is one statement (running it
+    reports the error)."""
+    try:
+        tokens = Tidemark().tokenize(text)
+    except TokenError:
+        return [text.strip()] if text.strip() else []
+    statements: list[str] = []
+    first: Token | None = None
+    last: Token | None = None
+    depth = 0  # a semicolon inside parentheses (a continual task's body) splits nothing
+    for token in tokens:
+        if token.token_type == TokenType.L_PAREN:
+            depth += 1
+        elif token.token_type == TokenType.R_PAREN:
+            depth = max(depth - 1, 0)
+        if token.token_type == TokenType.SEMICOLON and depth == 0:
+            if first is not None and last is not None:
+                statements.append(text[first.start : last.end + 1])
+            first = last = None
+            continue
+        if first is None:
+            first = token
+        last = token
+    if first is not None and last is not None:
+        statements.append(text[first.start : last.end + 1])
+    return statements

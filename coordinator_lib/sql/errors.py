@@ -9,6 +9,18 @@ into the statement text (PostgreSQL's error position). `str(error)` appends
 from __future__ import annotations
 
 
+def error_text(message: str, position: int | None, detail: str | None, hint: str | None) -> str:
+    """An error as one log-friendly text: message, position, DETAIL, HINT."""
+    text = message
+    if position is not None:
+        text += f" (at or near position {position})"
+    if detail:
+        text += f"\nDETAIL: {detail}"
+    if hint:
+        text += f"\nHINT: {hint}"
+    return text
+
+
 class SqlError(Exception):
     """Base of every error a statement can fail with while being parsed or planned."""
 
@@ -36,14 +48,7 @@ class SqlError(Exception):
         return self
 
     def __str__(self) -> str:
-        text = self.message
-        if self.position is not None:
-            text += f" (at or near position {self.position})"
-        if self.detail:
-            text += f"\nDETAIL: {self.detail}"
-        if self.hint:
-            text += f"\nHINT: {self.hint}"
-        return text
+        return error_text(self.message, self.position, self.detail, self.hint)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r}, position={self.position!r})"
@@ -59,6 +64,25 @@ class UnknownObject(SqlError):
     """A catalog item or FROM-clause entry that does not exist (undefined_table)."""
 
     code = "42P01"
+
+
+class UnknownSchema(UnknownObject):
+    """A schema that does not exist (invalid_schema_name). An UnknownObject too,
+    so `IF EXISTS` and callers that catch unknown names treat it alike."""
+
+    code = "3F000"
+
+
+class UnknownDatabase(UnknownObject):
+    """A database that does not exist (invalid_catalog_name)."""
+
+    code = "3D000"
+
+
+class UndefinedParameter(SqlError):
+    """A `$n` with no value bound to it (undefined_parameter)."""
+
+    code = "42P02"
 
 
 class UnknownColumn(SqlError):
@@ -118,6 +142,18 @@ class DuplicateObject(SqlError):
     """CREATE of a name that is taken (duplicate_table)."""
 
     code = "42P07"
+
+
+class DuplicateSchema(DuplicateObject):
+    """CREATE SCHEMA of a schema that exists (duplicate_schema)."""
+
+    code = "42P06"
+
+
+class DuplicateDatabase(DuplicateObject):
+    """CREATE DATABASE of a database that exists (duplicate_database)."""
+
+    code = "42P04"
 
 
 class DuplicateColumn(SqlError):
@@ -183,6 +219,18 @@ class NotNullViolation(SqlError):
     code = "23502"
 
 
+class InvalidTableDefinition(SqlError):
+    """A CREATE TABLE whose constraints contradict themselves (two primary keys)."""
+
+    code = "42P16"
+
+
+class DuplicateConstraint(SqlError):
+    """Two constraints of one table with the same name."""
+
+    code = "42710"
+
+
 class ReservedName(SqlError):
     """A column name persist reserves for itself (`__time`, `__diff`)."""
 
@@ -196,11 +244,15 @@ __all__ = [
     "DependentObjects",
     "DuplicateAlias",
     "DuplicateColumn",
+    "DuplicateConstraint",
+    "DuplicateDatabase",
     "DuplicateObject",
+    "DuplicateSchema",
     "GroupingError",
     "InvalidColumnReference",
     "InvalidDatetimeFormat",
     "InvalidParameter",
+    "InvalidTableDefinition",
     "InvalidTextRepresentation",
     "NotNullViolation",
     "NumericValueOutOfRange",
@@ -210,8 +262,11 @@ __all__ = [
     "TypeMismatch",
     "UndefinedFunction",
     "UndefinedOperator",
+    "UndefinedParameter",
     "UnknownColumn",
+    "UnknownDatabase",
     "UnknownObject",
+    "UnknownSchema",
     "UnsupportedFeature",
     "WrongObjectType",
 ]

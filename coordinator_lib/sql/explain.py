@@ -31,7 +31,9 @@ from coordinator_lib.expr.relation import (
     Reduce,
     RelationExpr,
     Threshold,
+    TopK,
     Union,
+    Window,
 )
 from coordinator_lib.expr.scalar import (
     BinaryFunc,
@@ -42,6 +44,7 @@ from coordinator_lib.expr.scalar import (
     Column,
     If,
     Literal,
+    RaiseError,
     ScalarExpr,
     UnaryFunc,
     VariadicFunc,
@@ -117,6 +120,8 @@ def format_scalar(expr: ScalarExpr) -> str:
         )
     if isinstance(expr, Cast):
         return f"{format_scalar(expr.expr)}::{expr.to.value}"
+    if isinstance(expr, RaiseError):
+        return f"error({format_literal(expr.message)})"
     return repr(expr)
 
 
@@ -168,6 +173,25 @@ def describe(node: RelationExpr, names: Mapping[GlobalId, str] | None = None) ->
         return "Negate"
     if isinstance(node, Threshold):
         return "Threshold"
+    if isinstance(node, TopK):
+        parts = ["TopK"]
+        if node.group_key:
+            parts.append(f"group_by=[{_columns(node.group_key)}]")
+        if node.order_key:
+            parts.append(f"order_by=[{', '.join(repr(k) for k in node.order_key)}]")
+        if node.limit is not None:
+            parts.append(f"limit={node.limit}")
+        if node.offset:
+            parts.append(f"offset={node.offset}")
+        return " ".join(parts)
+    if isinstance(node, Window):
+        parts = ["Window"]
+        if node.partition_key:
+            parts.append(f"partition_by=[{_columns(node.partition_key)}]")
+        if node.order_key:
+            parts.append(f"order_by=[{', '.join(repr(k) for k in node.order_key)}]")
+        parts.append(f"functions=[{', '.join(repr(f) for f in node.functions)}]")
+        return " ".join(parts)
     return type(node).__name__
 
 

@@ -6,7 +6,13 @@ for `;`-separated text.
 `plan_statements` plans every statement against the catalog as it is; when a
 statement needs objects an earlier one creates (`CREATE TABLE t ...; INSERT
 INTO t ...`), the adapter parses with `parse_statements` and plans and
-executes one at a time with `plan_parsed`.
+executes one at a time with `plan_parsed` (binding `$n` parameters first with
+`params.bind_parameters`; an unbound one is refused).
+
+Queries, CREATE, DROP, INSERT/UPDATE/DELETE and EXPLAIN are planned here; the
+catalog statements (ALTER, SHOW objects, schemas) in `plan_catalog.py` and the
+session ones (SET/SHOW variables, transactions, SUBSCRIBE, cursors, COPY) in
+`plan_session.py`, which build on this module's helpers.
 """
 
 from __future__ import annotations
@@ -18,13 +24,21 @@ from typing import Any
 
 from sqlglot import exp
 
-from coordinator_lib.expr.relation import Constant, Filter, Get, Map, Project, RelationExpr
+from coordinator_lib.expr.relation import Constant, Get, Map, Project, RelationExpr
 from coordinator_lib.expr.scalar import Literal, ScalarExpr
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import ColumnType, RelationDesc, ScalarType
 from coordinator_lib.sql.catalog import CatalogItem, ItemKind, QualifiedName, SqlCatalog
 from coordinator_lib.sql.coercion import parse_interval_ms, scalar_type_of
+from coordinator_lib.sql.constraints import (
+    is_key_constraint,
+    is_table_constraint,
+    not_null_columns,
+    plan_unique_constraints,
+    relation_keys,
+)
 from coordinator_lib.sql.context import PlanContext
+from coordinator_lib.sql.create_sql import render_create_sql
 from coordinator_lib.sql.dialect import (
     CreateSource,
     DefaultIndex,
@@ -42,13 +56,17 @@ from coordinator_lib.sql.errors import (
     NotNullViolation,
     ParseError,
     SqlError,
+    UndefinedParameter,
     UnknownColumn,
+    UnknownDatabase,
     UnknownObject,
+    UnknownSchema,
     UnsupportedFeature,
     WrongObjectType,
 )
 from coordinator_lib.sql.plans import (
     AsOfTime,
+    CommitTransactionPlan,
     CreateIndexPlan,
     CreateSourcePlan,
     CreateTablePlan,
@@ -61,7 +79,7 @@ from coordinator_lib.sql.plans import (
     SelectPlan,
     UpdatePlan,
 )
-from coordinator_lib.sql.positions import position_of
+from coordinator_lib.sql.positions import parameter_start, position_of
 from coordinator_lib.sql.query import (
     BoundQuery,
     check_column_name,
@@ -72,11 +90,12 @@ from coordinator_lib.sql.query import (
 )
 from coordinator_lib.sql.scalar import ScalarBinder, Typed, conjuncts, null_of
 from coordinator_lib.sql.scope import Scope, ScopeItem, ident_name, table_parts
+from coordinator_lib.sql.subquery import lower_filter, lower_subqueries
 from coordinator_lib.storage.load_generator import make_generator
 
 S = ScalarType
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_QUERY_TYPES = (exp.Select, exp.Union, exp.Except, exp.Intersect, exp.Subquery, exp.Values)
+QUERY_TYPES = (exp.Select, exp.Union, exp.Except, exp.Intersect, exp.Subquery, exp.Values)
 
 
 def parse_statements(text: str) -> list[exp.Expr]:
@@ -98,14 +117,47 @@ def plan_statement(text: str, catalog: SqlCatalog) -> Plan:
 
 
 def plan_parsed(statement: exp.Expr, catalog: SqlCatalog, text: str = "") -> Plan:
-    """Plan one parsed statement (from `parse_statements`)."""
+    """Plan one parsed statement (from `parse_statements`; with `$n`
+    parameters, after `params.bind_parameters`)."""
+    check_no_parameters(statement)
     ctx = PlanContext(catalog, text)
-    return _plan(statement, ctx)
+    return plan_in_context(statement, ctx)
 
 
-def _plan(statement: exp.Expr, ctx: PlanContext) -> Plan:
-    if isinstance(statement, _QUERY_TYPES):
+def check_no_parameters(statement: exp.Expr) -> None:
+    """Refuse a `$n` that has no value (PostgreSQL's undefined_parameter)."""
+    unbound = list(statement.find_all(exp.Parameter))
+    if unbound:
+        first = min(unbound, key=lambda p: parameter_start(p) or 0)
+        start = parameter_start(first)
+        raise UndefinedParameter(
+            f"there is no parameter ${first.name}", start + 1 if start is not None else None
+        )
+
+
+def plan_in_context(statement: exp.Expr, ctx: PlanContext) -> Plan:
+    # The session and catalog statements build on this module's helpers.
+    from coordinator_lib.sql import (
+        plan_catalog,
+        plan_cluster,
+        plan_continual_task,
+        plan_session,
+        plan_webhook,
+    )
+
+    if isinstance(statement, QUERY_TYPES):
         return plan_select_statement(statement, ctx)
+    planner = (
+        plan_session.PLANNERS.get(type(statement))
+        or plan_catalog.PLANNERS.get(type(statement))
+        or plan_webhook.PLANNERS.get(type(statement))
+        or plan_cluster.PLANNERS.get(type(statement))
+        or plan_continual_task.PLANNERS.get(type(statement))
+    )
+    if planner is not None:
+        return planner(statement, ctx)
+    if isinstance(statement, exp.EndStatement):  # `END` after other statements
+        return CommitTransactionPlan()
     if isinstance(statement, exp.Create):
         kind = (statement.args.get("kind") or "").upper()
         if kind == "TABLE":
@@ -114,6 +166,8 @@ def _plan(statement: exp.Expr, ctx: PlanContext) -> Plan:
             return plan_create_view(statement, ctx)
         if kind == "INDEX":
             return plan_create_index(statement, ctx)
+        if kind in ("SCHEMA", "DATABASE"):
+            return plan_catalog.plan_create_namespace(statement, ctx)
         raise UnsupportedFeature(f"CREATE {kind} is not supported", position_of(statement))
     if isinstance(statement, CreateSource):
         return plan_create_source(statement, ctx)
@@ -124,7 +178,17 @@ def _plan(statement: exp.Expr, ctx: PlanContext) -> Plan:
     if isinstance(statement, exp.Delete):
         return plan_delete(statement, ctx)
     if isinstance(statement, exp.Drop):
+        if str(statement.args.get("kind") or "").upper() in ("SCHEMA", "DATABASE"):
+            return plan_catalog.plan_drop_namespace(statement, ctx)
+        if str(statement.args.get("kind") or "").upper() == "CLUSTER":
+            return plan_cluster.plan_drop_cluster(statement, ctx)
         return plan_drop(statement, ctx)
+    if isinstance(statement, exp.Alter):
+        raise UnsupportedFeature(
+            "this ALTER is not supported (only ALTER ... RENAME TO and "
+            "ALTER ... SET/RESET (RETAIN HISTORY))",
+            position_of(statement) or 1,
+        )
     if isinstance(statement, Explain):
         return plan_explain(statement, ctx)
     if isinstance(statement, exp.Command):
@@ -137,8 +201,17 @@ def _plan(statement: exp.Expr, ctx: PlanContext) -> Plan:
     raise UnsupportedFeature(f"{kind} statements are not supported", 1)
 
 
-def _create_sql(statement: exp.Expr) -> str:
-    return statement.sql(dialect=Tidemark)
+def _create_sql(
+    statement: exp.Expr,
+    ctx: PlanContext,
+    own: exp.Expr | None,
+    name: QualifiedName,
+    *,
+    index_name: str | None = None,
+) -> str:
+    """The stored form: every name fully qualified (see `create_sql.py`)."""
+    owned = (own, name) if own is not None else None
+    return render_create_sql(statement, ctx.qualified, owned, index_name=index_name)
 
 
 # --- SELECT ----------------------------------------------------------------------
@@ -147,24 +220,29 @@ def _create_sql(statement: exp.Expr) -> str:
 def plan_select_statement(statement: exp.Expr, ctx: PlanContext) -> SelectPlan:
     bound = plan_query(statement, ctx)
     as_of_node = statement.args.get("as_of")
-    as_of = _plan_as_of(as_of_node) if as_of_node is not None else None
+    as_of = plan_as_of(as_of_node) if as_of_node is not None else None
     return SelectPlan(bound.expr, bound.finishing, as_of, tuple(bound.names))
 
 
-def _plan_as_of(node: exp.Expr) -> AsOfTime:
+def plan_as_of(node: exp.Expr) -> AsOfTime:
     """AS OF takes a constant: milliseconds since the epoch, or a timestamp."""
-    value = ScalarBinder(Scope(), "AS OF").bind(node.this)
-    position = position_of(node.this)
+    return AsOfTime(plan_time(node.this, "AS OF"), bool(node.args.get("at_least")))
+
+
+def plan_time(node: exp.Expr, what: str) -> int:
+    """A constant time (AS OF, UP TO): milliseconds since the epoch, or a timestamp."""
+    value = ScalarBinder(Scope(), what).bind(node)
+    position = position_of(node)
     if value.unknown:
-        value = ScalarBinder(Scope(), "AS OF").resolve_unknown(value, S.TIMESTAMPTZ, node.this)
+        value = ScalarBinder(Scope(), what).resolve_unknown(value, S.TIMESTAMPTZ, node)
     if not isinstance(value.expr, Literal) or value.expr.value is None:
-        raise UnsupportedFeature("AS OF needs a constant timestamp", position)
+        raise UnsupportedFeature(f"{what} needs a constant timestamp", position)
     raw = value.expr.value
     if isinstance(raw, bool):
-        raise InvalidParameter("AS OF needs a timestamp, got a boolean", position)
+        raise InvalidParameter(f"{what} needs a timestamp, got a boolean", position)
     if isinstance(raw, int | decimal.Decimal):
         if raw != int(raw):
-            raise InvalidParameter(f"AS OF {raw} is not a whole number of milliseconds", position)
+            raise InvalidParameter(f"{what} {raw} is not a whole number of milliseconds", position)
         millis = int(raw)
     elif isinstance(raw, dt.datetime):
         aware = raw if raw.tzinfo is not None else raw.replace(tzinfo=dt.UTC)
@@ -174,23 +252,46 @@ def _plan_as_of(node: exp.Expr) -> AsOfTime:
             dt.timedelta(milliseconds=1)
         )
     else:
-        raise InvalidParameter(f"AS OF needs a timestamp, got {value.scalar.value}", position)
+        raise InvalidParameter(f"{what} needs a timestamp, got {value.scalar.value}", position)
     if millis < 0:
-        raise InvalidParameter("AS OF must not be negative", position)
-    return AsOfTime(millis, bool(node.args.get("at_least")))
+        raise InvalidParameter(f"{what} must not be negative", position)
+    return millis
 
 
 # --- CREATE ----------------------------------------------------------------------
 
 
 def _qualify(ctx: PlanContext, table: exp.Table) -> QualifiedName:
+    parts = table_parts(table)
+    if 2 <= len(parts) <= 3:
+        check_schema(ctx, parts[:-1], table)
     try:
-        return ctx.catalog.qualify(table_parts(table))
+        return ctx.catalog.qualify(parts)
     except SqlError as error:
         raise error.at(position_of(table)) from None
 
 
-def _existing(ctx: PlanContext, name: QualifiedName) -> CatalogItem | None:
+def check_schema(ctx: PlanContext, parts: tuple[str, ...], node: exp.Expr) -> tuple[str, str]:
+    """(database, schema) of a 1-2 part schema name, which must exist."""
+    if not 1 <= len(parts) <= 2:
+        raise ParseError(
+            f"improper schema name (too many dotted names): {'.'.join(parts)}",
+            position_of(node),
+        )
+    database = parts[0] if len(parts) == 2 else ctx.catalog.database
+    check_database(ctx, database, node)
+    if not ctx.catalog.schema_exists(database, parts[-1]):
+        raise UnknownSchema(f"unknown schema '{parts[-1]}'", position_of(node))
+    return database, parts[-1]
+
+
+def check_database(ctx: PlanContext, database: str, node: exp.Expr) -> str:
+    if not ctx.catalog.database_exists(database):
+        raise UnknownDatabase(f"unknown database '{database}'", position_of(node))
+    return database
+
+
+def existing_item(ctx: PlanContext, name: QualifiedName) -> CatalogItem | None:
     try:
         return ctx.catalog.resolve(name.parts)
     except UnknownObject:
@@ -206,7 +307,7 @@ def _check_new(
     replace: bool = False,
 ) -> CatalogItem | None:
     """The item already named `name`, if IF NOT EXISTS / OR REPLACE allow one."""
-    existing = _existing(ctx, name)
+    existing = existing_item(ctx, name)
     if existing is not None and not (if_not_exists or replace):
         raise DuplicateObject(f"catalog item '{name}' already exists", position_of(node))
     return existing
@@ -233,13 +334,15 @@ def plan_create_table(statement: exp.Create, ctx: PlanContext) -> CreateTablePla
         )
     if statement.args.get("replace"):
         raise UnsupportedFeature("CREATE OR REPLACE TABLE is not supported", position_of(statement))
-    _properties(statement, ())
+    retain_ms = _retain_history(_properties(statement, (WithOptions,)), "table")
     name = _qualify(ctx, schema.this)
     if_not_exists = bool(statement.args.get("exists"))
     _check_new(ctx, name, schema.this, if_not_exists=if_not_exists)
     names: list[str] = []
     types: list[ColumnType] = []
     for column in schema.expressions:
+        if is_table_constraint(column):
+            continue  # UNIQUE / PRIMARY KEY: sql/constraints.py, below
         if not isinstance(column, exp.ColumnDef):
             raise UnsupportedFeature(
                 "table constraints are not supported (Materialize tables have none)",
@@ -262,16 +365,25 @@ def plan_create_table(statement: exp.Create, ctx: PlanContext) -> CreateTablePla
             inner = constraint.args.get("kind")
             if isinstance(inner, exp.NotNullColumnConstraint):
                 nullable = bool(inner.args.get("allow_null"))
-            else:
+            elif not is_key_constraint(constraint):
                 raise UnsupportedFeature(
                     f"column constraint {constraint.sql(dialect=Tidemark)} is not supported",
                     position_of(constraint) or position_of(column),
                 )
         names.append(column_name)
         types.append(ColumnType(scalar, nullable))
-    desc = RelationDesc(tuple(names), tuple(types))
+    unique = plan_unique_constraints(schema, name.item, names)
+    primary = not_null_columns(unique)
+    types = [ColumnType(t.scalar_type, False) if i in primary else t for i, t in enumerate(types)]
+    keys = relation_keys(unique, [t.nullable for t in types])
+    desc = RelationDesc(tuple(names), tuple(types), keys)
     return CreateTablePlan(
-        name, desc, if_not_exists=if_not_exists, create_sql=_create_sql(statement)
+        name,
+        desc,
+        if_not_exists=if_not_exists,
+        create_sql=_create_sql(statement, ctx, schema.this, name),
+        retain_history_ms=retain_ms,
+        unique=unique,
     )
 
 
@@ -280,16 +392,8 @@ def plan_create_view(statement: exp.Create, ctx: PlanContext) -> CreateViewPlan:
     materialized = any(isinstance(p, exp.MaterializedProperty) for p in props)
     cluster_prop = next((p for p in props if isinstance(p, InCluster)), None)
     cluster = ident_name(cluster_prop.this) if cluster_prop is not None else None
-    retain_ms = None
-    for prop in props:
-        if isinstance(prop, WithOptions):
-            for option in prop.expressions:
-                if option.name != "RETAIN HISTORY":
-                    raise UnsupportedFeature(
-                        f"materialized view option {option.name} is not supported",
-                        position_of(option),
-                    )
-                retain_ms = _interval_option(option)
+    retain_ms = _retain_history(props, "materialized view", _REFRESH_OPTIONS)
+    refresh_every_ms = _refresh_every(props)
     target = statement.this
     renames: list[str] = []
     table = target
@@ -344,11 +448,52 @@ def plan_create_view(statement: exp.Create, ctx: PlanContext) -> CreateViewPlan:
         if_not_exists=if_not_exists,
         replace=replaces,
         depends_on=frozenset(ctx.references),
-        create_sql=_create_sql(statement),
+        create_sql=_create_sql(statement, ctx, table, name),
+        refresh_every_ms=refresh_every_ms if materialized else None,
     )
 
 
-def _interval_option(option: MzOption) -> int:
+_REFRESH_OPTIONS = frozenset({"REFRESH EVERY", "REFRESH ON COMMIT"})
+
+
+def _refresh_every(props: list[exp.Expr]) -> int | None:
+    """A materialized view's WITH (REFRESH EVERY '<interval>'), in ms
+    (None: REFRESH ON COMMIT, Materialize's default)."""
+    every = None
+    for prop in props:
+        if isinstance(prop, WithOptions):
+            for option in prop.expressions:
+                if option.name == "REFRESH EVERY":
+                    every = interval_option(option)
+                    if every <= 0:
+                        raise InvalidParameter(
+                            "REFRESH EVERY needs a positive interval", position_of(option)
+                        )
+                elif option.name == "REFRESH ON COMMIT":
+                    every = None
+    return every
+
+
+def _retain_history(
+    props: list[exp.Expr], what: str, also: frozenset[str] = frozenset()
+) -> int | None:
+    """The RETAIN HISTORY of a WITH (...) option list, in milliseconds
+    (options named in `also` are read elsewhere)."""
+    retain_ms = None
+    for prop in props:
+        if isinstance(prop, WithOptions):
+            for option in prop.expressions:
+                if option.name in also:
+                    continue
+                if option.name != "RETAIN HISTORY":
+                    raise UnsupportedFeature(
+                        f"{what} option {option.name} is not supported", position_of(option)
+                    )
+                retain_ms = interval_option(option)
+    return retain_ms
+
+
+def interval_option(option: MzOption) -> int:
     value = option.args.get("value")
     if not (isinstance(value, exp.Literal) and value.is_string):
         raise InvalidParameter(
@@ -361,7 +506,8 @@ def _interval_option(option: MzOption) -> int:
 
 
 def plan_create_index(statement: exp.Create, ctx: PlanContext) -> CreateIndexPlan:
-    props = _properties(statement, (DefaultIndex, InCluster))
+    props = _properties(statement, (DefaultIndex, InCluster, WithOptions))
+    retain_ms = _retain_history(props, "index")
     if statement.args.get("unique"):
         raise UnsupportedFeature("UNIQUE indexes are not supported", position_of(statement))
     default = any(isinstance(p, DefaultIndex) for p in props)
@@ -406,7 +552,7 @@ def plan_create_index(statement: exp.Create, ctx: PlanContext) -> CreateIndexPla
         )
         name = QualifiedName(on.name.database, on.name.schema, base)
         suffix = 0
-        while _existing(ctx, name) is not None:  # Materialize appends a number
+        while existing_item(ctx, name) is not None:  # Materialize appends a number
             suffix += 1
             name = QualifiedName(on.name.database, on.name.schema, f"{base}{suffix}")
     return CreateIndexPlan(
@@ -416,7 +562,8 @@ def plan_create_index(statement: exp.Create, ctx: PlanContext) -> CreateIndexPla
         cluster=cluster,
         if_not_exists=if_not_exists,
         default=default,
-        create_sql=_create_sql(statement),
+        create_sql=_create_sql(statement, ctx, None, name, index_name=name.item),
+        retain_history_ms=retain_ms,
     )
 
 
@@ -448,7 +595,7 @@ def plan_create_source(statement: CreateSource, ctx: PlanContext) -> CreateSourc
     options: dict[str, object] = {}
     for option in statement.args.get("options") or []:
         if option.name == "TICK INTERVAL":
-            tick_ms = _interval_option(option)
+            tick_ms = interval_option(option)
             if tick_ms <= 0:
                 raise InvalidParameter("TICK INTERVAL must be positive", position_of(option))
             continue
@@ -492,7 +639,11 @@ def plan_create_source(statement: CreateSource, ctx: PlanContext) -> CreateSourc
         tick_interval_ms=tick_ms,
         cluster=cluster,
         if_not_exists=if_not_exists,
-        create_sql=_create_sql(statement),
+        create_sql=_create_sql(statement, ctx, table, name),
+        retain_history_ms=_retain_history(
+            [statement.args["with_options"]] if statement.args.get("with_options") else [],
+            "source",
+        ),
     )
 
 
@@ -523,6 +674,8 @@ def plan_insert(statement: exp.Insert, ctx: PlanContext) -> InsertPlan:
     for unsupported, what in (("conflict", "ON CONFLICT"), ("returning", "RETURNING")):
         if statement.args.get(unsupported):
             raise UnsupportedFeature(f"INSERT ... {what} is not supported", position_of(statement))
+    if statement.args.get("alternative"):  # SQLite's INSERT OR REPLACE / IGNORE
+        raise ParseError('syntax error at or near "OR"', position_of(statement))
     target = statement.this
     listed: list[exp.Expr] = []
     if isinstance(target, exp.Schema):
@@ -661,10 +814,12 @@ def _table_order(
     return Project(rel, outputs, desc.names)
 
 
-def _table_scope(item: CatalogItem, table: exp.Table) -> tuple[Scope, RelationExpr]:
+def _table_scope(
+    item: CatalogItem, table: exp.Table, ctx: PlanContext
+) -> tuple[Scope, RelationExpr]:
     alias_node = table.args.get("alias")
     alias = ident_name(alias_node.this) if alias_node is not None and alias_node.this else None
-    scope = Scope()
+    scope = Scope(context=ctx)
     scope.add(
         ScopeItem(
             alias or item.name.item,
@@ -681,7 +836,7 @@ def _filtered(statement: exp.Expr, scope: Scope, rel: RelationExpr, verb: str) -
     if where is None:
         return rel
     condition = ScalarBinder(scope, verb).bind_boolean(where.this, "WHERE")
-    return Filter(rel, tuple(conjuncts(condition.expr)))
+    return lower_filter(rel, conjuncts(condition.expr))
 
 
 def plan_delete(statement: exp.Delete, ctx: PlanContext) -> DeletePlan:
@@ -689,7 +844,7 @@ def plan_delete(statement: exp.Delete, ctx: PlanContext) -> DeletePlan:
         if statement.args.get(unsupported):
             raise UnsupportedFeature(f"DELETE ... {what} is not supported", position_of(statement))
     item = _writable_table(ctx, statement.this, "delete from")
-    scope, rel = _table_scope(item, statement.this)
+    scope, rel = _table_scope(item, statement.this, ctx)
     return DeletePlan(item.id, _filtered(statement, scope, rel, "DELETE"), item.name)
 
 
@@ -703,7 +858,7 @@ def plan_update(statement: exp.Update, ctx: PlanContext) -> UpdatePlan:
         if statement.args.get(unsupported):
             raise UnsupportedFeature(f"UPDATE ... {what} is not supported", position_of(statement))
     item = _writable_table(ctx, statement.this, "update")
-    scope, rel = _table_scope(item, statement.this)
+    scope, rel = _table_scope(item, statement.this, ctx)
     retract = _filtered(statement, scope, rel, "UPDATE")
     binder = ScalarBinder(scope, "UPDATE")
     desc = item.desc
@@ -742,20 +897,26 @@ def plan_update(statement: exp.Update, ctx: PlanContext) -> UpdatePlan:
             )
         assigned[index] = value.expr
     order = list(assigned)
-    mapped = Map(retract, tuple(assigned[c] for c in order))
-    outputs = tuple(desc.arity + order.index(c) if c in assigned else c for c in range(desc.arity))
+    # Subqueries in the new values become columns after the table's (sql/subquery.py).
+    source, values = lower_subqueries(retract, [assigned[c] for c in order])
+    mapped = Map(source, tuple(values))
+    width = source.desc.arity
+    outputs = tuple(width + order.index(c) if c in assigned else c for c in range(desc.arity))
     insert = Project(mapped, outputs, desc.names)
     return UpdatePlan(item.id, retract, insert, item.name)
 
 
 # --- DROP ------------------------------------------------------------------------
 
-_DROP_KINDS = {
+# How statements spell item kinds (DROP, ALTER, SHOW CREATE).
+ITEM_KINDS = {
     "TABLE": ItemKind.TABLE,
     "VIEW": ItemKind.VIEW,
     "MATERIALIZED VIEW": ItemKind.MATERIALIZED_VIEW,
     "INDEX": ItemKind.INDEX,
     "SOURCE": ItemKind.SOURCE,
+    "SECRET": ItemKind.SECRET,
+    "CONTINUAL TASK": ItemKind.CONTINUAL_TASK,
 }
 
 
@@ -763,7 +924,7 @@ def plan_drop(statement: exp.Drop, ctx: PlanContext) -> DropPlan:
     kind_text = str(statement.args.get("kind") or "").upper()
     if statement.args.get("materialized"):
         kind_text = f"MATERIALIZED {kind_text}"
-    kind = _DROP_KINDS.get(kind_text)
+    kind = ITEM_KINDS.get(kind_text)
     if kind is None:
         raise UnsupportedFeature(f"DROP {kind_text} is not supported", position_of(statement))
     if_exists = bool(statement.args.get("exists"))
@@ -828,7 +989,7 @@ def plan_explain(statement: Explain, ctx: PlanContext) -> ExplainPlan:
             expr = _expr_of(item)
         _record_gets(ctx, expr)
         return ExplainPlan(None, expr, item.id, stage, ctx.readable_names())
-    plan = _plan(target, ctx)
+    plan = plan_in_context(target, ctx)
     if isinstance(plan, SelectPlan | CreateViewPlan):
         expr = plan.expr
     elif isinstance(plan, CreateIndexPlan):

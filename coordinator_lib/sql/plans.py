@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from coordinator_lib.expr.relation import RelationExpr
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import RelationDesc
 from coordinator_lib.sql.catalog import ItemKind, QualifiedName
+from coordinator_lib.sql.constraints import UniqueConstraint
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ class CreateTablePlan(Plan):
     desc: RelationDesc
     if_not_exists: bool = False
     create_sql: str = ""
+    retain_history_ms: int | None = None  # WITH (RETAIN HISTORY FOR ...)
+    unique: tuple[UniqueConstraint, ...] = ()  # PRIMARY KEY first (sql/constraints.py)
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,9 @@ class CreateViewPlan(Plan):
     replace: GlobalId | None = None
     depends_on: frozenset[GlobalId] = field(default_factory=frozenset)
     create_sql: str = ""
+    # WITH (REFRESH EVERY '<interval>'): refreshed on that period (Dagster's
+    # schedule); None is REFRESH ON COMMIT, the default.
+    refresh_every_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,7 @@ class CreateIndexPlan(Plan):
     if_not_exists: bool = False
     default: bool = False
     create_sql: str = ""
+    retain_history_ms: int | None = None  # WITH (RETAIN HISTORY FOR ...)
 
 
 @dataclass(frozen=True)
@@ -115,6 +123,7 @@ class CreateSourcePlan(Plan):
     cluster: str | None = None
     if_not_exists: bool = False
     create_sql: str = ""
+    retain_history_ms: int | None = None  # WITH (RETAIN HISTORY FOR ...)
 
 
 @dataclass(frozen=True)
@@ -194,19 +203,247 @@ class ExplainPlan(Plan):
     names: Mapping[GlobalId, str] = field(default_factory=dict)
 
 
+# --- statements added for the coordinator (issue 4) -------------------------------
+
+
+@dataclass(frozen=True)
+class CreateDatabasePlan(Plan):
+    name: str
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class CreateSchemaPlan(Plan):
+    """CREATE SCHEMA [db.]name: `database` is the session's when not written."""
+
+    database: str
+    name: str
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class DropSchemaPlan(Plan):
+    """DROP SCHEMA / DROP DATABASE (`schema` None). Whether the objects inside
+    block the drop is the catalog's decision (`cascade`)."""
+
+    database: str
+    schema: str | None
+    if_exists: bool = False
+    cascade: bool = False
+
+
+@dataclass(frozen=True)
+class AlterRenamePlan(Plan):
+    """ALTER <kind> <name> RENAME TO <new>: `new_name` is in the item's schema.
+    `kind` is what the statement said (checked against the item)."""
+
+    kind: ItemKind
+    id: GlobalId
+    name: QualifiedName
+    new_name: QualifiedName
+
+
+@dataclass(frozen=True)
+class AlterRetainHistoryPlan(Plan):
+    """ALTER <kind> <name> SET (RETAIN HISTORY [=] FOR '<interval>') or
+    RESET (RETAIN HISTORY) (`retain_history_ms` None: back to the default)."""
+
+    kind: ItemKind
+    id: GlobalId
+    name: QualifiedName
+    retain_history_ms: int | None
+
+
+class ShowKind(StrEnum):
+    """What SHOW <kind> lists."""
+
+    OBJECTS = "objects"
+    TABLES = "tables"
+    SOURCES = "sources"
+    VIEWS = "views"
+    MATERIALIZED_VIEWS = "materialized-views"
+    INDEXES = "indexes"
+    SCHEMAS = "schemas"
+    DATABASES = "databases"
+    CLUSTERS = "clusters"
+    CONTINUAL_TASKS = "continual-tasks"
+
+
+@dataclass(frozen=True)
+class ShowObjectsPlan(Plan):
+    """SHOW OBJECTS | TABLES | SOURCES | VIEWS | MATERIALIZED VIEWS | INDEXES |
+    SCHEMAS | DATABASES [FROM <schema or database>] [ON <relation>] [LIKE
+    '<pattern>']. `database`/`schema` are resolved (the session's first
+    search-path schema when not written); `on` is the relation SHOW INDEXES ON
+    names; `like` the LIKE pattern as written."""
+
+    kind: ShowKind
+    database: str | None = None
+    schema: str | None = None
+    on: GlobalId | None = None
+    like: str | None = None
+
+
+@dataclass(frozen=True)
+class ShowColumnsPlan(Plan):
+    """SHOW COLUMNS FROM <relation>: name, nullable, type of each column."""
+
+    id: GlobalId
+    name: QualifiedName
+
+
+@dataclass(frozen=True)
+class ShowCreatePlan(Plan):
+    """SHOW CREATE TABLE | VIEW | MATERIALIZED VIEW | SOURCE | INDEX <name>:
+    the stored create_sql (kind checked against the item)."""
+
+    kind: ItemKind
+    id: GlobalId
+    name: QualifiedName
+
+
+@dataclass(frozen=True)
+class ShowVariablePlan(Plan):
+    """SHOW <variable> | SHOW ALL (`name` "all"). Names are lower-cased;
+    `SHOW TRANSACTION ISOLATION LEVEL` is `transaction_isolation`."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class SetVariablePlan(Plan):
+    """SET [SESSION|LOCAL] <name> {=|TO} <value>[, ...] | SET <name> TO DEFAULT
+    | RESET <name> (`value` None: back to the default). The value is kept as
+    PostgreSQL prints it: comma-separated lists (search_path) joined by ", ",
+    quotes removed. `SET TRANSACTION ISOLATION LEVEL x` is `transaction_isolation`."""
+
+    name: str
+    value: str | None
+    local: bool = False
+
+
+@dataclass(frozen=True)
+class StartTransactionPlan(Plan):
+    """BEGIN / START TRANSACTION [ISOLATION LEVEL ...] [READ ONLY|READ WRITE]."""
+
+    isolation: str | None = None
+    read_only: bool | None = None
+
+
+@dataclass(frozen=True)
+class CommitTransactionPlan(Plan):
+    """COMMIT / END."""
+
+
+@dataclass(frozen=True)
+class AbortTransactionPlan(Plan):
+    """ROLLBACK / ABORT."""
+
+
+@dataclass(frozen=True)
+class SavepointPlan(Plan):
+    """SAVEPOINT s / RELEASE [SAVEPOINT] s / ROLLBACK TO [SAVEPOINT] s
+    (`action`: "savepoint", "release", "rollback")."""
+
+    action: str
+    name: str
+
+
+@dataclass(frozen=True)
+class SubscribePlan(Plan):
+    """SUBSCRIBE [TO] <object> | (<query>) [WITH (SNAPSHOT [= bool], PROGRESS
+    [= bool])] [AS OF [AT LEAST] t] [UP TO t]. Rows are (mz_timestamp
+    numeric, [mz_progressed boolean when progress,] mz_diff bigint, columns of
+    `expr`). `from_id` is the object subscribed to (None for a query);
+    `depends_on` the items the query reads. `up_to` is a constant time in ms."""
+
+    expr: RelationExpr
+    from_id: GlobalId | None = None
+    with_snapshot: bool = True
+    progress: bool = False
+    as_of: AsOfTime | None = None
+    up_to: int | None = None
+    depends_on: frozenset[GlobalId] = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True)
+class DeclarePlan(Plan):
+    """DECLARE <name> CURSOR [WITH HOLD|WITHOUT HOLD] FOR <SELECT or SUBSCRIBE>:
+    `plan` is the statement's plan, `sql` its text."""
+
+    name: str
+    plan: Plan
+    sql: str = ""
+
+
+@dataclass(frozen=True)
+class FetchPlan(Plan):
+    """FETCH [FORWARD] [<count>|ALL] [FROM|IN] <cursor> [WITH (TIMEOUT [=]
+    '<interval>')]. `count` None: ALL; default 1. `timeout_ms` None: wait
+    for at least one row (SUBSCRIBE) / no wait (SELECT)."""
+
+    name: str
+    count: int | None = 1
+    timeout_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class ClosePlan(Plan):
+    """CLOSE <cursor>."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class CopyToPlan(Plan):
+    """COPY (<SELECT or SUBSCRIBE>) TO STDOUT [WITH (FORMAT text|csv|binary)]."""
+
+    plan: Plan
+    format: str = "text"
+
+
+@dataclass(frozen=True)
+class ExplainTimestampPlan(Plan):
+    """EXPLAIN TIMESTAMP [AS TEXT|AS JSON] FOR <SELECT>."""
+
+    select: SelectPlan
+    format: str = "text"
+
+
 __all__ = [
+    "AbortTransactionPlan",
+    "AlterRenamePlan",
+    "AlterRetainHistoryPlan",
     "AsOfTime",
+    "ClosePlan",
     "ColumnOrder",
+    "CommitTransactionPlan",
+    "CopyToPlan",
+    "CreateDatabasePlan",
     "CreateIndexPlan",
+    "CreateSchemaPlan",
     "CreateSourcePlan",
     "CreateTablePlan",
     "CreateViewPlan",
+    "DeclarePlan",
     "DeletePlan",
     "DropPlan",
+    "DropSchemaPlan",
     "ExplainPlan",
+    "ExplainTimestampPlan",
+    "FetchPlan",
     "InsertPlan",
     "Plan",
     "RowSetFinishing",
+    "SavepointPlan",
     "SelectPlan",
+    "SetVariablePlan",
+    "ShowColumnsPlan",
+    "ShowCreatePlan",
+    "ShowKind",
+    "ShowObjectsPlan",
+    "ShowVariablePlan",
+    "StartTransactionPlan",
+    "SubscribePlan",
     "UpdatePlan",
 ]

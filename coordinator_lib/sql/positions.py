@@ -37,3 +37,13 @@ def operator_position(node: exp.Expr | None) -> int | None:
     if node is not None and node._meta and node._meta.get("op_start") is not None:
         return node._meta["op_start"] + 1
     return position_of(node)
+
+
+def parameter_start(param: exp.Expr) -> int | None:
+    """0-based offset of a `$n` parameter's `$` (where only the number's start
+    is recorded, the `$` is just before it)."""
+    meta = param._meta
+    if meta and meta.get("start") is not None:
+        return meta["start"]
+    inner = start_offset(param.this)
+    return inner - 1 if inner else None

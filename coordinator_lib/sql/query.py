@@ -25,7 +25,7 @@ the defaults are 0 for count and NULL otherwise. The Reduce node is shared
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
@@ -39,22 +39,27 @@ from coordinator_lib.expr.relation import (
     Join,
     Map,
     Negate,
+    OrderKey,
     Project,
     Reduce,
     RelationExpr,
     Threshold,
+    TopK,
     Union,
 )
 from coordinator_lib.expr.scalar import (
     BinaryFunc,
     CallBinary,
+    CallVariadic,
     Cast,
     Column,
     If,
     Literal,
     ScalarExpr,
+    VariadicFunc,
 )
 from coordinator_lib.repr.relation import RESERVED_COLUMNS, ColumnType, RelationDesc, ScalarType
+from coordinator_lib.sql.aggregates import EXTRA_AGGREGATES, bool_result, plan_extra_aggregate
 from coordinator_lib.sql.catalog import ItemKind
 from coordinator_lib.sql.coercion import (
     INTERNAL_NAMES,
@@ -77,6 +82,9 @@ from coordinator_lib.sql.errors import (
     UnsupportedFeature,
     WrongObjectType,
 )
+from coordinator_lib.sql.joins import equivalence_classes, outer_join
+from coordinator_lib.sql.ordered import check_no_windows, plan_windows
+from coordinator_lib.sql.outer import has_outer, has_subquery
 from coordinator_lib.sql.plans import ColumnOrder, RowSetFinishing
 from coordinator_lib.sql.positions import position_of
 from coordinator_lib.sql.scalar import (
@@ -93,6 +101,7 @@ from coordinator_lib.sql.scalar import (
     null_of,
 )
 from coordinator_lib.sql.scope import Scope, ScopeItem, ident_name, table_parts
+from coordinator_lib.sql.subquery import lower_filter, lower_subqueries
 
 S = ScalarType
 EMPTY_DESC = RelationDesc((), ())
@@ -129,18 +138,16 @@ def check_column_name(name: str, node: exp.Expr | None = None) -> str:
 
 def visible(query: BoundQuery, node: exp.Expr | None = None) -> RelationExpr:
     """The query as a relation of its visible columns, for use inside another
-    query. ORDER BY without LIMIT means nothing there and is dropped; LIMIT
-    and OFFSET would need a TopK operator the plan language does not have."""
+    query. ORDER BY without LIMIT means nothing there and is dropped; with
+    LIMIT or OFFSET it is a TopK (maintained, as in Materialize)."""
     fin = query.finishing
+    expr = query.expr
     if fin.limit is not None or fin.offset:
-        raise UnsupportedFeature(
-            "LIMIT/OFFSET is only supported at the top level of a SELECT (not in "
-            "subqueries, views or INSERT ... SELECT)",
-            position_of(node),
-        )
-    if fin.project == tuple(range(query.expr.desc.arity)):
-        return query.expr
-    return Project(query.expr, fin.project, tuple(query.names))
+        keys = tuple(OrderKey(o.column, o.desc, o.nulls_last) for o in fin.order_by)
+        expr = TopK(expr, (), keys, fin.limit, fin.offset)
+    if fin.project == tuple(range(expr.desc.arity)):
+        return expr
+    return Project(expr, fin.project, tuple(query.names))
 
 
 # --- entry point -------------------------------------------------------------------
@@ -196,13 +203,16 @@ def _plan_query_body(node: exp.Expr, ctx: PlanContext) -> BoundQuery:
 # --- FROM --------------------------------------------------------------------------
 
 
-def plan_table_factor(node: exp.Expr, ctx: PlanContext) -> tuple[RelationExpr, ScopeItem]:
-    """One FROM item: a catalog item (views inlined), a CTE, a subquery or VALUES."""
+def plan_table_factor(
+    node: exp.Expr, ctx: PlanContext, ignore_joins: bool = False
+) -> tuple[RelationExpr, ScopeItem]:
+    """One FROM item: a catalog item (views inlined), a CTE, a subquery or
+    VALUES (with `ignore_joins`, the joins attached to it are the caller's)."""
     alias_node = node.args.get("alias")
     alias = ident_name(alias_node.this) if alias_node is not None and alias_node.this else None
     renames = [ident_name(c) for c in alias_node.columns] if alias_node is not None else []
     qualified = None
-    if node.args.get("joins"):
+    if node.args.get("joins") and not ignore_joins:
         raise UnsupportedFeature("parenthesized joins are not supported", position_of(node))
     if isinstance(node, exp.Table):
         if not isinstance(node.this, exp.Identifier):
@@ -224,6 +234,11 @@ def plan_table_factor(node: exp.Expr, ctx: PlanContext) -> tuple[RelationExpr, S
             if item.kind is ItemKind.INDEX:
                 raise WrongObjectType(
                     f"'{item.name}' is an index; indexes cannot be selected from",
+                    position_of(node),
+                )
+            if item.kind is ItemKind.SECRET:
+                raise WrongObjectType(
+                    f"'{item.name}' is a secret; secrets cannot be selected from",
                     position_of(node),
                 )
             if item.kind is ItemKind.VIEW:
@@ -266,40 +281,149 @@ def plan_from(
     select: exp.Select, ctx: PlanContext
 ) -> tuple[list[RelationExpr], Scope, list[ScalarExpr]]:
     """The FROM clause's inputs, their scope, and the join predicates (ON and
-    USING) as conjuncts over the concatenated columns."""
-    scope = Scope()
+    USING) as conjuncts over the concatenated columns. An outer join closes
+    what is left of it into one input (sql/joins.py lowers it)."""
+    scope = Scope(outer=ctx.outer[-1] if ctx.outer else None, context=ctx)
     from_ = select.args.get("from_")
     if from_ is None:
         if select.args.get("joins"):
             raise ParseError("JOIN without FROM", position_of(select))
         return [ONE_EMPTY_ROW], scope, []
-    rel, item = plan_table_factor(from_.this, ctx)
+    inputs, predicates = _plan_join_tree(from_.this, select.args.get("joins") or [], ctx, scope)
+    return inputs, scope, predicates
+
+
+def _plan_join_tree(
+    first: exp.Expr, joins: list[exp.Expr], ctx: PlanContext, scope: Scope
+) -> tuple[list[RelationExpr], list[ScalarExpr]]:
+    """`first` (its own joins ignored) joined with each of `joins` in turn."""
+    rel, _ = _add_factor(first, ctx, scope, ignore_joins=True)
     inputs = [rel]
-    scope.add(item, from_.this)
     predicates: list[ScalarExpr] = []
-    for join in select.args.get("joins") or []:
+    for join in joins:
         side = (join.args.get("side") or "").upper()
         kind = (join.args.get("kind") or "").upper()
-        if side:
-            raise UnsupportedFeature(
-                f"{side} OUTER JOIN is not supported yet (only inner joins)", position_of(join)
-            )
-        if kind not in ("", "INNER", "CROSS") or join.args.get("method"):
-            method = join.args.get("method") or kind
-            raise UnsupportedFeature(f"{method} JOIN is not supported", position_of(join))
+        method = (join.args.get("method") or "").upper()
+        if kind not in ("", "INNER", "CROSS", "OUTER") or method not in ("", "NATURAL"):
+            raise UnsupportedFeature(f"{method or kind} JOIN is not supported", position_of(join))
         left_star = scope.star(None)
-        rel, item = plan_table_factor(join.this, ctx)
-        using = join.args.get("using") or []
         left_arity = scope.arity
-        scope.add(item, join.this)
-        inputs.append(rel)
+        left_items = list(scope.items)
+        rel, items = _add_factor(join.this, ctx, scope)
+        using = list(join.args.get("using") or [])
+        if using or method == "NATURAL":
+            if len(items) != 1:
+                raise UnsupportedFeature(
+                    "USING / NATURAL with a parenthesized join is not supported",
+                    position_of(join),
+                )
+            if method == "NATURAL":
+                using = _natural_columns(scope, left_star, items[0])
+        join_predicates: list[ScalarExpr] = []
         if using:
-            predicates += _plan_using(scope, left_star, left_arity, item, using)
+            join_predicates += _plan_using(scope, left_star, left_arity, items[0], using)
         on = join.args.get("on")
         if on is not None:
             value = ScalarBinder(scope, "JOIN conditions").bind_boolean(on, "JOIN/ON")
-            predicates += conjuncts(value.expr)
-    return inputs, scope, predicates
+            join_predicates += conjuncts(value.expr)
+        if not side:
+            inputs.append(rel)
+            predicates += join_predicates
+            continue
+        if on is None and not using and method != "NATURAL":
+            raise ParseError(f"{side} JOIN needs ON or USING", position_of(join))
+        left = build_join(inputs, predicates)
+        outer = outer_join(left, rel, join_predicates, side, build_join)
+        if side in ("LEFT", "FULL"):
+            _make_nullable(items)
+        if side in ("RIGHT", "FULL"):
+            _make_nullable(left_items)
+        if using and side != "LEFT":
+            outer = _merge_using(scope, outer, items[0], using, side)
+        inputs, predicates = [outer], []
+    return inputs, predicates
+
+
+def _add_factor(
+    node: exp.Expr, ctx: PlanContext, scope: Scope, ignore_joins: bool = False
+) -> tuple[RelationExpr, list[ScopeItem]]:
+    """Plan one FROM item into `scope`: a table-like item, or a
+    parenthesized join `(a JOIN b ...)` whose items all become visible."""
+    inner = node.this if isinstance(node, exp.Subquery) else None
+    if (
+        inner is not None
+        and node.args.get("alias") is None
+        and isinstance(inner, exp.Table | exp.Subquery)
+        and inner.args.get("joins")
+    ):
+        sub = Scope(outer=scope.outer, context=ctx)
+        inputs, predicates = _plan_join_tree(inner, inner.args["joins"], ctx, sub)
+        rel = build_join(inputs, predicates)
+        star = scope.star(None)
+        offset = scope.arity
+        natural = scope.star_order is None and sub.star_order is None
+        for item in sub.items:
+            scope.add(item, node)
+        for name, column in sub.merged.items():
+            scope.merged[name] = column + offset
+        if not natural:
+            scope.star_order = star + [c + offset for c in sub.star(None)]
+        return rel, list(sub.items)
+    rel, item = plan_table_factor(node, ctx, ignore_joins)
+    scope.add(item, node)
+    return rel, [item]
+
+
+def _make_nullable(items: list[ScopeItem]) -> None:
+    """The columns of the side an outer join pads with NULLs."""
+    for item in items:
+        item.types = tuple(ColumnType(t.scalar_type, True) for t in item.types)
+
+
+def _natural_columns(scope: Scope, left_star: list[int], right: ScopeItem) -> list[exp.Expr]:
+    """NATURAL JOIN: USING the column names both sides have."""
+    left_names = {scope.column_name(i) for i in left_star}
+    return [exp.to_identifier(n, quoted=True) for n in right.names if n in left_names]
+
+
+def _merge_using(
+    scope: Scope, rel: RelationExpr, right: ScopeItem, using: list[exp.Expr], side: str
+) -> RelationExpr:
+    """The merged USING columns of a RIGHT join (the right side's) or FULL
+    join (coalesce of both, as hidden columns appended to `rel`)."""
+    names = [ident_name(i) for i in using]
+    rights = [right.offset + right.names.index(n) for n in names]
+    lefts = [scope.merged[n] for n in names]
+    order = scope.star_order or []
+    if side == "RIGHT":
+        merged = rights
+    else:
+        arity = rel.desc.arity
+        types = rel.desc.types
+        rel = Map(
+            rel,
+            tuple(
+                CallVariadic(VariadicFunc.COALESCE, (Column(a), Column(b)))
+                for a, b in zip(lefts, rights, strict=True)
+            ),
+            tuple(names),
+        )
+        hidden = ScopeItem(
+            None,
+            tuple(f"?using?{n}" for n in names),
+            tuple(
+                ColumnType(types[a].scalar_type, types[a].nullable and types[b].nullable)
+                for a, b in zip(lefts, rights, strict=True)
+            ),
+        )
+        scope.add(hidden)
+        merged = list(range(arity, arity + len(names)))
+        order = [c for c in order if c < arity]
+    for name, old, new in zip(names, lefts, merged, strict=True):
+        scope.merged[name] = new
+        order = [new if c == old else c for c in order]
+    scope.star_order = order
+    return rel
 
 
 def _plan_using(
@@ -352,40 +476,36 @@ def _plan_using(
     return predicates
 
 
-def build_join(
-    inputs: list[RelationExpr], scope: Scope, predicates: list[ScalarExpr]
-) -> RelationExpr:
+def build_join(inputs: list[RelationExpr], predicates: list[ScalarExpr]) -> RelationExpr:
     """Join the inputs, turning equalities between different inputs into
-    equivalence classes and everything else into a Filter above."""
+    equivalence classes and everything else into a Filter above; predicates
+    with subqueries are lowered (sql/subquery.py) above that."""
     predicates = [p for p in predicates if p != TRUE]
+    nested = [p for p in predicates if has_subquery(p)]
+    predicates = [p for p in predicates if not has_subquery(p)]
     if len(inputs) == 1:
         rel = inputs[0]
-        return Filter(rel, tuple(predicates)) if predicates else rel
+        rel = Filter(rel, tuple(predicates)) if predicates else rel
+        return lower_filter(rel, nested)
+    starts = Join(tuple(inputs), ()).input_offsets()
+
+    def input_of(column: int) -> int:
+        return max(i for i, start in enumerate(starts) if start <= column)
+
     classes: list[list[ScalarExpr]] = []
     residual: list[ScalarExpr] = []
     for predicate in predicates:
         if isinstance(predicate, CallBinary) and predicate.func is BinaryFunc.EQ:
             left, right = predicate.left, predicate.right
-            left_inputs = {scope.item_of(c) for c in left.columns()}
-            right_inputs = {scope.item_of(c) for c in right.columns()}
+            left_inputs = {input_of(c) for c in left.columns()}
+            right_inputs = {input_of(c) for c in right.columns()}
             if left_inputs and right_inputs and not left_inputs & right_inputs:
-                _merge_equivalence(classes, left, right)
+                equivalence_classes(classes, left, right)
                 continue
         residual.append(predicate)
     rel = Join(tuple(inputs), tuple(tuple(c) for c in classes))
-    return Filter(rel, tuple(residual)) if residual else rel
-
-
-def _merge_equivalence(classes: list[list[ScalarExpr]], a: ScalarExpr, b: ScalarExpr) -> None:
-    found = [c for c in classes if a in c or b in c]
-    merged: list[ScalarExpr] = []
-    for c in found:
-        classes.remove(c)
-        merged += [e for e in c if e not in merged]
-    for e in (a, b):
-        if e not in merged:
-            merged.append(e)
-    classes.append(merged)
+    rel = Filter(rel, tuple(residual)) if residual else rel
+    return lower_filter(rel, nested)
 
 
 # --- SELECT ------------------------------------------------------------------------
@@ -426,7 +546,7 @@ def figure_colname(node: exp.Expr) -> str:
         return "bool"
     if isinstance(node, exp.Case):
         return "case"
-    if isinstance(node, exp.Filter):
+    if isinstance(node, exp.Filter | exp.Window):
         return figure_colname(node.this)
     if isinstance(node, exp.Anonymous):
         return ident_name(node.this) if isinstance(node.this, exp.Identifier) else str(node.this)
@@ -455,8 +575,8 @@ def _collect_aggregates(nodes: list[exp.Expr]) -> list[exp.Expr]:
     found: list[exp.Expr] = []
 
     def visit(node: exp.Expr) -> None:
-        if isinstance(node, exp.Window):
-            raise UnsupportedFeature("window functions are not supported yet", position_of(node))
+        # A window call's own function is not an aggregate of this query
+        # (is_aggregate), but its arguments, PARTITION BY and ORDER BY may call one.
         if isinstance(node, exp.Subquery | exp.Select):
             return
         if is_aggregate(node):
@@ -485,6 +605,9 @@ def _plan_aggregate(node: exp.Expr, binder: ScalarBinder, plan: _AggregatePlan) 
         condition = binder.bind_boolean(
             where.this if isinstance(where, exp.Where) else where, "FILTER"
         )
+    if isinstance(call, EXTRA_AGGREGATES):  # bool_and, bool_or, string_agg: sql/aggregates.py
+        plan.calls[id(node)] = plan_extra_aggregate(call, binder, plan.index, condition)
+        return
     if not isinstance(call, exp.Count | exp.Sum | exp.Avg | exp.Min | exp.Max):
         raise UnsupportedFeature(
             f"aggregate function {call.sql_name().lower()} is not supported yet",
@@ -515,6 +638,11 @@ def _plan_aggregate(node: exp.Expr, binder: ScalarBinder, plan: _AggregatePlan) 
         )
         return
     value = check_aggregate_argument(name, binder.bind(arg_node), arg_node)
+    if has_outer(value.expr) and not value.expr.columns():
+        raise UnsupportedFeature(
+            "aggregates of only an enclosing query's columns are not supported in a subquery",
+            position_of(call),
+        )
     arg = value.expr
     if condition is not None:
         arg = If(condition.expr, arg, null_of(value.scalar))
@@ -585,10 +713,15 @@ def _plan_grouping(
         if kind == "plain" and id(node) in item_names:
             plan.names.setdefault(indexes[0], item_names[id(node)])
     names = key_names + [plan.names.get(i, a.func.value) for i, a in enumerate(plan.aggregates)]
+    # Subqueries in keys or arguments become columns of the Reduce's input.
+    rel, lowered = lower_subqueries(rel, [k.expr for k in keys] + [a.expr for a in plan.aggregates])
+    aggregates = [
+        replace(a, expr=e) for a, e in zip(plan.aggregates, lowered[len(keys) :], strict=True)
+    ]
     reduce = Reduce(
         rel,
-        tuple(k.expr for k in keys),
-        tuple(plan.aggregates),
+        tuple(lowered[: len(keys)]),
+        tuple(aggregates),
         tuple(n if n != "?column?" else f"?column{i}?" for i, n in enumerate(names)),
     )
     out: RelationExpr = reduce if group is not None else global_aggregate(reduce)
@@ -599,6 +732,9 @@ def _plan_grouping(
     for node_id, (kind, indexes, result) in plan.calls.items():
         if kind == "plain":
             grouping.aggregates[node_id] = binder.typed(Column(width + indexes[0]))
+            continue
+        if kind == "bool":
+            grouping.aggregates[node_id] = binder.typed(bool_result(width + indexes[0]))
             continue
         total = Column(width + indexes[0])
         count = Column(width + indexes[1])
@@ -616,7 +752,7 @@ def _plan_grouping(
     if having is not None:
         binder.clause = "HAVING"
         condition = binder.bind_boolean(having.this, "HAVING")
-        out = Filter(out, tuple(conjuncts(condition.expr)))
+        out = build_join([out], conjuncts(condition.expr))
         binder.clause = "SELECT"
     return out, binder
 
@@ -770,17 +906,20 @@ def plan_select(select: exp.Select, ctx: PlanContext) -> BoundQuery:
         if select.args.get(key):
             raise UnsupportedFeature(f"{what} is not supported", position_of(select))
     distinct_node = select.args.get("distinct")
-    if distinct_node is not None and distinct_node.args.get("on") is not None:
-        raise UnsupportedFeature("SELECT DISTINCT ON is not supported yet", position_of(select))
+    distinct_on = distinct_node.args.get("on") if distinct_node is not None else None
     if select.args.get("kind"):
         raise UnsupportedFeature("SELECT AS STRUCT/VALUE is not supported", position_of(select))
 
     inputs, scope, predicates = plan_from(select, ctx)
     where = select.args.get("where")
+    group_node = select.args.get("group")
+    check_no_windows(where, "WHERE")
+    check_no_windows(group_node, "GROUP BY")
+    check_no_windows(select.args.get("having"), "HAVING")
     if where is not None:
         condition = ScalarBinder(scope, "WHERE").bind_boolean(where.this, "WHERE")
         predicates += conjuncts(condition.expr)
-    rel = build_join(inputs, scope, predicates)
+    rel = build_join(inputs, predicates)
 
     items = list(select.expressions)
     order = select.args.get("order")
@@ -793,10 +932,11 @@ def plan_select(select: exp.Select, ctx: PlanContext) -> BoundQuery:
         rel, binder = _plan_grouping(select, rel, scope, items, aggregate_nodes)
     else:
         binder = ScalarBinder(scope, "SELECT")
+    rel, binder = plan_windows(rel, binder, items + order_nodes)  # sql/ordered.py
 
     typed, names, _, unknowns = _select_items(select, scope, binder)
     exprs = [t.expr for t in typed]
-    distinct = distinct_node is not None
+    distinct = distinct_node is not None and distinct_on is None
 
     orders: list[ColumnOrder] = []
     extra: list[Typed] = []
@@ -823,31 +963,81 @@ def plan_select(select: exp.Select, ctx: PlanContext) -> BoundQuery:
                 extra.append(value)
         orders.append(ColumnOrder(index, desc, nulls_last))
 
+    on_columns = _distinct_on(distinct_on, binder, typed, names, extra, order, orders)
     all_typed = typed + extra
     out_names = names + ["?order?"] * len(extra)
     rel = _project(rel, all_typed, out_names)
     if distinct:
         rel = Distinct(rel)
+    if on_columns is not None:  # one row per DISTINCT ON value: the first in ORDER BY order
+        keys = tuple(OrderKey(o.column, o.desc, o.nulls_last) for o in orders)
+        rel = TopK(rel, on_columns, keys, 1)
     limit, offset = _limit_offset(select)
     finishing = RowSetFinishing(tuple(orders), limit, offset, tuple(range(len(typed))))
     return BoundQuery(rel, names, finishing, unknowns)
 
 
+def _distinct_on(
+    on: exp.Expr | None,
+    binder: ScalarBinder,
+    typed: list[Typed],
+    names: list[str],
+    extra: list[Typed],
+    order: exp.Expr | None,
+    orders: list[ColumnOrder],
+) -> tuple[int, ...] | None:
+    """The columns of SELECT DISTINCT ON (...) (expressions not in the select
+    list are added to `extra`, as ORDER BY's are); PostgreSQL's rule that
+    they match the leading ORDER BY expressions is checked."""
+    if on is None:
+        return None
+    nodes = list(on.expressions) if isinstance(on, exp.Tuple) else [on]
+    exprs = [t.expr for t in typed]
+    columns: list[int] = []
+    for node in nodes:
+        index = _ordinal(node, len(typed))
+        if index is None:
+            index = _output_column_by_name(node, names, exprs)
+        if index is None:
+            binder.clause = "DISTINCT ON"
+            value = finalize(binder.bind(node))
+            binder.clause = "SELECT"
+            all_exprs = exprs + [e.expr for e in extra]
+            if value.expr in all_exprs:
+                index = all_exprs.index(value.expr)
+            else:
+                index = len(all_exprs)
+                extra.append(value)
+        if index not in columns:
+            columns.append(index)
+    unmatched = set(columns)
+    for ordered, column in zip(order.expressions if order is not None else [], orders, strict=True):
+        if not unmatched:
+            break
+        if column.column not in unmatched:
+            raise InvalidColumnReference(
+                "SELECT DISTINCT ON expressions must match initial ORDER BY expressions",
+                position_of(ordered),
+            )
+        unmatched.discard(column.column)
+    return tuple(columns)
+
+
 def _project(rel: RelationExpr, typed: list[Typed], names: list[str]) -> RelationExpr:
     """Map the non-column expressions, then Project to exactly `typed` in order."""
+    rel, exprs = lower_subqueries(rel, [t.expr for t in typed])
     arity = rel.desc.arity
     scalars: list[ScalarExpr] = []
     outputs: list[int] = []
-    for value in typed:
-        if isinstance(value.expr, Column):
-            outputs.append(value.expr.index)
+    mapped_names: list[str] = []
+    for expr, name in zip(exprs, names, strict=True):
+        if isinstance(expr, Column):
+            outputs.append(expr.index)
         else:
             outputs.append(arity + len(scalars))
-            scalars.append(value.expr)
+            scalars.append(expr)
+            mapped_names.append(name)
     if scalars:
-        mapped_names = [
-            n for n, v in zip(names, typed, strict=True) if not isinstance(v.expr, Column)
-        ]
         rel = Map(rel, tuple(scalars), tuple(mapped_names))
     return _project_as(rel, outputs, names)
 
@@ -982,10 +1172,7 @@ def _apply_outer_finishing(node: exp.Expr, query: BoundQuery) -> BoundQuery:
     limit, offset = _limit_offset(node)
     if not orders and limit is None and not offset:
         return query
-    inner = query.finishing
-    if inner.order_by or inner.limit is not None or inner.offset:
-        raise UnsupportedFeature("nested ORDER BY/LIMIT is not supported", position_of(node))
-    rel = visible(query)
+    rel = visible(query)  # an inner LIMIT / OFFSET is a TopK
     finishing = RowSetFinishing(tuple(orders), limit, offset, tuple(range(query.arity)))
     return BoundQuery(rel, query.names, finishing, query.unknowns)
 
@@ -1008,7 +1195,7 @@ def plan_values(
     for row in rows:
         if len(row) != width:
             raise ParseError("VALUES lists must all be the same length", position_of(row[0]))
-    binder = ScalarBinder(Scope(), "VALUES")
+    binder = ScalarBinder(Scope(outer=ctx.outer[-1] if ctx.outer else None, context=ctx), "VALUES")
     bound = [[binder.bind(value) for value in row] for row in rows]
     if targets is not None and width > len(targets):
         raise ParseError(
@@ -1043,6 +1230,16 @@ def plan_values(
         )
         rel: RelationExpr = Constant(constant_rows, desc)
     else:
-        maps = [Map(ONE_EMPTY_ROW, tuple(v.expr for v in row), tuple(names)) for row in typed_rows]
+        maps = [_values_row([v.expr for v in row], names) for row in typed_rows]
         rel = maps[0] if len(maps) == 1 else Union(tuple(maps))
     return BoundQuery(rel, names, RowSetFinishing(project=tuple(range(width))))
+
+
+def _values_row(exprs: list[ScalarExpr], names: list[str]) -> RelationExpr:
+    """One VALUES row of expressions (subqueries lowered) as a relation."""
+    rel, exprs = lower_subqueries(ONE_EMPTY_ROW, exprs)
+    if rel is ONE_EMPTY_ROW:
+        return Map(rel, tuple(exprs), tuple(names))
+    arity = rel.desc.arity
+    mapped = Map(rel, tuple(exprs), tuple(names))
+    return Project(mapped, tuple(range(arity, arity + len(exprs))), tuple(names))

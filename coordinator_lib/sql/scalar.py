@@ -59,6 +59,7 @@ from coordinator_lib.sql.errors import (
     UndefinedOperator,
     UnsupportedFeature,
 )
+from coordinator_lib.sql.outer import OuterColumn
 from coordinator_lib.sql.positions import operator_position, position_of
 from coordinator_lib.sql.scope import Scope, ident_name
 
@@ -108,10 +109,20 @@ def is_aggregate(node: exp.Expr) -> bool:
     return isinstance(node, exp.AggFunc) and not isinstance(node.parent, exp.Window | exp.Filter)
 
 
+def _is_subquery(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Query | exp.Exists)
+
+
 def contains_aggregate(node: exp.Expr) -> bool:
+    """Whether `node` calls an aggregate of this query (not of a subquery)."""
     return any(
-        isinstance(n, exp.AggFunc) and not isinstance(n.parent, exp.Window) for n in node.walk()
+        isinstance(n, exp.AggFunc) and not isinstance(n.parent, exp.Window)
+        for n in node.walk(prune=_is_subquery)
     )
+
+
+def contains_subquery(node: exp.Expr) -> bool:
+    return any(_is_subquery(n) for n in node.walk())
 
 
 @dataclass
@@ -130,12 +141,14 @@ class Grouping:
             return self.aggregates[id(node)]
         if isinstance(node, exp.Literal | exp.Null | exp.Boolean | exp.Star):
             return None
-        if contains_aggregate(node):
+        if contains_aggregate(node) or contains_subquery(node):
             return None
         bound = self.pre.bind(node)
         for k, key in enumerate(self.keys):
             if bound.expr == key.expr:
                 return Typed(Column(k), key.type)
+        if isinstance(bound.expr, OuterColumn):  # an enclosing query's column: a constant here
+            return bound
         if isinstance(node, exp.Column):
             parts = [ident_name(p) for p in node.parts]
             name = ".".join(parts)
@@ -246,6 +259,14 @@ class ScalarBinder:
             exp.Anonymous: self._anonymous,
             exp.Star: self._star,
         }
+        from coordinator_lib.sql.builtins import BUILTINS  # it imports this module
+
+        builtin = BUILTINS.get(type(node))
+        if builtin is not None:
+            return lambda n: builtin(self, n)
+        if self.scope.context is not None:
+            handlers[exp.Subquery] = self._subquery
+            handlers[exp.Exists] = self._exists
         handler = handlers.get(type(node))
         if handler is not None:
             return handler
@@ -254,11 +275,17 @@ class ScalarBinder:
     def _unsupported(self, node: exp.Expr) -> Typed:
         position = position_of(node)
         if isinstance(node, exp.Subquery | exp.Exists | exp.Select | exp.Query):
-            raise UnsupportedFeature("subqueries in expressions are not supported yet", position)
+            raise UnsupportedFeature("subqueries are not supported here", position)
         if isinstance(node, exp.Window):
             raise UnsupportedFeature("window functions are not supported yet", position)
         if isinstance(node, exp.Interval):
             raise UnsupportedFeature("type interval is not supported", position)
+        if isinstance(node, exp.CurrentTimestamp):
+            raise UnsupportedFeature(
+                "now() is not allowed here: it is not materializable "
+                "(a view can use mz_now() in a temporal filter)",
+                position,
+            )
         if isinstance(node, exp.Placeholder | exp.Parameter):
             raise UnsupportedFeature("query parameters are not supported yet", position)
         if isinstance(node, exp.TryCast):
@@ -281,6 +308,10 @@ class ScalarBinder:
         if isinstance(node.this, exp.Star):
             return self._star(node)
         parts = tuple(ident_name(p) for p in node.parts)
+        if self.scope.outer is not None and not self.scope.can_resolve(parts):
+            from coordinator_lib.sql.subquery import outer_reference
+
+            return outer_reference(self.scope.outer, node)
         index = self.scope.resolve(parts, node)
         return Typed(Column(index), self.types[index])
 
@@ -423,6 +454,12 @@ class ScalarBinder:
     # --- operators -------------------------------------------------------------
 
     def _arithmetic(self, node: exp.Binary) -> Typed:
+        if isinstance(node, exp.Add | exp.Sub) and (
+            isinstance(node.this, exp.Interval) or isinstance(node.expression, exp.Interval)
+        ):
+            from coordinator_lib.sql.builtins import interval_arithmetic  # imports this module
+
+            return interval_arithmetic(self, node)
         func, symbol = _ARITHMETIC[type(node)]
         left, right = self.bind(node.this), self.bind(node.expression)
         if left.unknown and right.unknown:
@@ -455,7 +492,34 @@ class ScalarBinder:
 
     def _comparison(self, node: exp.Binary) -> Typed:
         func, symbol = _COMPARISON[type(node)]
-        return self.compare(node, func, symbol, self.bind(node.this), self.bind(node.expression))
+        right = node.expression
+        if isinstance(right, exp.Any | exp.All):
+            return self._quantified(node, func, symbol, right)
+        return self.compare(node, func, symbol, self.bind(node.this), self.bind(right))
+
+    # --- subqueries (planned and lowered by sql/subquery.py) ----------------------
+
+    def _subquery(self, node: exp.Subquery) -> Typed:
+        from coordinator_lib.sql.subquery import bind_scalar
+
+        return bind_scalar(self, node)
+
+    def _exists(self, node: exp.Exists) -> Typed:
+        from coordinator_lib.sql.subquery import bind_exists
+
+        return bind_exists(self, node)
+
+    def _quantified(
+        self, node: exp.Binary, func: BinaryFunc, symbol: str, right: exp.Any | exp.All
+    ) -> Typed:
+        query = right.this
+        if self.scope.context is None or not isinstance(query, exp.Query):
+            word = "ANY" if isinstance(right, exp.Any) else "ALL"
+            raise UnsupportedFeature(f"{symbol} {word} (...) needs a subquery", position_of(right))
+        from coordinator_lib.sql.subquery import bind_any
+
+        every = isinstance(right, exp.All)
+        return bind_any(self, node, node.this, query, func, symbol, every)
 
     def _connective(self, node: exp.Connector) -> Typed:
         func = VariadicFunc.AND if isinstance(node, exp.And) else VariadicFunc.OR
@@ -640,8 +704,13 @@ class ScalarBinder:
         return self.typed(CallVariadic(VariadicFunc.AND, (low, high)))
 
     def _in(self, node: exp.In) -> Typed:
-        if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
-            raise UnsupportedFeature("IN (subquery) is not supported yet", position_of(node))
+        query = node.args.get("query")
+        if query is not None and self.scope.context is not None:
+            from coordinator_lib.sql.subquery import bind_any
+
+            return bind_any(self, node, node.this, query, BinaryFunc.EQ, "=", False)
+        if query or node.args.get("unnest") or node.args.get("field"):
+            raise UnsupportedFeature("IN (subquery) is not supported here", position_of(node))
         if not node.expressions:
             raise ParseError("IN needs at least one value", position_of(node))
         value = self.bind(node.this)
@@ -696,6 +765,10 @@ class ScalarBinder:
         name = _NAMED_ALIASES.get(name, name)
         if name == "length" and len(node.expressions) == 1:
             return self._length(exp.Length(this=node.expressions[0]).update_positions(node))
+        from coordinator_lib.sql.builtins import NAMED  # it imports this module
+
+        if name in NAMED:
+            return NAMED[name](self, node)
         args = [self.bind(a) for a in node.expressions]
         raise self.no_function(node, name, args)
 

@@ -5,12 +5,14 @@ can be qualified by and its columns; their columns are concatenated (that is
 the row a Join produces). Rules follow PostgreSQL: an unqualified name must
 match exactly one column; a qualified one is looked up in the item with that
 alias (or, unaliased, that table name); columns merged by `JOIN ... USING`
-answer to their unqualified name without ambiguity.
+answer to their unqualified name without ambiguity. In a subquery, a name
+no FROM item of its own has resolves in the enclosing query (`outer`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -23,6 +25,10 @@ from coordinator_lib.sql.errors import (
     UnknownObject,
 )
 from coordinator_lib.sql.positions import position_of
+
+if TYPE_CHECKING:
+    from coordinator_lib.sql.context import PlanContext
+    from coordinator_lib.sql.scalar import ScalarBinder
 
 
 def ident_name(ident: exp.Expr | str | None) -> str:
@@ -73,6 +79,10 @@ class Scope:
     merged: dict[str, int] = field(default_factory=dict)
     # Column order of `*` (JOIN USING puts merged columns first); None: natural.
     star_order: list[int] | None = None
+    # The enclosing query's binder, for names this scope lacks (subqueries).
+    outer: ScalarBinder | None = None
+    # Where subqueries in expressions are planned; None: they are not allowed.
+    context: PlanContext | None = None
 
     @property
     def arity(self) -> int:
@@ -118,6 +128,13 @@ class Scope:
         item = self.items[self.item_of(column)]
         name = item.names[column - item.offset]
         return f"{item.alias}.{name}" if item.alias else name
+
+    def can_resolve(self, parts: tuple[str, ...]) -> bool:
+        """Whether a column reference finds a FROM item here (or else is
+        looked up in the enclosing query)."""
+        if len(parts) == 1:
+            return parts[0] in self.merged or any(parts[0] in item.names for item in self.items)
+        return any(item.matches(parts[:-1]) for item in self.items)
 
     def resolve(self, parts: tuple[str, ...], node: exp.Expr | None = None) -> int:
         """The concatenated index of the column `parts` names (1 part: column;

@@ -73,7 +73,7 @@ from coordinator_lib.storage.export import (
 )
 from coordinator_lib.storage.ingestion import generator_for, ingestion_step
 from coordinator_lib.storage.load_generator import LoadGenerator
-from coordinator_lib.storage.read_hold import ReadHold
+from coordinator_lib.storage.read_hold import DependencyHold, ReadHold
 
 log = logging.getLogger(__name__)
 
@@ -399,6 +399,26 @@ class StorageController:
             self._sync_holds(id)
             return ReadHold(self, id, at)
 
+    def acquire_dependency_hold(
+        self, id: GlobalId, dependent: GlobalId, time: Timestamp
+    ) -> DependencyHold:
+        """Hold `id` readable at `time` for the materialized view `dependent`,
+        durably (read_hold.DependencyHold). Raises ReadBeforeSince if `id`
+        has already compacted past `time` and no earlier hold of `dependent`
+        kept it."""
+        with self._lock:
+            self._state(id)
+            hold = DependencyHold(self, id, dependent)
+            shard = self._shards[id]
+            existing = shard.state().critical_readers.get(hold.reader_id)
+            if existing is None or existing.since is None or existing.since > time:
+                since = shard.since()
+                if not since.less_equal(time):
+                    raise ReadBeforeSince(id, time, since)
+            hold.downgrade(time)
+            self._collections[id].since = shard.since()
+            return hold
+
     def collection_frontiers(self, id: GlobalId) -> tuple[Frontier, Frontier]:
         """(since, upper) as they are durably now; refreshes the cached state."""
         with self._lock:
@@ -443,12 +463,15 @@ class StorageController:
             if mismatches:
                 self.update_write_frontiers([(id, current) for id, _, current in mismatches])
                 raise InvalidUppers(mismatches)
-            for id, updates, expected, new_upper in planned:
+            for n, (id, updates, expected, new_upper) in enumerate(planned):
                 try:
                     self._shards[id].compare_and_append(updates, expected, new_upper)
                 except persist_errors.UpperMismatch as error:
                     self.update_write_frontiers([(id, error.current)])
-                    raise InvalidUppers([(id, expected, error.current)]) from error
+                    mismatch = InvalidUppers([(id, expected, error.current)])
+                    if n == 0:  # nothing landed: the caller may retry at a later time
+                        raise mismatch from None
+                    raise mismatch from error  # a partial write: __cause__ says so
                 self.update_write_frontiers([(id, new_upper)])
 
     def _check_updates(

@@ -57,3 +57,47 @@ class ReadHold:
 
     def __repr__(self) -> str:
         return f"ReadHold({self.id} @ {self.time})"
+
+
+class DependencyHold:
+    """A materialized view's durable hold on one of its inputs.
+
+    Unlike a ReadHold it outlives its process: it is a critical reader on the
+    input's shard named after the dependent view, shared by every process
+    that maintains the view and moved forward by whichever steps it. So an
+    input cannot compact past what the view needs next while nobody runs the
+    view (a server restarting, a Dagster run that has ended), as Materialize's
+    storage controller holds a materialized view's dependencies. Released
+    only when the view is dropped."""
+
+    def __init__(self, controller: StorageController, id: GlobalId, dependent: GlobalId) -> None:
+        self.controller = controller
+        self.id = id
+        self.dependent = dependent
+        self.time: int | None = None
+
+    @property
+    def reader_id(self) -> str:
+        return f"dependent-{self.dependent}"
+
+    @property
+    def released(self) -> bool:
+        return self.time is None
+
+    def downgrade(self, time: int) -> None:
+        """Let the input's since advance up to `time` (never backwards)."""
+        from coordinator_lib.repr.frontier import Frontier
+
+        with contextlib.suppress(IdentifierMissing):
+            shard = self.controller.shard(self.id)
+            shard.downgrade_critical_since(self.reader_id, Frontier.at(time))
+        self.time = time if self.time is None else max(self.time, time)
+
+    def release(self) -> None:
+        """The view is gone: stop holding its input back (in every process)."""
+        self.time = None
+        with contextlib.suppress(IdentifierMissing):
+            self.controller.shard(self.id).expire_critical_reader(self.reader_id)
+
+    def __repr__(self) -> str:
+        return f"DependencyHold({self.id} for {self.dependent} @ {self.time})"

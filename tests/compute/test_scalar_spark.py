@@ -36,3 +36,26 @@ def test_numeric_division_keeps_ten_places(spark: SparkSession) -> None:
         None,
         Decimal("17636684144620811271.6428570000"),
     ]
+
+
+def test_raise_error_fails_only_where_evaluated(spark: SparkSession) -> None:
+    """RaiseError (a scalar subquery's second row) fails the job with its
+    message and SQLSTATE, and only on rows that reach it."""
+    from pyspark.errors import PySparkException
+
+    from coordinator_lib.expr import If, Literal, RaiseError
+
+    integer = ColumnType(ScalarType.INTEGER, True)
+    error = RaiseError("21000", "more than one record produced in subquery", integer)
+    guarded = If(
+        CallBinary(BinaryFunc.GT, Column(0), Literal(1, ColumnType(ScalarType.INTEGER, False))),
+        error,
+        Column(0),
+    )
+    frame = spark.createDataFrame([(1,), (0,)], "c0 int")
+    assert [r[0] for r in frame.select(to_spark(guarded, (integer,))).collect()] == [1, 0]
+    failing = spark.createDataFrame([(1,), (2,)], "c0 int").select(to_spark(guarded, (integer,)))
+    with pytest.raises(PySparkException, match="more than one record produced in subquery"):
+        failing.collect()
+    with pytest.raises(PySparkException, match="21000"):
+        failing.collect()

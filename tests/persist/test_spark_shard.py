@@ -3,6 +3,7 @@ compare_and_append like any other, and a Spark snapshot equals the pyarrow one."
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,30 @@ def test_dataframe_append_with_wrong_expected_upper(spark: SparkSession, shard) 
         compare_and_append_dataframe(shard, df, Frontier.at(0), Frontier.at(10))
     assert error.value.current == Frontier.at(3)
     assert shard.blob.list_batches(shard.shard_id) == []
+
+
+def test_spark_write_that_outlives_its_lease_is_written_again(
+    spark: SparkSession, shard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Spark job longer than the writer lease (a loaded machine) must not
+    fail the step: the lapsed batch is dropped and written again."""
+    from coordinator_lib.persist import spark_shard
+
+    shard.writer_lease_ms = 3000
+    real_write = spark_shard.write_batch_dataframe
+    calls: list[str] = []
+
+    def slow_first_write(df, batch_dir, desc):  # type: ignore[no-untyped-def]
+        calls.append(batch_dir)
+        result = real_write(df, batch_dir, desc)
+        if len(calls) == 1:
+            time.sleep(3.2)  # the lease lapses while "Spark" works
+        return result
+
+    monkeypatch.setattr(spark_shard, "write_batch_dataframe", slow_first_write)
+    df = spark.createDataFrame([(k, "x", 1, 1) for k in range(5)], COLUMNS)
+    assert compare_and_append_dataframe(shard, df, Frontier.at(0), Frontier.at(2)) == 5
+    assert len(calls) == 2
+    assert sorted(shard.snapshot(1)) == [((k, "x"), 1) for k in range(5)]
+    # Only the second attempt's files remain.
+    assert len(shard.blob.list_batches(shard.shard_id)) == 1

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from functools import cmp_to_key
 from typing import Any
 
+from coordinator_lib.adapter.finishing import finish_rows
 from coordinator_lib.compute.local_scalar import EvalError, aggregate_values, eval_scalar
 from coordinator_lib.expr.relation import (
     Constant,
@@ -126,34 +126,9 @@ def _consolidate(rows: Counter[Row]) -> Counter[Row]:
     return Counter({row: count for row, count in rows.items() if count != 0})
 
 
-def _compare_values(a: Any, b: Any, desc: bool, nulls_last: bool) -> int:
-    if a is None or b is None:
-        if a is None and b is None:
-            return 0
-        return (1 if a is None else -1) * (1 if nulls_last else -1)
-    if a == b:
-        return 0
-    result = -1 if a < b else 1
-    return -result if desc else result
-
-
 def finish(rows: Counter[Row], finishing: RowSetFinishing) -> list[Row]:
-    """Sort, offset, limit and project a result like a peek's finishing does."""
-    flat: list[Row] = []
-    for row, count in rows.items():
-        if count < 0:
-            raise AssertionError(f"result has a negative count: {row} x {count}")
-        flat += [row] * count
-
-    def compare(a: Row, b: Row) -> int:
-        for order in finishing.order_by:
-            result = _compare_values(a[order.column], b[order.column], order.desc, order.nulls_last)
-            if result:
-                return result
-        return 0
-
-    flat.sort(key=cmp_to_key(compare))
-    flat = flat[finishing.offset :]
-    if finishing.limit is not None:
-        flat = flat[: finishing.limit]
-    return [tuple(row[i] for i in finishing.project) for row in flat]
+    """Sort, offset, limit and project a result like a peek's finishing does
+    (the product's finishing: test_reference_duckdb checks it against DuckDB)."""
+    if any(count < 0 for count in rows.values()):
+        raise AssertionError(f"result has a negative count: {rows}")
+    return finish_rows(rows.items(), finishing)

@@ -51,8 +51,10 @@ CASES = [
     ("SELECT b FROM t GROUP BY a", GroupingError, "42803", 8, ['"b"', "GROUP BY"]),
     ("SELECT a FROM t WHERE count(*) > 1", GroupingError, "42803", 23, ["WHERE"]),
     ("SELECT sum(count(*)) FROM t", GroupingError, "42803", 12, ["nested"]),
-    ("SELECT a FROM t LEFT JOIN u ON t.a = u.a", UnsupportedFeature, "0A000", 27, ["LEFT"]),
-    ("SELECT a FROM t WHERE a IN (SELECT a FROM u)", UnsupportedFeature, "0A000", 23, ["IN"]),
+    ("SELECT a FROM t SEMI JOIN u ON t.a = u.a", UnsupportedFeature, "0A000", 27, ["SEMI"]),
+    ("SELECT a FROM t LEFT JOIN u", ParseError, "42601", 27, ["ON or USING"]),
+    ("SELECT a FROM t WHERE a IN (SELECT a, x FROM u)", ParseError, "42601", 23, ["columns"]),
+    ("SELECT (SELECT a, x FROM u) FROM t", ParseError, "42601", 8, ["one column"]),
     ("CREATE TABLE t (x int)", DuplicateObject, "42P07", 14, ["materialize.public.t"]),
     ("CREATE TABLE n (x int, x int)", DuplicateColumn, "42701", 24, ['"x"']),
     ("SELECT * FROM t AS q, u AS q", DuplicateAlias, "42712", 23, ['"q"']),
@@ -122,7 +124,7 @@ def test_type_mismatch_alias() -> None:
 
 def test_unsupported_statement() -> None:
     with pytest.raises(UnsupportedFeature) as info:
-        plan_statement("SHOW TABLES", make_catalog())
-    assert "SHOW TABLES" in info.value.message
+        plan_statement("SHOW SINKS", make_catalog())
+    assert "SHOW SINKS" in info.value.message
     with pytest.raises(ParseError, match="exactly one"):
         plan_statement("SELECT 1; SELECT 2", make_catalog())

@@ -57,7 +57,7 @@ def test_create_table_desc() -> None:
         ("Mixed", "double precision"),
         ("flag", "boolean"),
     )
-    assert plan.create_sql.startswith("CREATE TABLE s1 (id BIGINT NOT NULL")
+    assert plan.create_sql.startswith("CREATE TABLE materialize.public.s1 (id BIGINT NOT NULL")
     assert not plan.if_not_exists
 
 
@@ -77,7 +77,7 @@ def test_create_table_if_not_exists_and_duplicates() -> None:
 @pytest.mark.parametrize(
     "sql",
     [
-        "CREATE TABLE n (a int PRIMARY KEY)",
+        "CREATE TABLE n (a int CHECK (a > 0))",
         "CREATE TABLE n (a int DEFAULT 5)",
         "CREATE TABLE n (a interval)",
         "CREATE TABLE n AS SELECT 1",
@@ -114,7 +114,9 @@ def test_create_materialized_view_options() -> None:
     assert plan.materialized and plan.cluster == "quickstart"
     assert plan.retain_history_ms == 3_600_000
     assert plan.desc.names == ("a", "n")
-    assert plan.create_sql.startswith("CREATE MATERIALIZED VIEW mv IN CLUSTER quickstart")
+    assert plan.create_sql.startswith(
+        "CREATE MATERIALIZED VIEW materialize.public.mv IN CLUSTER quickstart"
+    )
 
 
 @pytest.mark.parametrize(
@@ -167,8 +169,9 @@ def test_view_column_errors() -> None:
     with pytest.raises(DuplicateColumn) as info:
         plan_statement("CREATE VIEW v AS SELECT a, a FROM t", catalog)
     assert info.value.code == "42701"
-    with pytest.raises(UnsupportedFeature, match="LIMIT"):
-        plan_statement("CREATE MATERIALIZED VIEW v AS SELECT a FROM t LIMIT 1", catalog)
+    # LIMIT in a view is a maintained TopK (tests/sql/test_ordered.py)
+    with pytest.raises(InvalidParameter, match="LIMIT"):
+        plan_statement("CREATE MATERIALIZED VIEW v AS SELECT a FROM t LIMIT -1", catalog)
 
 
 def test_view_order_by_without_limit_is_dropped() -> None:
@@ -188,7 +191,7 @@ def test_create_index_plan() -> None:
     assert plan == CreateIndexPlan(
         qn("t_idx"), GlobalId.user(1), (2, 0), cluster="c", create_sql=plan.create_sql
     )
-    assert plan.create_sql == "CREATE INDEX t_idx IN CLUSTER c ON t (c, a)"
+    assert plan.create_sql == "CREATE INDEX t_idx IN CLUSTER c ON materialize.public.t (c, a)"
 
 
 def test_index_names_are_generated_like_materialize() -> None:
@@ -315,7 +318,7 @@ def test_drop_if_exists_and_errors() -> None:
         plan_statement("DROP VIEW t", catalog)
     assert wrong.value.code == "42809" and "DROP TABLE" in (wrong.value.hint or "")
     with pytest.raises(UnsupportedFeature):
-        plan_statement("DROP CLUSTER c", catalog)
+        plan_statement("DROP CLUSTER REPLICA c.r1", catalog)  # DROP CLUSTER is plan_cluster's
 
 
 def test_plan_statements_plans_each() -> None:

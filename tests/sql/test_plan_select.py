@@ -27,6 +27,7 @@ from coordinator_lib.expr import (
     Threshold,
     Union,
 )
+from coordinator_lib.expr.relation import OrderKey, TopK
 from coordinator_lib.repr import GlobalId
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.sql import AsOfTime, ColumnOrder, RowSetFinishing
@@ -270,9 +271,10 @@ def test_subquery_cte_and_values() -> None:
     assert plan.column_names == ("b", "label")
 
 
-def test_limit_in_subquery_is_unsupported() -> None:
-    with pytest.raises(UnsupportedFeature, match="LIMIT"):
-        select("SELECT * FROM (SELECT a FROM t LIMIT 1) AS s")
+def test_limit_in_subquery_is_a_topk() -> None:
+    plan = select("SELECT * FROM (SELECT a FROM t ORDER BY a LIMIT 1) AS s")
+    assert isinstance(plan.expr, TopK)
+    assert (plan.expr.order_key, plan.expr.limit) == ((OrderKey(0),), 1)
 
 
 def test_as_of() -> None:

@@ -1,0 +1,89 @@
+"""Asset checks, asked of the coordinator (operations.check_*):
+
+- `frontiers` (every object): since <= upper, lag within the object's
+  declared freshness, and neither frontier behind the last materialization's;
+- `schema` (objects with a collection): the rows at the latest readable time
+  against the pandera schema derived from the RelationDesc;
+- `consistency` (materialized views): the view at its latest readable time
+  equals its query recomputed from its inputs at that time.
+"""
+
+import dagster as dg
+
+from assets.factory import current_id
+from assets.keys import asset_key
+from assets.metadata import recorded_frontiers
+from assets.project import Project
+from coordinator_lib.adapter import operations
+from coordinator_lib.adapter.operations import CatalogObject, CheckOutcome, Frontiers
+from coordinator_lib.sql.catalog import ItemKind
+from resources import CoordinatorResource
+
+__all__ = ["build_checks"]
+
+
+def _result(outcome: CheckOutcome) -> dg.AssetCheckResult:
+    metadata = {k: v for k, v in outcome.metadata.items() if v is not None}
+    if outcome.problems:
+        metadata["problems"] = dg.MetadataValue.md(
+            "\n".join(f"- {problem}" for problem in outcome.problems)
+        )
+    return dg.AssetCheckResult(
+        passed=outcome.passed,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata=metadata,
+        description="; ".join(outcome.problems) if outcome.problems else None,
+    )
+
+
+def build_checks(obj: CatalogObject, project: Project) -> list[dg.AssetChecksDefinition]:
+    key = asset_key(obj)
+    freshness_ms = project.freshness_of(obj)
+    checks = []
+
+    @dg.asset_check(
+        asset=key,
+        name="frontiers",
+        description=f"since <= upper, lag within {freshness_ms} ms, no frontier went back",
+    )
+    def frontiers(
+        context: dg.AssetCheckExecutionContext, coordinator: CoordinatorResource
+    ) -> dg.AssetCheckResult:
+        opened = coordinator.coordinator()
+        recorded = None
+        if obj.kind is not ItemKind.INDEX:  # an index's arrangement is per process
+            found = recorded_frontiers(context.instance, key)
+            recorded = Frontiers(*found) if found is not None else None
+        outcome = operations.check_frontiers(
+            opened, current_id(opened, obj), freshness_ms, recorded
+        )
+        return _result(outcome)
+
+    checks.append(frontiers)
+
+    if obj.has_collection:
+
+        @dg.asset_check(
+            asset=key,
+            name="schema",
+            description="rows match the pandera schema derived from the RelationDesc",
+        )
+        def schema(coordinator: CoordinatorResource) -> dg.AssetCheckResult:
+            opened = coordinator.coordinator()
+            return _result(operations.check_schema(opened, current_id(opened, obj)))
+
+        checks.append(schema)
+
+    if obj.kind is ItemKind.MATERIALIZED_VIEW:
+
+        @dg.asset_check(
+            asset=key,
+            name="consistency",
+            description="the view at its latest readable time equals a recompute of its query",
+        )
+        def consistency(coordinator: CoordinatorResource) -> dg.AssetCheckResult:
+            opened = coordinator.coordinator()
+            return _result(operations.check_consistency(opened, current_id(opened, obj)))
+
+        checks.append(consistency)
+    return checks

@@ -1,0 +1,824 @@
+"""Nexmark benchmark: Tidemark against what users would pick instead.
+
+Why: a Tidemark step only earns its keep if it beats recomputing the view
+with the tools a team already has. So, in one run on one machine, over the
+same Nexmark events (coordinator_lib/storage/nexmark.py, seed-deterministic),
+for each query q0-q9 and q20 (bench/nexmark_queries.py) as a materialized view:
+
+- Tidemark: the view's dataflow, planned from SQL by coordinator_lib.sql,
+  hydrated once, then one incremental `compute.dataflow.step` per delta
+  (step picks Spark or the in-process engine itself; its output lands in the
+  view's persist shard);
+- Spark: a full recompute of the same SQL, plain PySpark over the Parquet
+  lake holding the same events, written out as Parquet;
+- Spark Declarative Pipelines: the same SQL as a `CREATE MATERIALIZED VIEW`
+  in a pipeline spec, refreshed by SDP's runner (bench/nexmark_sdp.py, one
+  long-lived Spark Connect session so JVM start-up is not counted per
+  refresh); once per run the `spark-pipelines run` CLI also refreshes all
+  views, timed with its start-up;
+- DuckDB: a full recompute (`COPY (query) TO parquet`) over the same lake.
+
+The base holds `--events` events; each delta appends the next 1%, 0.1% and
+0.01% of that many events (Nexmark streams only insert), `--repeat` times per
+size. Reported per query and delta: medians, each engine's time over
+Tidemark's, and peak RSS. After hydration and the first delta of each size
+every engine's view is compared with Tidemark's (as multisets, numbers to 6
+places); a difference raises ViewMismatch, so wrong answers fail the bench.
+Then freshness end to end (bench/nexmark_freshness.py). Writes
+bench/results/nexmark.json, nexmark.md and nexmark.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark import SparkContext
+from pyspark.sql import SparkSession
+
+from bench.ivm import ViewMismatch, _label
+from bench.nexmark_queries import QUERIES, Query
+from coordinator_lib.compute.dataflow import DataflowDescription, step
+from coordinator_lib.persist import PersistClient, Shard
+from coordinator_lib.repr import Frontier, GlobalId
+from coordinator_lib.spark_session import get_or_create_spark
+from coordinator_lib.sql import CreateViewPlan, InMemoryCatalog, plan_statement
+from coordinator_lib.storage.nexmark import (
+    AUCTION_DESC,
+    BID_DESC,
+    PERSON_DESC,
+    NexmarkBatch,
+    NexmarkGenerator,
+)
+
+RESULTS = Path(__file__).parent / "results"
+DESCS = {"person": PERSON_DESC, "auction": AUCTION_DESC, "bid": BID_DESC}
+FRACTIONS = (0.01, 0.001, 0.0001)
+ENGINES = ("tidemark", "spark", "sdp", "duckdb")
+ENGINE_NAMES = {
+    "tidemark": "Tidemark step",
+    "spark": "Spark recompute",
+    "sdp": "SDP refresh",
+    "duckdb": "DuckDB recompute",
+}
+
+__all__ = ["ViewMismatch", "canonical", "main", "run_bench"]
+
+
+# --------------------------------------------------------------- measuring
+def _rss_bytes(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def process_tree(root: int, exclude: Iterable[int] = ()) -> list[int]:
+    """`root` and its descendants (Linux /proc), minus `exclude` and theirs."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        parents.setdefault(ppid, []).append(int(entry.name))
+    skip, tree, todo = set(exclude), [], [root]
+    while todo:
+        pid = todo.pop()
+        if pid in skip:
+            continue
+        tree.append(pid)
+        todo.extend(parents.get(pid, []))
+    return tree
+
+
+class PeakRss:
+    """Samples the summed RSS of a process tree every 10 ms while open: the
+    peak in MB, and how far it rose above where it started."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.start_bytes = self.peak_bytes = sum(_rss_bytes(p) for p in pids)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.01):
+            self.peak_bytes = max(self.peak_bytes, sum(_rss_bytes(p) for p in self.pids))
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak_bytes = max(self.peak_bytes, sum(_rss_bytes(p) for p in self.pids))
+
+    @property
+    def peak_mb(self) -> float:
+        return self.peak_bytes / 2**20
+
+    @property
+    def growth_mb(self) -> float:
+        return (self.peak_bytes - self.start_bytes) / 2**20
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, float | Decimal):
+        return round(float(value), 6)
+    return value
+
+
+def canonical(table: pa.Table, diff_column: str | None = None) -> Counter:
+    """A result as a multiset of rows, by position (names differ per engine),
+    numbers rounded to 6 places (numeric, double and decimal agree then)."""
+    names = [n for n in table.column_names if n != diff_column]
+    columns = [table.column(n).to_pylist() for n in names]
+    rows = [tuple(_number(v) for v in row) for row in zip(*columns, strict=True)]
+    if diff_column is None:
+        return Counter(rows)
+    result: Counter = Counter()
+    for row, diff in zip(rows, table.column(diff_column).to_pylist(), strict=True):
+        result[row] += diff
+    return +result
+
+
+def check_equal(expected: Counter, got: Counter, what: str) -> int:
+    """Raise ViewMismatch unless the multisets are equal; returns the rows."""
+    if expected != got:
+        missing, extra = expected - got, got - expected
+        raise ViewMismatch(
+            f"{what}: differs from Tidemark's view in {sum(missing.values())} missing and"
+            f" {sum(extra.values())} extra rows (of {sum(expected.values())}), e.g."
+            f" missing {list(missing)[:3]}, extra {list(extra)[:3]}"
+        )
+    return sum(expected.values())
+
+
+# ------------------------------------------------------------------ engines
+class Lake:
+    """The events as Parquet files, one directory per table and one file per
+    append: what the recomputing engines read."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.parts = 0
+        for name in DESCS:
+            (root / name).mkdir(parents=True, exist_ok=True)
+
+    def path(self, table: str) -> Path:
+        return self.root / table
+
+    def append(self, batch: NexmarkBatch) -> None:
+        for name, table in batch.tables().items():
+            if table.num_rows:
+                pq.write_table(table, self.path(name) / f"part-{self.parts:05d}.parquet")
+        self.parts += 1
+
+
+@dataclass
+class TidemarkView:
+    query: Query
+    description: DataflowDescription
+    inputs: dict[GlobalId, Shard]
+    output: Shard
+
+
+class Tidemark:
+    """The three tables as persist shards; one dataflow per planned query."""
+
+    def __init__(self, work: Path, queries: list[Query]) -> None:
+        self.client = PersistClient.open(work / "persist")
+        self.shards = {n: self.client.open_shard(n, d) for n, d in DESCS.items()}
+        self.views: dict[str, TidemarkView] = {}
+        self.pending: dict[str, str] = {}
+        self.queries = queries
+
+    def append(self, batch: NexmarkBatch) -> int:
+        """Append a batch to every table at the next time (all uppers move)."""
+        times = {shard.upper().time for shard in self.shards.values()}
+        assert len(times) == 1, times
+        (t,) = times
+        assert t is not None
+        for name, table in batch.tables().items():
+            time_col = pa.array([t] * table.num_rows, pa.int64())
+            diff_col = pa.array([1] * table.num_rows, pa.int64())
+            full = table.append_column("__time", time_col).append_column("__diff", diff_col)
+            self.shards[name].compare_and_append_table(full, Frontier.at(t), Frontier.at(t + 1))
+        return t
+
+    def plan(self, as_of: int) -> None:
+        """Plan every query with the real SQL front end; a query the planner
+        refuses is pending, with the planner's message."""
+        catalog = InMemoryCatalog()
+        ids = {catalog.add_table(n, d).id: self.shards[n] for n, d in DESCS.items()}
+        for query in self.queries:
+            sql = f"CREATE MATERIALIZED VIEW {query.name} AS {query.render('tidemark')}"
+            try:
+                plan = plan_statement(sql, catalog)
+            except Exception as error:  # the planner's refusal is the reason to report
+                self.pending[query.name] = f"{type(error).__name__}: {error}".splitlines()[0]
+                continue
+            assert isinstance(plan, CreateViewPlan)
+            view_id = catalog.allocate_id()
+            description = DataflowDescription(
+                view_id, plan.expr, as_of, sink_id=view_id, debug_name=query.name
+            )
+            output = self.client.open_shard(query.name, description.desc, initial_since=as_of)
+            inputs = {i: ids[i] for i in description.imports}
+            self.views[query.name] = TidemarkView(query, description, inputs, output)
+
+    def step(self, spark: SparkSession, name: str) -> dict[str, Any]:
+        view = self.views[name]
+        result = step(spark, view.description, view.inputs, view.output)
+        if result is None or not result.landed:
+            raise RuntimeError(f"Tidemark step of {name} did not advance the view")
+        return {
+            "rows_written": result.rows_written,
+            "where": str(getattr(result, "engine", "spark")),
+        }
+
+    def contents(self, name: str, as_of: int) -> Counter:
+        return canonical(self.views[name].output.snapshot_table(as_of), "__diff")
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class SparkRecompute:
+    """The query in plain Spark SQL over the lake, written out as Parquet."""
+
+    def __init__(self, spark: SparkSession, lake: Lake, out: Path) -> None:
+        self.spark, self.lake, self.out = spark, lake, out
+
+    def run(self, query: Query) -> None:
+        for name in DESCS:
+            self.spark.read.parquet(str(self.lake.path(name))).createOrReplaceTempView(name)
+        frame = self.spark.sql(query.render("spark"))
+        frame.write.mode("overwrite").parquet(str(self.out / query.name))
+
+    def contents(self, query: Query) -> Counter:
+        return canonical(pq.read_table(self.out / query.name))
+
+
+class DuckDBRecompute:
+    """The query in DuckDB over the lake, written out as Parquet."""
+
+    def __init__(self, lake: Lake, out: Path, threads: int) -> None:
+        self.out = out
+        out.mkdir(parents=True, exist_ok=True)
+        self.con = duckdb.connect()
+        self.con.execute(f"SET threads = {threads}")
+        self.lake = lake
+        self.attached = False
+
+    def run(self, query: Query) -> None:
+        if not self.attached:  # the views need the lake's first files
+            for name in DESCS:
+                glob = str(self.lake.path(name) / "*.parquet")
+                self.con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{glob}')")
+            self.attached = True
+        target = self.out / f"{query.name}.parquet"
+        self.con.execute(f"COPY ({query.render('duckdb')}) TO '{target}' (FORMAT parquet)")
+
+    def contents(self, query: Query) -> Counter:
+        return canonical(pq.read_table(self.out / f"{query.name}.parquet"))
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def sdp_sql(query: Query, lake: Lake) -> str:
+    """A pipeline SQL file: the tables as temporary views over the lake, and
+    the query as a materialized view."""
+    views = "".join(
+        f"CREATE TEMPORARY VIEW {name} AS SELECT * FROM parquet.`{lake.path(name)}`;\n"
+        for name in DESCS
+    )
+    return f"{views}CREATE MATERIALIZED VIEW {query.name} AS {query.render('spark')};\n"
+
+
+def write_spec(directory: Path, name: str, sql: str) -> Path:
+    """A Spark Declarative Pipelines project: spec file and one SQL file."""
+    (directory / "transformations").mkdir(parents=True, exist_ok=True)
+    (directory / "transformations" / f"{name}.sql").write_text(sql)
+    spec = directory / "spark-pipeline.yml"
+    spec.write_text(
+        f"name: {name}\nstorage: file://{directory / 'storage'}\n"
+        "libraries:\n  - glob:\n      include: transformations/**\n"
+    )
+    return spec
+
+
+class Sdp:
+    """Talks to bench/nexmark_sdp.py: one JSON request and answer per line."""
+
+    def __init__(self, work: Path, master: str) -> None:
+        self.work = work
+        work.mkdir(parents=True, exist_ok=True)
+        self.log = (work / "sdp.log").open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.nexmark_sdp", "--master", master],
+            cwd=work,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+        )
+        self.error: str | None = None
+        hello = self._read()
+        if not hello.get("ready"):
+            self.error = hello.get("error", "the SDP worker did not start")
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            return {"error": f"the SDP worker exited (see {self.work / 'sdp.log'})"}
+        return json.loads(line)
+
+    def refresh(self, query: Query, lake: Lake) -> dict[str, Any]:
+        spec = write_spec(self.work / query.name, query.name, sdp_sql(query, lake))
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps({"spec": str(spec), "name": query.name}) + "\n").encode())
+        self.proc.stdin.flush()
+        answer = self._read()
+        if "error" in answer:
+            raise RuntimeError(f"SDP refresh of {query.name} failed: {answer['error']}")
+        return answer
+
+    def contents(self, query: Query) -> Counter:
+        return canonical(pq.read_table(self.work / "spark-warehouse" / query.name))
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def sdp_cli_run(work: Path, queries: list[Query], lake: Lake) -> dict[str, Any]:
+    """All views in one pipeline refreshed by the `spark-pipelines run` CLI
+    (its own JVM and Spark Connect server): wall time including start-up."""
+    cli = Path(sys.executable).parent / "spark-pipelines"
+    if not cli.exists():
+        return {"ok": False, "error": f"{cli} not found"}
+    directory = work / "sdp-cli"
+    tables = "".join(
+        f"CREATE TEMPORARY VIEW {n} AS SELECT * FROM parquet.`{lake.path(n)}`;\n" for n in DESCS
+    )
+    views = "".join(f"CREATE MATERIALIZED VIEW {q.name} AS {q.render('spark')};\n" for q in queries)
+    spec = write_spec(directory, "nexmark", tables + views)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    started = time.perf_counter()
+    with (directory / "cli.log").open("wb") as log:
+        proc = subprocess.run(
+            [str(cli), "run", "--spec", str(spec)],
+            cwd=directory,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            timeout=900,
+        )
+    seconds = time.perf_counter() - started
+    log_text = (directory / "cli.log").read_text(errors="replace")
+    ok = proc.returncode == 0 and "Run is COMPLETED" in log_text
+    return {
+        "ok": ok,
+        "returncode": proc.returncode,
+        "seconds": seconds,
+        "views": len(queries),
+        "warehouse": str(directory / "spark-warehouse"),
+        "error": None if ok else log_text[-2000:],
+    }
+
+
+# ---------------------------------------------------------------- the runs
+@dataclass
+class Cell:
+    """One query at one delta size: every repeat's measurements."""
+
+    seconds: dict[str, list[float]] = field(default_factory=dict)
+    peak_mb: dict[str, list[float]] = field(default_factory=dict)
+    growth_mb: dict[str, list[float]] = field(default_factory=dict)
+    rows_written: list[int] = field(default_factory=list)
+    where: set[str] = field(default_factory=set)
+    checked_rows: int | None = None
+
+    def add(self, engine: str, seconds: float, peak: float, growth: float) -> None:
+        self.seconds.setdefault(engine, []).append(seconds)
+        self.peak_mb.setdefault(engine, []).append(peak)
+        self.growth_mb.setdefault(engine, []).append(growth)
+
+    def summary(self) -> dict[str, Any]:
+        med = {e: statistics.median(v) for e, v in self.seconds.items()}
+        base = med.get("tidemark")
+        return {
+            "seconds": med,
+            "seconds_all": self.seconds,
+            "ratio_to_tidemark": {e: s / base for e, s in med.items()} if base else {},
+            "peak_rss_mb": {e: max(v) for e, v in self.peak_mb.items()},
+            "rss_growth_mb": {e: max(v) for e, v in self.growth_mb.items()},
+            "rows_written": int(statistics.median(self.rows_written)) if self.rows_written else 0,
+            "tidemark_ran_on": "+".join(sorted(self.where)),
+            "checked_rows": self.checked_rows,
+        }
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, work: Path, spark: SparkSession) -> None:
+        self.args = args
+        self.spark = spark
+        self.queries = [q for q in QUERIES if q.name in args.queries]
+        self.generator = NexmarkGenerator(args.seed, args.rate)
+        self.lake = Lake(work / "lake")
+        self.tidemark = Tidemark(work, self.queries)
+        self.spark_engine = SparkRecompute(spark, self.lake, work / "spark-out")
+        self.duckdb = DuckDBRecompute(self.lake, work / "duckdb-out", threads=os.cpu_count() or 2)
+        self.engines = [e for e in ENGINES if e in args.engines]
+        self.sdp: Sdp | None = None
+        self.sdp_error: str | None = None
+        if "sdp" in self.engines:
+            self.sdp = Sdp(work / "sdp", args.master)
+            if self.sdp.error:
+                self.sdp_error = self.sdp.error
+                self.sdp.close()
+                self.sdp = None
+        self.next_event = 0
+        self.work = work
+
+    def close(self) -> None:
+        if self.sdp is not None:
+            self.sdp.close()
+        self.duckdb.close()
+        self.tidemark.close()
+
+    def _main_tree(self) -> list[int]:
+        exclude = [self.sdp.proc.pid] if self.sdp is not None else []
+        return process_tree(os.getpid(), exclude)
+
+    def append(self, events: int) -> tuple[int, NexmarkBatch]:
+        batch = self.generator.events(self.next_event, events)
+        self.next_event += events
+        t = self.tidemark.append(batch)
+        self.lake.append(batch)
+        return t, batch
+
+    def measure(self, cell: Cell, name: str) -> None:
+        """Every engine once on query `name`."""
+        query = self.tidemark.views[name].query
+        tree = self._main_tree()
+        runs: dict[str, Callable[[], Any]] = {
+            "tidemark": lambda: self.tidemark.step(self.spark, name),
+            "spark": lambda: self.spark_engine.run(query),
+            "duckdb": lambda: self.duckdb.run(query),
+        }
+        for engine in self.engines:
+            if engine == "sdp":
+                if self.sdp is None:
+                    continue
+                answer = self.sdp.refresh(query, self.lake)
+                cell.add("sdp", answer["seconds"], answer["peak_mb"], answer["growth_mb"])
+                continue
+            with PeakRss(tree) as rss:
+                start = time.perf_counter()
+                result = runs[engine]()
+                seconds = time.perf_counter() - start
+            cell.add(engine, seconds, rss.peak_mb, rss.growth_mb)
+            if engine == "tidemark":
+                cell.rows_written.append(result["rows_written"])
+                cell.where.add(result["where"])
+
+    def check(self, cell: Cell, name: str, t: int, what: str) -> None:
+        """Every engine's view equals Tidemark's at time `t`."""
+        query = self.tidemark.views[name].query
+        expected = self.tidemark.contents(name, t)
+        others: dict[str, Callable[[], Counter]] = {
+            "spark": lambda: self.spark_engine.contents(query),
+            "duckdb": lambda: self.duckdb.contents(query),
+        }
+        if self.sdp is not None:
+            others["sdp"] = lambda: self.sdp.contents(query)  # type: ignore[union-attr]
+        for engine in self.engines:
+            if engine in others:
+                check_equal(expected, others[engine](), f"{name} {what}: {engine}")
+        cell.checked_rows = sum(expected.values())
+
+    def run(self) -> dict[str, Any]:
+        args = self.args
+        start = time.perf_counter()
+        t0, base = self.append(args.events)
+        load_s = time.perf_counter() - start
+        self.tidemark.plan(t0)
+        names = list(self.tidemark.views)
+        print(f"loaded {base.events:,} events; planned {names}", flush=True)
+        # Warm the JVM and DuckDB's code paths before anything is timed.
+        self.spark_engine.run(self.tidemark.views[names[0]].query)
+        self.duckdb.run(self.tidemark.views[names[0]].query)
+        results: dict[str, dict[str, Any]] = {}
+        hydration: dict[str, Any] = {}
+        for name in names:
+            cell = Cell()
+            self.measure(cell, name)
+            self.check(cell, name, t0, "after hydration")
+            hydration[name] = cell.summary()
+            print(_progress("hydrate", name, hydration[name]), flush=True)
+        for fraction in args.fractions:
+            label = _label(fraction)
+            events = max(1, round(args.events * fraction))
+            cells = {name: Cell() for name in names}
+            for r in range(args.repeat):
+                t, _ = self.append(events)
+                for name in names:
+                    self.measure(cells[name], name)
+                    if r == 0:
+                        self.check(cells[name], name, t, f"after a {label} delta at {t}")
+            for name in names:
+                summary = cells[name].summary()
+                summary["delta_events"] = events
+                results.setdefault(name, {})[label] = summary
+                print(_progress(label, name, summary), flush=True)
+        sdp_cli = None
+        if self.sdp is not None and args.sdp_cli:
+            self.sdp.close()
+            self.sdp = None
+            sdp_cli = sdp_cli_run(
+                self.work, [self.tidemark.views[n].query for n in names], self.lake
+            )
+            if sdp_cli["ok"]:
+                final = self.tidemark.shards["bid"].upper().time
+                assert final is not None
+                for name in names:
+                    got = canonical(pq.read_table(Path(sdp_cli["warehouse"]) / name))
+                    check_equal(self.tidemark.contents(name, final - 1), got, f"{name}: SDP CLI")
+                sdp_cli["checked"] = True
+        return {
+            "load_s": load_s,
+            "base_events": base.events,
+            "base_rows": {n: t.num_rows for n, t in base.tables().items()},
+            "planned": names,
+            "pending": self.tidemark.pending,
+            "hydration": hydration,
+            "results": results,
+            "sdp_error": self.sdp_error,
+            "sdp_cli": sdp_cli,
+        }
+
+
+def _progress(label: str, name: str, summary: dict[str, Any]) -> str:
+    times = ", ".join(f"{e} {s:.3f}s" for e, s in summary["seconds"].items())
+    return f"{label:>8} {name:>4}: {times} ({summary['tidemark_ran_on']})"
+
+
+# ------------------------------------------------------------------ reports
+def _seconds(s: float | None) -> str:
+    if s is None:
+        return "-"
+    return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.2f} s"
+
+
+def _ratio(ratio: float) -> str:
+    return f"{ratio:.2f}x" if ratio < 10 else f"{ratio:.0f}x"
+
+
+def markdown(document: dict[str, Any]) -> str:
+    meta, run = document["meta"], document["run"]
+    engines = [e for e in ENGINES if e in meta["engines"]]
+    lines = [
+        f"Nexmark benchmark ({run['base_events']:,} base events: {run['base_rows']['person']:,}"
+        f" persons, {run['base_rows']['auction']:,} auctions, {run['base_rows']['bid']:,} bids;"
+        f" median of {meta['repeat']} deltas per size; {meta['machine']}; load average"
+        f" {meta.get('load_average_before', 0):.1f} before the run; `{meta['command']}`)",
+        "",
+        "Time to bring each view up to date after a delta (Tidemark: one incremental step;"
+        " the others recompute the whole view), the others' time over Tidemark's in"
+        " parentheses, and the peak RSS (MB) of the process tree that did the work. Every"
+        " engine's view was checked equal to Tidemark's after hydration and after the first"
+        " delta of each size.",
+        "",
+        "| query | delta | "
+        + " | ".join(ENGINE_NAMES[e] for e in engines)
+        + " | peak RSS MB ("
+        + " / ".join(engines)
+        + ") | Tidemark ran on | rows checked |",
+        "| --- | --- | " + " | ".join("---:" for _ in engines) + " | ---: | --- | ---: |",
+    ]
+    for name in run["planned"]:
+        for label, cell in [("hydration", run["hydration"][name]), *run["results"][name].items()]:
+            delta = label if label == "hydration" else f"{label} ({cell['delta_events']:,} ev)"
+            parts = []
+            for e in engines:
+                s = cell["seconds"].get(e)
+                ratio = cell["ratio_to_tidemark"].get(e)
+                parts.append(
+                    _seconds(s)
+                    + (f" ({_ratio(ratio)})" if ratio is not None and e != "tidemark" else "")
+                )
+            peaks = " / ".join(f"{cell['peak_rss_mb'].get(e, 0):,.0f}" for e in engines)
+            checked = f"{cell['checked_rows']:,}" if cell["checked_rows"] is not None else "-"
+            lines.append(
+                f"| {name} | {delta} | {' | '.join(parts)} | {peaks}"
+                f" | {cell['tidemark_ran_on']} | {checked} |"
+            )
+    lines.append("")
+    for name, reason in run["pending"].items():
+        lines.append(f"- **{name} pending**: the planner says `{reason}`.")
+    if run["sdp_error"]:
+        lines.append(f"- **SDP could not run here**: {run['sdp_error']}")
+    cli = run.get("sdp_cli")
+    if cli:
+        if cli["ok"]:
+            lines.append(
+                f"- `spark-pipelines run` (the CLI, its own JVM and Spark Connect server)"
+                f" refreshed all {cli['views']} views in {cli['seconds']:.1f} s wall time,"
+                " start-up included; its views were checked equal to Tidemark's."
+            )
+        else:
+            lines.append(f"- `spark-pipelines run` failed: {str(cli['error'])[:300]}")
+    fresh = document.get("freshness")
+    if fresh:
+        lines += ["", _freshness_markdown(fresh)]
+    lines += ["", "Query deviations from the published Nexmark SQL:", ""]
+    for q in QUERIES:
+        if q.name in meta["queries"] and q.deviation:
+            lines.append(f"- {q.name} ({q.title}): {q.deviation}")
+    return "\n".join(lines) + "\n"
+
+
+def _freshness_markdown(fresh: dict[str, Any]) -> str:
+    if "error" in fresh:
+        return f"Freshness: not measured ({fresh['error']})."
+    lines = [
+        f"Freshness end to end (`tidemark serve` on 127.0.0.1, {fresh['samples']} writes per"
+        f" path, one at a time; view: `{fresh['view_sql']}`): time from the write's"
+        " acknowledgement to the change arriving in a `SUBSCRIBE` of the view over pgwire.",
+        "",
+        "| write path | p50 | p99 | max | samples |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for path in fresh["paths"]:
+        lines.append(
+            f"| {path['name']} | {path['p50_ms']:.0f} ms | {path['p99_ms']:.0f} ms"
+            f" | {path['max_ms']:.0f} ms | {path['samples']} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(document: dict[str, Any], target: Path) -> None:
+    """Refresh time against delta size, one panel per query, one line per engine."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run, engines = document["run"], [e for e in ENGINES if e in document["meta"]["engines"]]
+    names = run["planned"]
+    cols = min(4, len(names))
+    rows = (len(names) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.2 * rows), squeeze=False)
+    for ax, name in zip(axes.flat, names, strict=False):
+        cells = run["results"][name]
+        xs = [cells[label]["delta_events"] for label in cells]
+        for engine in engines:
+            ys = [cells[label]["seconds"].get(engine) for label in cells]
+            if all(y is not None for y in ys):
+                ax.plot(xs, ys, marker="o", label=ENGINE_NAMES[engine])
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(name)
+        ax.set_xlabel("delta (events)")
+        ax.set_ylabel("seconds")
+        ax.grid(True, which="both", alpha=0.3)
+    for ax in list(axes.flat)[len(names) :]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(engines))
+    fig.suptitle(f"Nexmark: refresh time vs delta size ({run['base_events']:,} base events)")
+    fig.tight_layout(rect=(0, 0.05, 1, 0.97))
+    fig.savefig(target, dpi=90)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------- main
+def _env(name: str, default: str) -> str:
+    return os.environ.get(f"NEXMARK_{name}", default)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--events", type=int, default=int(_env("EVENTS", "100000")), help="base size"
+    )
+    parser.add_argument("--repeat", type=int, default=int(_env("REPEAT", "3")))
+    parser.add_argument(
+        "--fractions",
+        type=lambda s: [float(x) for x in s.split(",")],
+        default=[float(x) for x in _env("FRACTIONS", "0.01,0.001,0.0001").split(",")],
+        help="delta sizes as fractions of the base",
+    )
+    parser.add_argument(
+        "--queries",
+        type=lambda s: s.split(","),
+        default=_env("QUERIES", ",".join(q.name for q in QUERIES)).split(","),
+    )
+    parser.add_argument(
+        "--engines",
+        type=lambda s: s.split(","),
+        default=_env("ENGINES", ",".join(ENGINES)).split(","),
+    )
+    parser.add_argument("--seed", type=int, default=int(_env("SEED", "42")))
+    parser.add_argument("--rate", type=int, default=10_000, help="events per second (event time)")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--fresh-samples", type=int, default=int(_env("FRESH_SAMPLES", "200")))
+    parser.add_argument("--no-freshness", action="store_true")
+    parser.add_argument("--no-sdp-cli", dest="sdp_cli", action="store_false")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--work", type=Path, help="keep the data here (default: a temp dir)")
+    args = parser.parse_args(argv)
+    if "tidemark" not in args.engines:
+        parser.error("--engines must include tidemark (the others are compared with it)")
+    return args
+
+
+def run_bench(args: argparse.Namespace, work: Path, spark: SparkSession) -> dict[str, Any]:
+    bench = Bench(args, work, spark)
+    try:
+        run = bench.run()
+    finally:
+        bench.close()
+    freshness = None
+    if not args.no_freshness:
+        from bench.nexmark_freshness import measure_freshness
+
+        freshness = measure_freshness(work / "freshness", args.fresh_samples, args.seed)
+    return {"run": run, "freshness": freshness}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    command = "make bench" if not argv else "python -m bench.nexmark " + " ".join(argv)
+    load_before = os.getloadavg()[0]
+    own_session = SparkContext._active_spark_context is None
+    spark = get_or_create_spark(args.master, shuffle_partitions=2)
+    try:
+        if args.work is not None:
+            args.work.mkdir(parents=True, exist_ok=True)
+            document = run_bench(args, args.work, spark)
+        else:
+            with tempfile.TemporaryDirectory(prefix="tidemark-bench-nexmark-") as tmp:
+                document = run_bench(args, Path(tmp), spark)
+        version = spark.version
+    finally:
+        if own_session:
+            spark.stop()
+    document["meta"] = {
+        "command": command,
+        "events": args.events,
+        "repeat": args.repeat,
+        "fractions": args.fractions,
+        "queries": args.queries,
+        "engines": args.engines,
+        "seed": args.seed,
+        "rate": args.rate,
+        "duckdb": duckdb.__version__,
+        "load_average_before": load_before,
+        "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python"
+        f" {platform.python_version()}, Spark {version} {args.master}, DuckDB {duckdb.__version__}",
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "nexmark.json").write_text(json.dumps(document, indent=2, default=str))
+    text = markdown(document)
+    (args.out / "nexmark.md").write_text(text)
+    plot(document, args.out / "nexmark.png")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,284 @@
+"""Webhook benchmark: requests per second and time to a 200 on loopback.
+
+Starts `tidemark serve` as its own process on a fresh data directory,
+creates two webhook sources and posts to them from client threads (one
+keep-alive HTTP connection each) in this process:
+
+- one JSON event per request with 1, 16 and 64 concurrent clients:
+  requests/s, p50 and p99 time from sending a request to its 200 (the rows
+  are durable then: group commit answers after the append);
+- JSON ARRAY bodies of 100 events with 16 clients: events/s.
+
+Each phase checks that the source holds exactly the events that got a 200.
+Writes bench/results/webhook.json and webhook.md; `--seconds` and
+`--concurrency` shrink it (the test suite runs it tiny to keep it from rotting).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import platform
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import requests
+
+RESULTS = Path(__file__).parent / "results"
+ARRAY_EVENTS = 100
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    """`tidemark serve` on `data_dir` until `stop()`."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.port = _free_port()
+        self.log = (data_dir.parent / "serve.log").open("wb")
+        command = [
+            sys.executable,
+            "-m",
+            "coordinator_lib.cli",
+            "serve",
+            "--data-dir",
+            str(data_dir),
+            "--pgwire-port",
+            str(_free_port()),
+            "--http-port",
+            str(self.port),
+        ]
+        self.proc = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if requests.get(f"{self.url}/api/health", timeout=5).status_code == 200:
+                    return
+            except requests.ConnectionError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("tidemark serve did not start")
+            time.sleep(0.2)
+
+    def sql(self, query: str) -> list[list[object]]:
+        answer = requests.post(f"{self.url}/api/sql", json={"query": query}, timeout=120).json()
+        result = answer["results"][-1]
+        if "error" in result:
+            raise RuntimeError(result["error"])
+        return result.get("rows", [])
+
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU the server process has used (Linux), so a
+        phase's cost per request does not depend on what else runs."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(60)
+        self.log.close()
+
+
+@dataclass
+class Phase:
+    name: str
+    concurrency: int
+    events_per_request: int
+    requests: int
+    seconds: float
+    requests_per_s: float
+    events_per_s: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+    server_cpu_ms_per_request: float | None
+
+
+def _client(
+    port: int,
+    path: str,
+    body: bytes,
+    start: threading.Event,
+    stop: threading.Event,
+    latencies: list[float],
+    errors: list[int],
+) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Content-Type": "application/json"}
+    start.wait()
+    while not stop.is_set():
+        began = time.perf_counter()
+        connection.request("POST", path, body, headers)
+        response = connection.getresponse()
+        response.read()
+        elapsed = time.perf_counter() - began
+        if response.status == 200:
+            latencies.append(elapsed)
+        else:
+            errors.append(response.status)
+    connection.close()
+
+
+def _phase(
+    server: Server, name: str, source: str, body: bytes, events: int, clients: int, seconds: float
+) -> Phase:
+    path = f"/api/webhook/materialize/public/{source}"
+    start, stop = threading.Event(), threading.Event()
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    errors: list[int] = []
+    threads = [
+        threading.Thread(
+            target=_client, args=(server.port, path, body, start, stop, latencies[i], errors)
+        )
+        for i in range(clients)
+    ]
+    for thread in threads:
+        thread.start()
+    cpu_before = server.cpu_seconds()
+    began = time.perf_counter()
+    start.set()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - began
+    cpu_after = server.cpu_seconds()
+    times = sorted(t for per_client in latencies for t in per_client)
+    count = len(times)
+    return Phase(
+        name=name,
+        concurrency=clients,
+        events_per_request=events,
+        requests=count,
+        seconds=round(elapsed, 3),
+        requests_per_s=round(count / elapsed, 1),
+        events_per_s=round(count * events / elapsed, 1),
+        p50_ms=round(statistics.median(times) * 1000, 2) if times else 0.0,
+        p99_ms=round(times[min(count - 1, int(count * 0.99))] * 1000, 2) if times else 0.0,
+        errors=len(errors),
+        server_cpu_ms_per_request=(
+            round((cpu_after - cpu_before) * 1000 / count, 2)
+            if count and cpu_before is not None and cpu_after is not None
+            else None
+        ),
+    )
+
+
+def run_bench(args: argparse.Namespace, work: Path) -> dict:
+    load_before = os.getloadavg()[0]
+    server = Server(work / "env")
+    try:
+        server.sql("CREATE SOURCE events FROM WEBHOOK BODY FORMAT JSON")
+        server.sql("CREATE SOURCE batches FROM WEBHOOK BODY FORMAT JSON ARRAY")
+        event = json.dumps({"id": 1, "kind": "click", "user": "u-123", "amount": 9.5}).encode()
+        batch = json.dumps([json.loads(event)] * ARRAY_EVENTS).encode()
+        phases: list[Phase] = []
+        expected = 0
+        for clients in args.concurrency:
+            phase = _phase(server, "1 event", "events", event, 1, clients, args.seconds)
+            phases.append(phase)
+            expected += phase.requests
+            print(_line(phase), flush=True)
+        [[stored]] = server.sql("SELECT count(*) FROM events")
+        if stored != expected:
+            raise AssertionError(f"events holds {stored} rows, {expected} requests got a 200")
+        clients = args.array_concurrency
+        phase = _phase(
+            server, "ARRAY of 100", "batches", batch, ARRAY_EVENTS, clients, args.seconds
+        )
+        phases.append(phase)
+        print(_line(phase), flush=True)
+        [[stored]] = server.sql("SELECT count(*) FROM batches")
+        if stored != phase.requests * ARRAY_EVENTS:
+            raise AssertionError(f"batches holds {stored} rows, expected {phase.requests * 100}")
+    finally:
+        server.stop()
+    return {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.machine(),
+            "python": platform.python_version(),
+            "load_average_before": round(load_before, 2),
+        },
+        "seconds_per_phase": args.seconds,
+        "phases": [asdict(p) for p in phases],
+        "checked": "each source holds exactly the events whose request got a 200",
+    }
+
+
+def _line(phase: Phase) -> str:
+    return (
+        f"{phase.name:>12} x{phase.concurrency:<3} {phase.requests_per_s:>9,.1f} req/s "
+        f"{phase.events_per_s:>10,.1f} events/s  p50 {phase.p50_ms:.1f} ms  "
+        f"p99 {phase.p99_ms:.1f} ms  cpu/req {_ms(phase.server_cpu_ms_per_request)}  "
+        f"errors {phase.errors}"
+    )
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} ms"
+
+
+def markdown(document: dict) -> str:
+    machine = document["machine"]
+    lines = [
+        f"Webhook benchmark ({document['seconds_per_phase']:g} s per phase; "
+        f"{machine['cpus']} cores, {machine['platform']}, Python {machine['python']}; "
+        "server and clients share the machine, loopback; load average "
+        f"{machine['load_average_before']:g} before the run; `make bench-webhook`)",
+        "",
+        "| body | concurrent clients | requests/s | events/s | p50 to 200 | p99 to 200 "
+        "| server CPU per request | errors |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for p in document["phases"]:
+        lines.append(
+            f"| {p['name']} | {p['concurrency']} | {p['requests_per_s']:,.0f} | "
+            f"{p['events_per_s']:,.0f} | {p['p50_ms']:.1f} ms | {p['p99_ms']:.1f} ms | "
+            f"{_ms(p['server_cpu_ms_per_request'])} | {p['errors']} |"
+        )
+    lines += ["", f"Checked: {document['checked']}.", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=10.0, help="measured time per phase")
+    parser.add_argument(
+        "--concurrency",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[1, 16, 64],
+        help="client counts for the single-event phases (comma-separated)",
+    )
+    parser.add_argument("--array-concurrency", type=int, default=16)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-webhook-") as work:
+        document = run_bench(args, Path(work))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "webhook.json").write_text(json.dumps(document, indent=2) + "\n")
+    (args.out / "webhook.md").write_text(markdown(document))
+    print(markdown(document))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,332 @@
+"""The coordinator's front door: `serve(config)` -> `Handle`; `Client` starts
+sessions; a `SessionClient` runs one connection's statements.
+
+The servers (pgwire, HTTP) and the Dagster resource only use this module:
+
+    handle = serve(Config(data_dir="..."))
+    session = handle.client.startup(user="materialize", database="materialize")
+    for response in session.execute("SELECT 1"):
+        ...
+    session.terminate()
+    handle.shutdown()
+
+A SessionClient is used by one thread at a time (one connection); `cancel()`
+may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from sqlglot import exp
+
+from coordinator_lib.adapter.catalog import SessionCatalog
+from coordinator_lib.adapter.coordinator import Config, Coordinator
+from coordinator_lib.adapter.errors import (
+    AdapterError,
+    InFailedTransaction,
+    InvalidPassword,
+    QueryCanceled,
+)
+from coordinator_lib.adapter.responses import (
+    ExecuteResponse,
+    ExecuteResponseKind,
+    ResultColumn,
+    StartupResponse,
+    StatementDescription,
+)
+from coordinator_lib.adapter.sequence import CatalogConflict, sequence
+from coordinator_lib.adapter.session import Session
+from coordinator_lib.adapter.session_functions import substitute_session_functions
+from coordinator_lib.adapter.subscribe import subscribe_columns
+from coordinator_lib.compute.local_scalar import EvalError
+from coordinator_lib.repr.relation import ScalarType
+from coordinator_lib.sql.dialect import Tidemark
+from coordinator_lib.sql.errors import NotNullViolation, SqlError
+from coordinator_lib.sql.params import bind_parameters, parameter_count, parameter_types
+from coordinator_lib.sql.plan import parse_statements, plan_parsed
+from coordinator_lib.sql.plans import (
+    AbortTransactionPlan,
+    CommitTransactionPlan,
+    Plan,
+    SavepointPlan,
+)
+from coordinator_lib.sql.webhook_syntax import SENSITIVE
+from coordinator_lib.storage import StorageError
+
+
+class Client:
+    """Starts sessions on a coordinator (one per connection)."""
+
+    def __init__(self, coordinator: Coordinator) -> None:
+        self.coordinator = coordinator
+
+    def password_required(self, user: str, loopback: bool) -> bool:
+        """Configured users always give their password; anyone else only
+        connects on loopback, without one (the embedded default)."""
+        return user in self.coordinator.config.users or not loopback
+
+    def startup(
+        self,
+        user: str,
+        database: str = "materialize",
+        password: str | None = None,
+        options: Mapping[str, str] | None = None,
+        loopback: bool = True,
+    ) -> SessionClient:
+        users = self.coordinator.config.users
+        if user in users:
+            if password is None or not hmac.compare_digest(password, users[user]):
+                raise InvalidPassword(f'password authentication failed for user "{user}"')
+        elif not loopback:
+            raise InvalidPassword(f'password authentication failed for user "{user}"')
+        self.coordinator.refresh_catalog()
+        if database not in self.coordinator.catalog.databases():
+            raise AdapterError(f'database "{database}" does not exist', code="3D000")
+        session = Session(user, database)
+        for name, value in (options or {}).items():
+            try:
+                session.set(name, value)
+            except AdapterError as error:  # Materialize: a notice, not a failed connection
+                log.info("session %s: ignoring startup parameter %s: %s", session.id, name, error)
+        self.coordinator.register_session(session)
+        return SessionClient(self.coordinator, session)
+
+    def cancel_request(self, session_id: int, secret_key: int) -> None:
+        """pgwire's CancelRequest: cancel what the session is running, if the
+        key matches (otherwise nothing, as PostgreSQL does)."""
+        session = self.coordinator.session(session_id)
+        if session is not None and hmac.compare_digest(str(session.secret_key), str(secret_key)):
+            client = _SESSION_CLIENTS.get(session_id)
+            if client is not None:
+                client.cancel()
+
+
+_SESSION_CLIENTS: dict[int, SessionClient] = {}
+log = logging.getLogger(__name__)
+
+
+class SessionClient:
+    """One connection's statements, run one at a time."""
+
+    def __init__(self, coordinator: Coordinator, session: Session) -> None:
+        self.coordinator = coordinator
+        self.session = session
+        self._canceled = threading.Event()
+        self.startup_response = StartupResponse(
+            session.id, session.secret_key, session.parameter_status()
+        )
+        _SESSION_CLIENTS[session.id] = self
+
+    @property
+    def transaction_status(self) -> str:
+        return self.session.status.value
+
+    # ----------------------------------------------------------- execution
+    def execute(
+        self,
+        sql: str,
+        params: Sequence[str | None] = (),
+        param_types: Sequence[ScalarType | None] = (),
+    ) -> Iterator[ExecuteResponse]:
+        """One response per statement of `sql`; raises AdapterError at the
+        first that fails (the responses before it stand)."""
+        try:
+            statements = parse_statements(sql)
+        except SqlError as error:
+            self._fail_transaction()
+            raise AdapterError.from_sql_error(error) from None
+        if not statements:
+            yield ExecuteResponse(ExecuteResponseKind.EMPTY_QUERY, "")
+            return
+        for statement in statements:
+            # The log keeps the text, except a secret's value (printed as '********').
+            whole = len(statements) == 1 and not isinstance(statement, SENSITIVE)
+            text = sql if whole else statement.sql(dialect=Tidemark)
+            yield self._execute_one(statement, sql, text, params, param_types)
+
+    def _check(self, deadline: float | None) -> Callable[[], None]:
+        def check() -> None:
+            if self._canceled.is_set():
+                raise QueryCanceled("canceling statement due to user request")
+            if deadline is not None and time.monotonic() > deadline:
+                raise QueryCanceled("canceling statement due to statement timeout")
+
+        return check
+
+    def _plan(
+        self,
+        statement: exp.Expr,
+        sql: str,
+        params: Sequence[str | None],
+        param_types: Sequence[ScalarType | None],
+    ) -> tuple[Plan, SessionCatalog]:
+        coordinator = self.coordinator
+        coordinator.refresh_catalog()
+        catalog = coordinator.catalog.session_catalog(
+            self.session.database, self.session.search_path
+        )
+        bound = substitute_session_functions(statement, self.session)
+        if params or parameter_count(bound):
+            types = list(param_types) + [None] * (len(params) - len(param_types))
+            bound = bind_parameters(bound, list(params), types)
+        return plan_parsed(bound, catalog, sql), catalog
+
+    def _execute_one(
+        self,
+        statement: exp.Expr,
+        sql: str,
+        text: str,
+        params: Sequence[str | None],
+        param_types: Sequence[ScalarType | None],
+    ) -> ExecuteResponse:
+        coordinator = self.coordinator
+        self._canceled.clear()
+        timeout_ms = self.session.statement_timeout_ms
+        deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
+        check = self._check(deadline)
+        record = coordinator.statement_log.begin(self.session.id, text)
+        self.session.statement = record
+        metrics = coordinator.metrics
+        if metrics is not None:
+            metrics.statement_started()
+        kind = "unknown"
+        try:
+            for _ in range(_CATALOG_RETRIES):
+                plan, catalog = self._plan(statement, sql, params, param_types)
+                kind = type(plan).__name__.removesuffix("Plan")
+                transaction = self.session.transaction
+                if (
+                    transaction is not None
+                    and transaction.failed
+                    and not isinstance(
+                        plan, CommitTransactionPlan | AbortTransactionPlan | SavepointPlan
+                    )
+                ):
+                    raise InFailedTransaction(
+                        "current transaction is aborted, commands ignored until end of "
+                        "transaction block"
+                    )
+                try:
+                    response = sequence(coordinator, self.session, plan, catalog, check)
+                    break
+                except CatalogConflict:
+                    continue
+            else:
+                raise AdapterError("the catalog kept changing; try again", code="40001")
+        except SqlError as error:
+            self._finish(record, kind, "error", str(error))
+            raise AdapterError.from_sql_error(error) from None
+        except QueryCanceled as error:
+            self._finish(record, kind, "canceled", error.message)
+            raise
+        except AdapterError as error:
+            self._finish(record, kind, "error", error.message)
+            raise
+        except StorageError as error:
+            self._finish(record, kind, "error", str(error))
+            raise AdapterError(str(error), code="XX000") from None
+        except EvalError as error:  # a runtime error evaluating the query (in-process)
+            self._finish(record, kind, "error", error.message)
+            raise AdapterError(error.message, code=error.code) from None
+        self._finish(record, kind, "success", None)
+        return response
+
+    def _finish(self, record: Any, kind: str, status: str, error: str | None) -> None:
+        self.coordinator.statement_log.finish(record, status, error)
+        if status != "success":
+            self._fail_transaction()
+        metrics = self.coordinator.metrics
+        if metrics is not None:
+            seconds = (record.duration_ms or 0) / 1000
+            metrics.statement_finished(kind, status, seconds)
+
+    def _fail_transaction(self) -> None:
+        if self.session.transaction is not None:
+            self.session.transaction.failed = True
+
+    def describe(
+        self, sql: str, param_types: Sequence[ScalarType | None] = ()
+    ) -> StatementDescription:
+        """Parameter types and result columns of one statement, without
+        running it (read-only SHOW and EXPLAIN are run to learn theirs)."""
+        try:
+            statements = parse_statements(sql)
+            if len(statements) != 1:
+                raise AdapterError(
+                    "cannot insert multiple commands into a prepared statement", code="42601"
+                )
+            statement = statements[0]
+            count = parameter_count(statement)
+            types = list(param_types) + [None] * (count - len(param_types))
+            nulls: list[str | None] = [None] * count
+            try:
+                plan, catalog = self._plan(statement, sql, nulls, types)
+            except NotNullViolation:
+                # NULL stand-ins for the parameters of an INSERT into a NOT
+                # NULL column: the statement is fine, it returns no rows.
+                return StatementDescription(tuple(types), None)
+            inferred = parameter_types(statement, catalog) if count else []
+        except SqlError as error:
+            raise AdapterError.from_sql_error(error) from None
+        final_types = tuple(
+            types[i] if types[i] is not None else (inferred[i] if i < len(inferred) else None)
+            for i in range(count)
+        )
+        return StatementDescription(final_types, self._columns_of(plan, catalog))
+
+    def _columns_of(self, plan: Plan, catalog: SessionCatalog) -> tuple[ResultColumn, ...] | None:
+        from coordinator_lib.adapter import sequence as seq
+        from coordinator_lib.sql import plans as p
+
+        if isinstance(plan, p.SelectPlan):
+            return seq._select_columns(plan)
+        if isinstance(plan, p.SubscribePlan):
+            return subscribe_columns(plan)
+        if isinstance(plan, p.FetchPlan):
+            cursor = self.session.cursors.get(plan.name)
+            return cursor.columns if cursor is not None else None
+        if isinstance(
+            plan,
+            p.ShowObjectsPlan
+            | p.ShowColumnsPlan
+            | p.ShowCreatePlan
+            | p.ShowVariablePlan
+            | p.ExplainPlan
+            | p.ExplainTimestampPlan,
+        ):
+            response = sequence(self.coordinator, self.session, plan, catalog, lambda: None)
+            return response.columns
+        return None
+
+    def cancel(self) -> None:
+        """Cancel the running statement (callable from any thread)."""
+        self._canceled.set()
+
+    def terminate(self) -> None:
+        _SESSION_CLIENTS.pop(self.session.id, None)
+        self.coordinator.end_session(self.session)
+
+
+class Handle:
+    """A running coordinator: `client` to start sessions, `shutdown()`."""
+
+    def __init__(self, coordinator: Coordinator) -> None:
+        self.coordinator = coordinator
+        self.client = Client(coordinator)
+
+    def shutdown(self) -> None:
+        self.coordinator.close()
+
+
+def serve(config: Config, spark: Any = None) -> Handle:
+    """Open the environment, reconcile the catalog, start maintenance."""
+    return Handle(Coordinator(config, spark))
+
+
+_CATALOG_RETRIES = 5

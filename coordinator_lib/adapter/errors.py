@@ -1,0 +1,111 @@
+"""What the coordinator answers when a statement fails or has something to say.
+
+Every error and notice carries a PostgreSQL SQLSTATE, because the servers send
+it on as is: pgwire's ErrorResponse / NoticeResponse fields and the HTTP API's
+`{"error": {"message", "code", ...}}`. Errors from the SQL layer (parse, plan)
+become AdapterErrors keeping their code and position (`from_sql_error`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from coordinator_lib.sql.errors import SqlError, error_text
+
+
+class AdapterError(Exception):
+    """A statement failed. `position` is 1-based into the statement text."""
+
+    code = "XX000"
+    severity = "ERROR"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        position: int | None = None,
+        detail: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.position = position
+        self.detail = detail
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return error_text(self.message, self.position, self.detail, self.hint)
+
+    @staticmethod
+    def from_sql_error(error: SqlError) -> AdapterError:
+        return AdapterError(
+            error.message,
+            code=error.code,
+            position=error.position,
+            detail=error.detail,
+            hint=error.hint,
+        )
+
+
+class InvalidTimestamp(AdapterError):
+    """No time is readable for every input (or AS OF names one that is not)."""
+
+    code = "XX000"
+
+
+class ReadBeforeSince(InvalidTimestamp):
+    pass
+
+
+class QueryCanceled(AdapterError):
+    """Canceled by a cancel request or statement_timeout (query_canceled)."""
+
+    code = "57014"
+
+
+class UnknownCursor(AdapterError):
+    code = "34000"
+
+
+class InvalidTransactionState(AdapterError):
+    """A statement that the current transaction cannot run (25000 family)."""
+
+    code = "25000"
+
+
+class InFailedTransaction(AdapterError):
+    code = "25P02"
+
+
+class InvalidPassword(AdapterError):
+    code = "28P01"
+
+
+class UnknownVariable(AdapterError):
+    code = "42704"
+
+
+class InvalidParameterValue(AdapterError):
+    code = "22023"
+
+
+class AdminShutdown(AdapterError):
+    """The server is going away (admin_shutdown)."""
+
+    code = "57P01"
+    severity = "FATAL"
+
+
+@dataclass(frozen=True)
+class AdapterNotice:
+    """Something worth telling the client that is not an error (a PostgreSQL
+    NOTICE or WARNING): e.g. `DROP ... IF EXISTS` of a missing object."""
+
+    message: str
+    code: str = "00000"
+    severity: str = "NOTICE"
+    detail: str | None = None
+    hint: str | None = None

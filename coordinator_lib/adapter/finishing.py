@@ -1,0 +1,54 @@
+"""A peek's finishing: ORDER BY, OFFSET, LIMIT and the final projection,
+applied to the consolidated result (not maintained, as in Materialize)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cmp_to_key
+from typing import Any
+
+from coordinator_lib.adapter.errors import AdapterError
+from coordinator_lib.sql.plans import RowSetFinishing
+
+Row = tuple[Any, ...]
+
+
+def compare_values(a: Any, b: Any, desc: bool, nulls_last: bool) -> int:
+    """PostgreSQL order: NULLs last ascending / first descending by default."""
+    if a is None or b is None:
+        if a is None and b is None:
+            return 0
+        return (1 if a is None else -1) * (1 if nulls_last else -1)
+    if a == b:
+        return 0
+    result = -1 if a < b else 1
+    return -result if desc else result
+
+
+def finish_rows(rows: Iterable[tuple[Row, int]], finishing: RowSetFinishing) -> list[Row]:
+    """Expand multiplicities, then sort, offset, limit and project."""
+    flat: list[Row] = []
+    for row, count in rows:
+        if count < 0:
+            raise AdapterError(
+                f"Invalid data in source, saw retractions ({-count}) for row that does not "
+                f"exist: {row}",
+                code="XX000",
+            )
+        flat += [row] * count
+
+    def compare(a: Row, b: Row) -> int:
+        for order in finishing.order_by:
+            result = compare_values(a[order.column], b[order.column], order.desc, order.nulls_last)
+            if result:
+                return result
+        return 0
+
+    if finishing.order_by:
+        flat.sort(key=cmp_to_key(compare))
+    flat = flat[finishing.offset :]
+    if finishing.limit is not None:
+        flat = flat[: finishing.limit]
+    if finishing.project:
+        return [tuple(row[i] for i in finishing.project) for row in flat]
+    return flat

@@ -1,0 +1,241 @@
+"""Group commit of table writes (Materialize's group commit).
+
+Writers queue their changes and wait; one of them at a time leads: it
+commits everything queued so far at one timestamp from the oracle: one
+append for the tables written, empty appends that advance every other table
+to the same upper, then `apply_write` so reads see it. Each writer returns
+only after its batch is durable (invariant 3), with the timestamp it landed
+at. A leader then hands over to the first writer still queued, so writers
+arriving during a commit all go into the next one, and a writer whose batch
+is done returns at once. A commit with no writes is how idle tables' uppers
+advance on a timer.
+
+UNIQUE / PRIMARY KEY constraints (`sql/constraints.py`) are enforced here, so
+the check and the write are one step: the leader reads each constrained
+table's key counts at its current upper (cached between commits), admits the
+batch's writers in order, each against the table and the writers admitted
+before it, and appends with that upper expected. A writer that would
+duplicate a key gets 23505 and none of its changes are written; the others
+commit. If another process appended first, the append fails on the upper
+and the check runs again against the new contents.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from coordinator_lib.adapter.errors import AdapterError
+from coordinator_lib.adapter.oracle import TimestampOracle
+from coordinator_lib.repr.frontier import Frontier
+from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.repr.update import Update
+from coordinator_lib.sql.constraints import KeyCounts, UniqueConstraint, UniqueViolation
+from coordinator_lib.storage import StorageController
+from coordinator_lib.storage.controller import AppendCommand
+from coordinator_lib.storage.errors import InvalidUppers, StorageError
+
+Changes = dict[GlobalId, list[tuple[tuple[Any, ...], int]]]
+# A table's unique constraints and column names (None: it has none).
+Constraints = Callable[[GlobalId], tuple[tuple[UniqueConstraint, ...], tuple[str, ...]] | None]
+_RETRIES = 20
+
+
+@dataclass
+class _Pending:
+    changes: Changes
+    done: bool = False
+    # Set when the batch holding this writer is done, or when it is to lead.
+    wake: threading.Event = field(default_factory=threading.Event)
+    timestamp: int | None = None
+    error: BaseException | None = None
+
+
+class GroupCommitter:
+    def __init__(
+        self,
+        storage: StorageController,
+        oracle: TimestampOracle,
+        tables: Callable[[], list[GlobalId]],
+        constraints: Constraints | None = None,
+    ) -> None:
+        """`tables`: the collections to advance (every installed table and
+        webhook source: group commit is their only writer); `constraints`:
+        each table's unique constraints."""
+        self.storage = storage
+        self.oracle = oracle
+        self.tables = tables
+        self.constraints: Constraints = constraints or (lambda id: None)
+        # Key counts of constrained tables at a known upper (valid while the
+        # table's upper is still that one).
+        self._keys: dict[GlobalId, tuple[Frontier, KeyCounts]] = {}
+        self._keys_lock = threading.Lock()
+        self._queue: list[_Pending] = []
+        self._queue_lock = threading.Lock()
+        self._leading = False  # a writer is committing (under _queue_lock)
+        self.commits = 0
+
+    def commit(self, changes: Changes) -> int:
+        """Make `changes` durable at one timestamp with others queued at the
+        same moment; returns that timestamp."""
+        pending = _Pending(changes)
+        with self._queue_lock:
+            self._queue.append(pending)
+            if not self._leading:
+                self._leading = True
+                pending.wake.set()
+        pending.wake.wait()
+        if not pending.done:
+            self._lead()
+        if pending.error is not None:
+            raise pending.error
+        assert pending.timestamp is not None
+        return pending.timestamp
+
+    def _lead(self) -> None:
+        """Commit the queue (this writer is in it), then hand over."""
+        try:
+            with self._queue_lock:
+                batch, self._queue = self._queue, []
+            self._commit_batch(batch)
+        finally:
+            with self._queue_lock:
+                if self._queue:
+                    self._queue[0].wake.set()
+                else:
+                    self._leading = False
+
+    def _commit_batch(self, batch: list[_Pending]) -> None:
+        try:
+            timestamp, rejected = self._append(batch)
+        except BaseException as error:
+            for pending in batch:
+                pending.error = error
+                pending.done = True
+                pending.wake.set()
+            return
+        self.commits += 1
+        for i, pending in enumerate(batch):
+            if i in rejected:
+                pending.error = rejected[i]
+            else:
+                pending.timestamp = timestamp
+            pending.done = True
+            pending.wake.set()
+
+    def _append(self, batch: list[_Pending]) -> tuple[int, dict[int, BaseException]]:
+        """Commit the admitted writers of `batch`; returns the timestamp and
+        the rejected writers (by position) with their errors."""
+        for _ in range(_RETRIES):
+            timestamp = self.oracle.write_ts()
+            keys, rejected = self._admit(batch)
+            changes: Changes = {}
+            for i, pending in enumerate(batch):
+                if i not in rejected:
+                    for id, rows in pending.changes.items():
+                        changes.setdefault(id, []).extend(rows)
+            for id in keys:
+                changes.setdefault(id, [])  # its expected upper is the one checked against
+            commands = [
+                AppendCommand(
+                    id,
+                    [Update(row, timestamp, diff) for row, diff in rows],
+                    timestamp + 1,
+                    keys[id][0] if id in keys else None,
+                )
+                for id, rows in changes.items()
+            ]
+            if commands:
+                try:
+                    self.storage.append(commands)
+                except InvalidUppers as error:
+                    if error.__cause__ is not None:
+                        raise  # some collection may have landed: never retry a partial write
+                    continue  # another process wrote first: nothing landed, take a later time
+            with self._keys_lock:
+                for id, (_, counts) in keys.items():
+                    self._keys[id] = (Frontier.at(timestamp + 1), counts)
+            self._advance_idle(timestamp + 1, skip=set(changes))
+            self.oracle.apply_write(timestamp)
+            return timestamp, rejected
+        raise StorageError(f"could not commit after {_RETRIES} attempts: uppers kept moving")
+
+    def _admit(
+        self, batch: list[_Pending]
+    ) -> tuple[dict[GlobalId, tuple[Frontier, KeyCounts]], dict[int, BaseException]]:
+        """Check the writers of `batch` in order against the constrained
+        tables' contents at their uppers and the writers admitted before."""
+        keys: dict[GlobalId, tuple[Frontier, KeyCounts]] = {}
+        rejected: dict[int, BaseException] = {}
+        for i, pending in enumerate(batch):
+            trials = []
+            try:
+                for id, rows in pending.changes.items():
+                    if id not in keys:
+                        current = self._key_counts(id)
+                        if current is None:
+                            continue
+                        keys[id] = current
+                    trials.append((keys[id][1], keys[id][1].check(rows)))
+            except UniqueViolation as violation:
+                rejected[i] = AdapterError(
+                    violation.message, code=violation.code, detail=violation.detail
+                )
+                continue
+            for counts, trial in trials:
+                counts.apply(trial)
+        return keys, rejected
+
+    def _key_counts(self, id: GlobalId) -> tuple[Frontier, KeyCounts] | None:
+        """The key counts of `id` at its current upper (a copy to change)."""
+        found = self.constraints(id)
+        if found is None or not found[0]:
+            return None
+        constraints, names = found
+        _, upper = self.storage.collection_frontiers(id)
+        with self._keys_lock:
+            cached = self._keys.get(id)
+        if cached is not None and cached[0] == upper and cached[1].constraints == constraints:
+            return upper, cached[1].copy()
+        rows: list[tuple[tuple[Any, ...], int]] = []
+        if upper.time is not None and upper.time > 0:
+            rows = self.storage.snapshot(id, upper.time - 1)
+        return upper, KeyCounts.of_rows(constraints, names, rows)
+
+    def check(self, changes: Changes) -> None:
+        """Raise 23505 if `changes` would duplicate a key of the tables' latest
+        contents (a statement inside a transaction checks early; its commit
+        checks again)."""
+        for id, rows in changes.items():
+            current = self._key_counts(id)
+            if current is None:
+                continue
+            try:
+                current[1].check(rows)
+            except UniqueViolation as violation:
+                raise AdapterError(
+                    violation.message, code=violation.code, detail=violation.detail
+                ) from None
+
+    def _advance_idle(self, upper: int, skip: set[GlobalId]) -> None:
+        """Advance every other table to `upper` (a race lost here is harmless:
+        someone else advanced it)."""
+        for id in self.tables():
+            if id in skip:
+                continue
+            try:
+                _, current = self.storage.collection_frontiers(id)
+                if current.time is not None and current.time < upper:
+                    self.storage.append([AppendCommand(id, [], upper, current)])
+                    with self._keys_lock:
+                        cached = self._keys.get(id)
+                        if cached is not None and cached[0] == current:
+                            self._keys[id] = (Frontier.at(upper), cached[1])
+            except (InvalidUppers, StorageError):
+                continue
+
+    def advance(self) -> int:
+        """An empty commit: every table's upper moves to a fresh time."""
+        return self.commit({})

@@ -1,0 +1,113 @@
+"""Secrets: CREATE SECRET / ALTER SECRET, and reading a secret's value.
+
+A secret is a catalog item (kind `secret`, no columns) whose value is kept
+beside its catalog entry in the durable catalog record (key `secret`,
+base64), so creating, altering and dropping it are one compare-and-set with
+the rest of the catalog, in every process. The value is stored unencrypted
+at rest (like the rest of the consensus data); it is never printed: the
+entry's `create_sql` says `AS '********'`, statement logs print the same,
+and errors about a value never quote it. Materialize keeps secrets in a
+separate secrets controller (Kubernetes secrets or a local directory).
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import TYPE_CHECKING, Any
+
+from coordinator_lib.adapter.catalog import CatalogEntry, SessionCatalog
+from coordinator_lib.adapter.durable import Record
+from coordinator_lib.adapter.errors import AdapterError, AdapterNotice
+from coordinator_lib.adapter.oracle import wall_clock_ms
+from coordinator_lib.adapter.responses import ExecuteResponse
+from coordinator_lib.adapter.responses import ExecuteResponseKind as Kind
+from coordinator_lib.adapter.session import Session
+from coordinator_lib.compute.local_scalar import EvalError, eval_scalar
+from coordinator_lib.expr.scalar import ScalarExpr
+from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.sql.plan_webhook import AlterSecretPlan, CreateSecretPlan
+
+if TYPE_CHECKING:
+    from coordinator_lib.adapter.coordinator import Coordinator
+
+SECRET_KEY = "secret"  # beside the entry's ids and create_sql in the catalog record
+
+
+def secret_values(coord: Coordinator, ids: set[GlobalId]) -> dict[GlobalId, bytes]:
+    """The current values of the secrets `ids` (as this process's catalog has them)."""
+    _, state = coord.catalog.snapshot()
+    values: dict[GlobalId, bytes] = {}
+    for raw in state["items"]:
+        for id in ids:
+            if str(id) in raw["ids"] and SECRET_KEY in raw:
+                values[id] = base64.b64decode(raw[SECRET_KEY])
+    missing = ids - set(values)
+    if missing:
+        raise AdapterError(f"unknown secret {sorted(missing)[0]}", code="42704")
+    return values
+
+
+def _value(expr: ScalarExpr) -> bytes:
+    try:
+        value = eval_scalar(expr, (), ())
+    except EvalError:
+        raise AdapterError("invalid secret value", code="22023") from None
+    if not isinstance(value, bytes):
+        raise AdapterError("a secret's value must not be NULL", code="22004")
+    return value
+
+
+def _encoded(value: bytes) -> str:
+    return base64.b64encode(value).decode("ascii")
+
+
+def create_secret(
+    coord: Coordinator,
+    session: Session,
+    plan: CreateSecretPlan,
+    catalog: SessionCatalog,
+    check: Any,
+) -> ExecuteResponse:
+    from coordinator_lib.adapter import sequence  # it registers these handlers
+
+    sequence._no_ddl_in_transaction(session)
+    if plan.if_not_exists and coord.catalog.index.lookup(plan.name) is not None:
+        notice = AdapterNotice(f"catalog item '{plan.name}' already exists, skipping", "42P07")
+        return ExecuteResponse(Kind.CREATED_SECRET, "CREATE SECRET", notices=[notice])
+    value = _encoded(_value(plan.value))
+
+    def change(state: Record) -> None:
+        first = state["next_id"]
+        state["next_id"] = first + 1
+        entry = CatalogEntry((GlobalId.user(first),), plan.create_sql, None, wall_clock_ms())
+        raw = entry.to_json()
+        raw[SECRET_KEY] = value
+        state["items"].append(raw)
+
+    sequence._commit(coord, change)
+    return ExecuteResponse(Kind.CREATED_SECRET, "CREATE SECRET")
+
+
+def alter_secret(
+    coord: Coordinator, session: Session, plan: AlterSecretPlan, catalog: SessionCatalog, check: Any
+) -> ExecuteResponse:
+    from coordinator_lib.adapter import sequence
+
+    sequence._no_ddl_in_transaction(session)
+    if plan.id is None:
+        notice = AdapterNotice(f'secret "{plan.name}" does not exist, skipping', "00000")
+        return ExecuteResponse(Kind.ALTERED, "ALTER SECRET", notices=[notice])
+    value = _encoded(_value(plan.value))
+
+    def change(state: Record) -> None:
+        for raw in state["items"]:
+            if str(plan.id) in raw["ids"]:
+                raw[SECRET_KEY] = value
+
+    sequence._commit(coord, change)
+    return ExecuteResponse(Kind.ALTERED, "ALTER SECRET")
+
+
+HANDLERS = {CreateSecretPlan: create_secret, AlterSecretPlan: alter_secret}
+
+__all__ = ["HANDLERS", "SECRET_KEY", "alter_secret", "create_secret", "secret_values"]

@@ -1,0 +1,96 @@
+"""Functions whose value is the session's: version(), current_schema(),
+current_database(), current_user, pg_backend_pid(), mz_version(),
+current_setting('name'), and now() / current_timestamp (the system clock
+when the transaction began, as in PostgreSQL and Materialize; a statement
+outside BEGIN is its own transaction).
+
+now() is replaced only in queries and DML: in a view it would be frozen at
+creation, so there it stays and the planner refuses it (it is not
+materializable; Materialize's mz_now() is the query time for temporal
+filters), and a webhook CHECK binds it to the request's receipt time.
+
+They are replaced by literals in the parsed statement before planning (the
+planner knows nothing of sessions). Client libraries send several of them
+when they connect (SQLAlchemy: `select pg_catalog.version()`,
+`select current_schema()`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+from sqlglot import exp
+
+from coordinator_lib.adapter.session import Session
+
+SERVER_VERSION = "PostgreSQL 9.5.0 on x86_64-pc-linux-gnu (Tidemark 0.1.0)"
+
+
+_NOT_SESSION = object()
+
+
+def _value(node: exp.Expr, session: Session) -> object:
+    """The value for `node`, or _NOT_SESSION if it is no such call."""
+    if isinstance(node, exp.CurrentSchema):
+        return session.search_path[0] if session.search_path else None
+    if isinstance(node, exp.CurrentDatabase):
+        return session.database
+    if isinstance(node, exp.CurrentUser | exp.SessionUser):
+        return session.user
+    if isinstance(node, exp.Anonymous):
+        name = str(node.this).lower()
+        if name == "version":
+            return SERVER_VERSION
+        if name == "mz_version":
+            return session.get("mz_version")
+        if name == "pg_backend_pid":
+            return session.id
+        if name in ("current_role", "current_user"):
+            return session.user
+        if name == "current_setting" and node.expressions:
+            argument = node.expressions[0]
+            if isinstance(argument, exp.Literal) and argument.is_string:
+                return session.get(argument.this)
+    return _NOT_SESSION
+
+
+def _now_literal(session: Session) -> exp.Expr:
+    transaction = session.transaction
+    seconds = transaction.wall_time if transaction is not None else time.time()
+    now = dt.datetime.fromtimestamp(seconds, dt.UTC).replace(tzinfo=None)
+    text = now.isoformat(sep=" ", timespec="microseconds") + "+00"
+    return exp.Cast(this=exp.Literal.string(text), to=exp.DataType.build("timestamptz"))
+
+
+def _is_now(node: exp.Expr) -> bool:
+    if isinstance(node, exp.CurrentTimestamp):
+        return not node.args.get("this")  # current_timestamp(precision): left to the planner
+    return (
+        isinstance(node, exp.Anonymous) and str(node.this).lower() == "now" and not node.expressions
+    )
+
+
+def substitute_session_functions(statement: exp.Expr, session: Session) -> exp.Expr:
+    replace_now = isinstance(statement, exp.Query | exp.Insert | exp.Update | exp.Delete)
+    now = _now_literal(session)  # one value for every call in the statement
+
+    def replace(node: exp.Expr) -> exp.Expr:
+        if replace_now and _is_now(node):
+            return now.copy()
+        if (
+            isinstance(node, exp.Dot)
+            and isinstance(node.expression, exp.Anonymous)
+            and str(node.this).lower() in ("pg_catalog", "mz_catalog")
+        ):
+            node = node.expression
+        value = _value(node, session)
+        if value is _NOT_SESSION:
+            return node
+        if value is None:
+            return exp.Null()
+        if isinstance(value, int):
+            return exp.Literal.number(value)
+        return exp.Literal.string(str(value))
+
+    return statement.transform(replace, copy=True)

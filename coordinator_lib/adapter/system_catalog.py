@@ -1,0 +1,224 @@
+"""System relations: the catalog, frontiers and the statement log as SQL.
+
+Each is a catalog item with a system id (`s1`, ...) in `mz_catalog` or
+`mz_internal` (resolvable unqualified from any database, like Materialize's).
+They have no shard: when a query names one, the adapter computes its rows
+from the coordinator's state at that moment (`system_rows`) and plans the
+query over them as a constant.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from coordinator_lib.adapter.catalog import system_item
+from coordinator_lib.repr.relation import RelationDesc
+from coordinator_lib.sql.catalog import CatalogItem, ItemKind
+from coordinator_lib.sql.plan_webhook import CreateWebhookSourcePlan
+
+if TYPE_CHECKING:
+    from coordinator_lib.adapter.coordinator import Coordinator
+
+Row = tuple[Any, ...]
+
+_NAME = ("database_name", "text"), ("schema_name", "text"), ("name", "text", False)
+_RELATIONS: list[tuple[str, str, RelationDesc]] = [
+    ("mz_catalog", "mz_databases", RelationDesc.of(("name", "text", False))),
+    (
+        "mz_catalog",
+        "mz_schemas",
+        RelationDesc.of(("database_name", "text", False), ("name", "text", False)),
+    ),
+    (
+        "mz_catalog",
+        "mz_objects",
+        RelationDesc.of(("id", "text", False), *_NAME, ("type", "text", False)),
+    ),
+    ("mz_catalog", "mz_tables", RelationDesc.of(("id", "text", False), *_NAME)),
+    ("mz_catalog", "mz_sources", RelationDesc.of(("id", "text", False), *_NAME)),
+    ("mz_catalog", "mz_views", RelationDesc.of(("id", "text", False), *_NAME)),
+    ("mz_catalog", "mz_materialized_views", RelationDesc.of(("id", "text", False), *_NAME)),
+    (
+        "mz_catalog",
+        "mz_indexes",
+        RelationDesc.of(("id", "text", False), *_NAME, ("on_id", "text", False)),
+    ),
+    (
+        "mz_catalog",
+        "mz_columns",
+        RelationDesc.of(
+            ("id", "text", False),
+            ("name", "text", False),
+            ("position", "bigint", False),
+            ("nullable", "boolean", False),
+            ("type", "text", False),
+        ),
+    ),
+    (
+        "mz_catalog",
+        "mz_clusters",
+        RelationDesc.of(("name", "text", False), ("replication_factor", "bigint", False)),
+    ),
+    (
+        "mz_internal",
+        "mz_object_dependencies",
+        RelationDesc.of(("object_id", "text", False), ("referenced_object_id", "text", False)),
+    ),
+    (
+        "mz_internal",
+        "mz_frontiers",
+        RelationDesc.of(
+            ("object_id", "text", False),
+            ("read_frontier", "bigint"),
+            ("write_frontier", "bigint"),
+        ),
+    ),
+    (
+        "mz_internal",
+        "mz_statement_log",
+        RelationDesc.of(
+            ("id", "bigint", False),
+            ("session_id", "bigint", False),
+            ("sql", "text", False),
+            ("began_at", "timestamp with time zone", False),
+            ("duration_ms", "double precision"),
+            ("status", "text", False),
+            ("error_message", "text"),
+            ("execution_timestamp", "bigint"),
+            ("execution_strategy", "text"),
+        ),
+    ),
+    (
+        "mz_internal",
+        "mz_sessions",
+        RelationDesc.of(
+            ("id", "bigint", False),
+            ("user", "text", False),
+            ("connected_at", "timestamp with time zone", False),
+        ),
+    ),
+    ("mz_catalog", "mz_secrets", RelationDesc.of(("id", "text", False), *_NAME)),
+    (
+        "mz_internal",
+        "mz_webhook_sources",
+        RelationDesc.of(("id", "text", False), ("name", "text", False), ("url", "text", False)),
+    ),
+]
+
+SYSTEM_ITEMS: list[CatalogItem] = [
+    system_item(i + 1, schema, name, desc) for i, (schema, name, desc) in enumerate(_RELATIONS)
+]
+_KIND_NAMES = {
+    ItemKind.TABLE: "table",
+    ItemKind.SOURCE: "source",
+    ItemKind.VIEW: "view",
+    ItemKind.MATERIALIZED_VIEW: "materialized-view",
+    ItemKind.INDEX: "index",
+    ItemKind.SECRET: "secret",
+    ItemKind.CONTINUAL_TASK: "continual-task",
+}
+
+
+def _named(item: CatalogItem) -> Row:
+    return (str(item.id), item.name.database, item.name.schema, item.name.item)
+
+
+def _of_kind(kind: ItemKind) -> Callable[[Coordinator], list[Row]]:
+    return lambda coord: [_named(i) for i in coord.catalog.items() if i.kind is kind]
+
+
+def _objects(coord: Coordinator) -> list[Row]:
+    return [(*_named(i), _KIND_NAMES[i.kind]) for i in coord.catalog.items()]
+
+
+def _columns(coord: Coordinator) -> list[Row]:
+    rows = []
+    for item in coord.catalog.items():
+        if item.kind is ItemKind.INDEX:
+            continue
+        for n, (name, column) in enumerate(zip(item.desc.names, item.desc.types, strict=True)):
+            rows.append((str(item.id), name, n + 1, column.nullable, column.scalar_type.value))
+    return rows
+
+
+def _dependencies(coord: Coordinator) -> list[Row]:
+    return [(str(item.id), str(dep)) for item in coord.catalog.items() for dep in item.depends_on]
+
+
+def _frontiers(coord: Coordinator) -> list[Row]:
+    rows = []
+    for item in coord.catalog.items():
+        frontiers = coord.frontiers_of(item.id)
+        if frontiers is not None:
+            since, upper = frontiers
+            rows.append((str(item.id), since.time, upper.time))
+    return rows
+
+
+def _webhook_sources(coord: Coordinator) -> list[Row]:
+    """Webhook sources and the path they take requests on (HTTP port 6876)."""
+    plans = coord.catalog.index.plans
+    return [
+        (
+            str(i.id),
+            i.name.item,
+            "/api/webhook/" + "/".join(quote(p, safe="") for p in i.name.parts),
+        )
+        for i in coord.catalog.items()
+        if isinstance(plans.get(i.id), CreateWebhookSourcePlan)
+    ]
+
+
+def _statement_log(coord: Coordinator) -> list[Row]:
+    return [
+        (
+            r.id,
+            r.session_id,
+            r.sql,
+            r.began_at,
+            r.duration_ms,
+            r.status,
+            r.error_message,
+            r.execution_timestamp,
+            r.execution_strategy,
+        )
+        for r in coord.statement_log.records()
+    ]
+
+
+def _sessions(coord: Coordinator) -> list[Row]:
+    return [
+        (s.id, s.user, dt.datetime.fromtimestamp(s.connected_at, dt.UTC)) for s in coord.sessions()
+    ]
+
+
+_ROWS: dict[str, Callable[[Coordinator], list[Row]]] = {
+    "mz_databases": lambda coord: [(d,) for d in coord.catalog.databases()],
+    "mz_schemas": lambda coord: list(coord.catalog.schemas()),
+    "mz_objects": _objects,
+    "mz_tables": _of_kind(ItemKind.TABLE),
+    "mz_sources": _of_kind(ItemKind.SOURCE),
+    "mz_views": _of_kind(ItemKind.VIEW),
+    "mz_materialized_views": _of_kind(ItemKind.MATERIALIZED_VIEW),
+    "mz_indexes": lambda coord: [
+        (*_named(i), str(i.on)) for i in coord.catalog.items() if i.kind is ItemKind.INDEX
+    ],
+    "mz_columns": _columns,
+    "mz_clusters": lambda coord: [
+        (name, spec.get("replication_factor", 1)) for name, spec in coord.catalog.clusters().items()
+    ],
+    "mz_object_dependencies": _dependencies,
+    "mz_frontiers": _frontiers,
+    "mz_statement_log": _statement_log,
+    "mz_sessions": _sessions,
+    "mz_secrets": _of_kind(ItemKind.SECRET),
+    "mz_webhook_sources": _webhook_sources,
+}
+
+
+def system_rows(coord: Coordinator, item: CatalogItem) -> list[Row]:
+    """The current rows of system relation `item`."""
+    return _ROWS[item.name.item](coord)

@@ -1,0 +1,574 @@
+"""Appending HTTP requests to webhook sources (Materialize's
+`AppendWebhookValidator`, `AppendWebhookResponse`, `AppendWebhookError`,
+`WebhookAppenderCache`; the HTTP half is `server/webhook.py`).
+
+One request: find the source (resolved once per catalog version), run its
+CHECK in-process on (headers, body, secrets, receipt time), turn the body
+into rows (typed bodies checked with pandera), skip the request if its
+`Idempotency-Key` was appended already, then group-commit the rows: requests
+arriving together share one append at one timestamp, and each returns only
+once that append is durable. A webhook source is written by nothing else,
+so group commit also advances its upper with the tables'.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import math
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+from pandera.errors import SchemaError, SchemaErrorReason
+
+from coordinator_lib.adapter.errors import AdapterError
+from coordinator_lib.adapter.idempotency import IdempotencyKeys
+from coordinator_lib.adapter.secrets import secret_values
+from coordinator_lib.adapter.verify import pandera_schema
+from coordinator_lib.compute.local_scalar import eval_scalar, to_numeric
+from coordinator_lib.repr.frontier import Frontier
+from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.repr.relation import RelationDesc, ScalarType
+from coordinator_lib.sql.catalog import CatalogItem, ItemKind, QualifiedName
+from coordinator_lib.sql.coercion import parse_text_as
+from coordinator_lib.sql.plan_webhook import (
+    CreateWebhookSourcePlan,
+    WebhookBodyFormat,
+    WebhookHeaders,
+    WebhookValidation,
+)
+from coordinator_lib.storage import CollectionDescription, DataSource, StorageError
+from coordinator_lib.storage.errors import IdentifierMissing
+
+if TYPE_CHECKING:
+    from coordinator_lib.adapter.coordinator import Coordinator
+
+S = ScalarType
+Row = tuple[Any, ...]
+IDEMPOTENCY_HEADER = "idempotency-key"
+
+
+class AppendWebhookError(Exception):
+    """A request refused, with the HTTP status to answer. Messages never
+    carry a secret or the check's details."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+    @staticmethod
+    def not_found(database: str, schema: str, name: str) -> AppendWebhookError:
+        return AppendWebhookError(
+            404, f"no object was found at the path '{database}.{schema}.{name}'"
+        )
+
+    @staticmethod
+    def invalid_body(kind: str, detail: str) -> AppendWebhookError:
+        return AppendWebhookError(400, f"failed to deserialize body as {kind}: {detail}")
+
+    @staticmethod
+    def validation_failed() -> AppendWebhookError:
+        return AppendWebhookError(400, "failed to validate the request")
+
+    @staticmethod
+    def validation_error() -> AppendWebhookError:
+        return AppendWebhookError(400, "error occurred while running validation")
+
+    @staticmethod
+    def unavailable() -> AppendWebhookError:
+        return AppendWebhookError(503, "service unavailable")
+
+
+# --- validation ----------------------------------------------------------------------
+
+
+class AppendWebhookValidator:
+    """Evaluates a source's CHECK on one request; any failure to evaluate
+    (bad input to decode, a non-UTF-8 body read as text) is an error, not a pass."""
+
+    def __init__(self, validation: WebhookValidation, secrets: Mapping[GlobalId, bytes]) -> None:
+        self.validation = validation
+        self._secrets: list[Any] = []
+        for check_input in validation.inputs:
+            if check_input.kind == "secret":
+                assert check_input.secret is not None
+                value = secrets[check_input.secret]
+                self._secrets.append(value if check_input.bytes else _text_or_none(value))
+            else:
+                self._secrets.append(None)
+
+    def eval(self, body: bytes, headers: Mapping[str, str], received_at: dt.datetime) -> bool:
+        row: list[Any] = []
+        for check_input, secret in zip(self.validation.inputs, self._secrets, strict=True):
+            if check_input.kind == "headers":
+                row.append(jsonb_text(dict(headers)))
+            elif check_input.kind == "body":
+                value = body if check_input.bytes else _text_or_none(body)
+                if value is None:
+                    raise AppendWebhookError.validation_error()
+                row.append(value)
+            else:
+                if secret is None:
+                    raise AppendWebhookError.validation_error()
+                row.append(secret)
+        row.append(received_at)
+        try:
+            result = eval_scalar(self.validation.expr, tuple(row), self.validation.types)
+        except Exception:  # whatever went wrong, the answer is the same and says nothing
+            raise AppendWebhookError.validation_error() from None
+        return result is True
+
+
+def _text_or_none(value: bytes) -> str | None:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+# --- the resolved source ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AppendWebhookResponse:
+    """What appending to one webhook source needs: its id and plan, and the
+    validator with its secrets' values at this catalog version."""
+
+    id: GlobalId
+    name: QualifiedName
+    plan: CreateWebhookSourcePlan
+    validator: AppendWebhookValidator | None
+
+    def rows(self, body: bytes, headers: Mapping[str, str]) -> list[Row]:
+        """The rows one request appends (AppendWebhookError 400 if the body
+        does not parse or a typed row does not fit)."""
+        plan = self.plan
+        tail = header_values(plan.headers, headers)
+        if plan.typed:
+            desc = RelationDesc(
+                plan.desc.names[: plan.body_columns], plan.desc.types[: plan.body_columns]
+            )
+            bodies = typed_rows(desc, body, plan.body_format)
+            return [(*values, *tail) for values in bodies]
+        return [(value, *tail) for value in body_values(body, plan.body_format)]
+
+
+def header_values(spec: WebhookHeaders, headers: Mapping[str, str]) -> tuple[Any, ...]:
+    """The header columns' values, in column order."""
+    values: list[tuple[int, Any]] = []
+    if spec.column is not None:
+        kept = {
+            name: value
+            for name, value in headers.items()
+            if (not spec.allow or name in spec.allow) and name not in spec.block
+        }
+        values.append((spec.column, jsonb_text(kept)))
+    for index, header, as_bytes in spec.mapped:
+        value = headers.get(header)
+        if value is not None and as_bytes:
+            value = value.encode()
+        values.append((index, value))
+    return tuple(value for _, value in sorted(values, key=lambda pair: pair[0]))
+
+
+# --- bodies ---------------------------------------------------------------------------
+
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"number out of range: {text}")
+    return number
+
+
+def _no_constant(text: str) -> Any:
+    raise ValueError(f"invalid JSON value: {text}")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)  # overflow to inf: see jsonb_text
+_TYPED_DECODER = json.JSONDecoder(parse_float=decimal.Decimal, parse_constant=_no_constant)
+
+
+def json_values(body: bytes, array: bool, decoder: json.JSONDecoder = _DECODER) -> list[Any]:
+    """The JSON values of a body: one, or several separated by whitespace
+    (NDJSON); with `array`, a top-level array stands for its elements."""
+    try:
+        text = body.decode("utf-8")
+        values: list[Any] = []
+        position = _WHITESPACE.match(text, 0).end()  # type: ignore[union-attr]
+        while position < len(text):
+            value, position = decoder.raw_decode(text, position)
+            if array and isinstance(value, list):
+                values.extend(value)
+            else:
+                values.append(value)
+            position = _WHITESPACE.match(text, position).end()  # type: ignore[union-attr]
+        return values
+    except (ValueError, RecursionError) as error:  # JSONDecodeError and UnicodeDecodeError too
+        raise AppendWebhookError.invalid_body("jsonb", _short(error)) from None
+
+
+def body_values(body: bytes, body_format: WebhookBodyFormat) -> list[Any]:
+    """The `body` column's value for each row of an untyped source."""
+    if body_format is WebhookBodyFormat.BYTES:
+        return [body]
+    if body_format is WebhookBodyFormat.TEXT:
+        try:
+            return [body.decode("utf-8")]
+        except UnicodeDecodeError as error:
+            raise AppendWebhookError.invalid_body("text", _short(error)) from None
+    values = json_values(body, body_format is WebhookBodyFormat.JSON_ARRAY)
+    try:
+        return [jsonb_text(value) for value in values]
+    except (ValueError, RecursionError) as error:
+        raise AppendWebhookError.invalid_body("jsonb", _short(error)) from None
+
+
+def _key_order(key: str) -> tuple[int, bytes]:
+    encoded = key.encode("utf-8", "surrogatepass")
+    return len(encoded), encoded
+
+
+def _ordered(value: Any) -> Any:
+    """`value` with object keys in jsonb's order; refuses non-finite numbers."""
+    if isinstance(value, dict):
+        return {key: _ordered(value[key]) for key in sorted(value, key=_key_order)}
+    if isinstance(value, list):
+        return [_ordered(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("number out of range")
+    return value
+
+
+def jsonb_text(value: Any) -> str:
+    """A parsed JSON value as stored jsonb text: `canonical_jsonb`'s output,
+    with the encoding done by json's C encoder (several times faster)."""
+    return _utf8(json.dumps(_ordered(value), ensure_ascii=False, separators=(", ", ": ")))
+
+
+def _utf8(text: str) -> str:
+    """`text`, if it can be stored (JSON allows lone surrogates; UTF-8 does not)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("invalid unicode escape in a string") from None
+    return text
+
+
+def _short(error: BaseException) -> str:
+    return str(error)[:200] if not isinstance(error, RecursionError) else "nested too deeply"
+
+
+# --- typed bodies ---------------------------------------------------------------------
+
+_INTEGERS = (S.SMALLINT, S.INTEGER, S.BIGINT)
+_PARSED_FROM_TEXT = (S.DATE, S.TIMESTAMP, S.TIMESTAMPTZ, S.BYTEA)
+_NUMERIC_LIMIT = decimal.Decimal(10) ** 28  # decimal(38, 10)
+
+
+def typed_rows(desc: RelationDesc, body: bytes, body_format: WebhookBodyFormat) -> list[Row]:
+    """Each JSON object of the body as a row of `desc` (fields by column
+    name, missing ones NULL, others ignored), checked with pandera."""
+    values = json_values(body, body_format is WebhookBodyFormat.JSON_ARRAY, _TYPED_DECODER)
+    rows: list[Row] = []
+    for position, value in enumerate(values):
+        if not isinstance(value, dict):
+            raise AppendWebhookError.invalid_body(
+                "a typed row", f"event {position} is not a JSON object"
+            )
+        rows.append(
+            tuple(
+                _field(value.get(name), column.scalar_type)
+                for name, column in zip(desc.names, desc.types, strict=True)
+            )
+        )
+    check_typed_rows(desc, rows)
+    return rows
+
+
+class _Unfit:
+    """A JSON value that does not fit its column (pandera refuses it)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _field(value: Any, scalar: ScalarType) -> Any:
+    """A JSON value as `scalar`'s Python value, or _Unfit."""
+    if value is None:
+        return None
+    try:
+        return _convert(value, scalar)
+    except Exception:  # any failure to convert means the same: it does not fit
+        return _Unfit(value)
+
+
+def _convert(value: Any, scalar: ScalarType) -> Any:
+    if scalar is S.JSONB:
+        return jsonb_text(_plain(value))
+    number = isinstance(value, int | decimal.Decimal) and not isinstance(value, bool)
+    if scalar is S.BOOLEAN and isinstance(value, bool):
+        return value
+    if scalar in _INTEGERS and number and isinstance(value, int):
+        return value  # pandera checks the range
+    if scalar in (S.REAL, S.DOUBLE) and number:
+        return _finite(str(value))
+    if scalar is S.NUMERIC and number:
+        rounded = to_numeric(decimal.Decimal(value))
+        if abs(rounded) < _NUMERIC_LIMIT:
+            return rounded
+    if scalar is S.TEXT and isinstance(value, str):
+        return _utf8(value)
+    if scalar in _PARSED_FROM_TEXT and isinstance(value, str):
+        return parse_text_as(value, scalar)
+    raise ValueError(f"{value!r} is not a {scalar.value}")
+
+
+def _plain(value: Any) -> Any:
+    """Decimals (from the typed decoder) back to JSON numbers for jsonb."""
+    if isinstance(value, decimal.Decimal):
+        return _finite(str(value))
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def check_typed_rows(desc: RelationDesc, rows: list[Row]) -> None:
+    """pandera's verdict on typed rows: AppendWebhookError 400 naming the
+    first event and column that do not fit."""
+    if not rows:
+        return
+    frame = pd.DataFrame(list(rows), columns=list(desc.names), dtype=object)
+    try:
+        pandera_schema(desc).validate(frame)
+    except SchemaError as error:
+        column = str(error.schema.name) if error.schema is not None else "?"
+        cases = error.failure_cases
+        row = int(cases["index"].iloc[0]) if cases is not None and len(cases) else None
+        where = f"event {row}, " if row is not None else ""
+        if error.reason_code is SchemaErrorReason.SERIES_CONTAINS_NULLS:
+            message = f'{where}column "{column}": null value violates not-null constraint'
+        else:
+            index = desc.names.index(column) if column in desc.names else -1
+            expected = desc.types[index].scalar_type.value if index >= 0 else "?"
+            shown = _shown(rows[row][index]) if row is not None and index >= 0 else "value"
+            message = f'{where}column "{column}": {shown} is not a {expected}'
+        raise AppendWebhookError(
+            400, f"body does not match the source's schema: {message}"
+        ) from None
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, _Unfit):
+        value = value.value
+    try:
+        text = json.dumps(_plain(value), ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+# --- catalog lookups ----------------------------------------------------------------------
+
+
+class WebhookAppenderCache:
+    """Resolved webhook sources by (database, schema, name), valid for one
+    catalog version (the catalog's index object: DDL makes a new one)."""
+
+    def __init__(self, coord: Coordinator) -> None:
+        self.coord = coord
+        self._lock = threading.Lock()
+        self._version: object = None
+        self._entries: dict[tuple[str, str, str], AppendWebhookResponse] = {}
+
+    def get(self, database: str, schema: str, name: str) -> AppendWebhookResponse:
+        key = (database, schema, name)
+        for attempt in range(2):
+            index = self.coord.catalog.index
+            with self._lock:
+                if index is not self._version:
+                    self._version, self._entries = index, {}
+                hit = self._entries.get(key)
+            if hit is not None:
+                return hit
+            response = self._resolve(index, key)
+            if response is not None:
+                with self._lock:
+                    if self._version is index:
+                        self._entries[key] = response
+                return response
+            if attempt == 0:
+                self.coord.refresh_catalog()  # created by another process just now?
+        raise AppendWebhookError.not_found(database, schema, name)
+
+    def _resolve(self, index: Any, key: tuple[str, str, str]) -> AppendWebhookResponse | None:
+        item: CatalogItem | None = index.lookup(QualifiedName(*key))
+        if item is None or item.kind is not ItemKind.SOURCE:
+            return None
+        plan = index.plans.get(item.id)
+        if not isinstance(plan, CreateWebhookSourcePlan) or not self.coord.is_installed(item.id):
+            return None
+        validator = None
+        if plan.validation is not None:
+            ids = {i.secret for i in plan.validation.inputs if i.secret is not None}
+            try:
+                values = secret_values(self.coord, ids)
+            except AdapterError:
+                return None
+            validator = AppendWebhookValidator(plan.validation, values)
+        return AppendWebhookResponse(item.id, item.name, plan, validator)
+
+
+# --- appending ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """`rows` appended at `timestamp` (None if none); `duplicate`: the
+    Idempotency-Key was appended before, nothing was written now."""
+
+    rows: int
+    timestamp: int | None = None
+    duplicate: bool = False
+
+
+class WebhookAppender:
+    """The webhook endpoint's adapter half (one per coordinator process)."""
+
+    def __init__(self, coord: Coordinator) -> None:
+        self.coord = coord
+        self.cache = WebhookAppenderCache(coord)
+        self.keys = IdempotencyKeys(coord.config.webhook_idempotency_window_ms)
+        self._seeded: set[GlobalId] = set()
+        self._seed_lock = threading.Lock()
+
+    def append(
+        self,
+        database: str,
+        schema: str,
+        name: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        received_at: dt.datetime,
+    ) -> AppendResult:
+        """Validate, build and durably append one request's rows. Header
+        names are lower-case; `received_at` is what now() means in the CHECK."""
+        if self.coord.closing:
+            raise AppendWebhookError.unavailable()
+        source = self.cache.get(database, schema, name)
+        if source.validator is not None and not source.validator.eval(body, headers, received_at):
+            raise AppendWebhookError.validation_failed()
+        rows = source.rows(body, headers)
+        key = headers.get(IDEMPOTENCY_HEADER)
+        if key is None:
+            return AppendResult(len(rows), self._commit(source, rows))
+        self._seed(source)
+        if not self.keys.claim(source.id, key):
+            return AppendResult(0, duplicate=True)
+        appended = False
+        try:
+            timestamp = self._commit(source, rows)
+            appended = True
+        finally:
+            self.keys.release(source.id, key, appended)
+        return AppendResult(len(rows), timestamp)
+
+    def _commit(self, source: AppendWebhookResponse, rows: list[Row]) -> int | None:
+        if not rows:
+            return None
+        try:
+            return self.coord.commit_writes({source.id: [(row, 1) for row in rows]})
+        except StorageError as error:
+            if self.coord.closing:
+                raise AppendWebhookError.unavailable() from None
+            if isinstance(error, IdentifierMissing):  # dropped just now
+                name = source.name
+                raise AppendWebhookError.not_found(name.database, name.schema, name.item) from None
+            raise
+
+    def _seed(self, source: AppendWebhookResponse) -> None:
+        """Once per source and process: remember the keys its rows hold."""
+        if source.id in self._seeded:
+            return
+        with self._seed_lock:
+            if source.id not in self._seeded:
+                self.keys.seed(source.id, stored_keys(self.coord, source))
+                self._seeded.add(source.id)
+
+
+def idempotency_column(plan: CreateWebhookSourcePlan) -> tuple[int, str] | None:
+    """The column that keeps a request's Idempotency-Key, and how: "text",
+    "bytes" (INCLUDE HEADER) or "headers" (the INCLUDE HEADERS object)."""
+    for index, header, as_bytes in plan.headers.mapped:
+        if header == IDEMPOTENCY_HEADER:
+            return index, "bytes" if as_bytes else "text"
+    spec = plan.headers
+    kept = not spec.allow or IDEMPOTENCY_HEADER in spec.allow
+    if spec.column is not None and kept and IDEMPOTENCY_HEADER not in spec.block:
+        return spec.column, "headers"
+    return None
+
+
+def stored_keys(coord: Coordinator, source: AppendWebhookResponse) -> list[str]:
+    """The Idempotency-Keys of the source's rows at its latest readable time
+    (none if no column keeps them)."""
+    found = idempotency_column(source.plan)
+    if found is None:
+        return []
+    column, how = found
+    _, upper = coord.storage.collection_frontiers(source.id)
+    if upper.time is None or upper.time <= 0:
+        return []
+    timestamp = upper.time - 1
+    holds = coord.hold({source.id}, timestamp)
+    try:
+        rows = coord.storage.snapshot(source.id, timestamp)
+    finally:
+        for hold in holds:
+            hold.release()
+    keys = []
+    for row, count in rows:
+        value = row[column]
+        if count <= 0 or value is None:
+            continue
+        if how == "bytes":
+            value = value.decode("utf-8", errors="replace")
+        elif how == "headers":
+            value = json.loads(value).get(IDEMPOTENCY_HEADER)
+        if isinstance(value, str):
+            keys.append(value)
+    return keys
+
+
+def install_webhook_source(coord: Coordinator, item: CatalogItem) -> None:
+    """A webhook source's collection, written only by group commit. Like a
+    table it starts at a fresh write time: readable at once, and never at
+    times before it existed."""
+    created = coord.oracle.write_ts()
+    description = CollectionDescription(item.desc, DataSource.webhook(), Frontier.at(created))
+    coord.storage.create_collections([(item.id, description)])
+    _, upper = coord.storage.collection_frontiers(item.id)
+    if upper.time is not None and upper.time <= created:
+        coord.storage.append([(item.id, [], created + 1)])
+    coord.oracle.apply_write(created)
+
+
+__all__ = [
+    "IDEMPOTENCY_HEADER",
+    "AppendResult",
+    "AppendWebhookError",
+    "AppendWebhookResponse",
+    "AppendWebhookValidator",
+    "WebhookAppender",
+    "WebhookAppenderCache",
+    "install_webhook_source",
+]

@@ -1,0 +1,135 @@
+"""`tidemark worker`: a capture of the table scheduler (docs/scheduler.md).
+
+It opens the environment (consensus, blobs, a Spark session created only if
+a step needs one), reads view definitions from the durable catalog, and runs
+a `CaptureRunner`: a liveness lease, an Agent taking the owner's orders
+through consensus mailboxes, and a `DataflowExecutor` maintaining the
+materialized views it is given. It writes only through compare_and_append
+on the views' shards, so any number of workers (and coordinators) may run at
+once; the scheduler just keeps each view on one of them.
+
+A worker started by a supervisor (`--parent-pid`) exits when that parent
+dies, so a dead `tidemark serve` leaves no workers behind for its successor
+to collide with.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+from dataclasses import dataclass
+
+from coordinator_lib.adapter.catalog import Catalog
+from coordinator_lib.adapter.system_catalog import SYSTEM_ITEMS
+from coordinator_lib.compute import ComputeController, DataflowDescription
+from coordinator_lib.compute.dataflow import LOCAL_MAX_ROWS
+from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.repr.relation import RelationDesc
+from coordinator_lib.scheduler.capture import DEFAULT_LEASE_TTL_MS, CaptureRunner
+from coordinator_lib.scheduler.dataflow_executor import DataflowExecutor, TaskUnavailable
+from coordinator_lib.spark_session import LazySparkSession
+from coordinator_lib.sql.catalog import ItemKind
+from coordinator_lib.storage import CollectionDescription, DataSource, StorageController
+from coordinator_lib.storage.controller import COLLECTION_PREFIX
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    capture_id: str
+    cluster: str = "quickstart"
+    data_dir: str | None = None
+    consensus_url: str | None = None
+    blob_root: str | None = None
+    spark_master: str | None = None
+    lease_ttl_ms: int = DEFAULT_LEASE_TTL_MS
+    local_max_rows: int = LOCAL_MAX_ROWS
+    parent_pid: int | None = None
+
+
+class ViewResolver:
+    """`describe(span)` for the executor: the view's definition from the
+    durable catalog, its collections opened in this process's storage."""
+
+    def __init__(self, storage: StorageController, catalog: Catalog) -> None:
+        self.storage = storage
+        self.catalog = catalog
+        self.consensus = storage.persist.consensus
+
+    def _item(self, id: GlobalId):
+        try:
+            return self.catalog.get(id)
+        except Exception:
+            self.catalog.refresh()  # created since we last looked?
+            try:
+                return self.catalog.get(id)
+            except Exception:
+                raise TaskUnavailable(f"{id} is not in the catalog") from None
+
+    def _open(self, id: GlobalId) -> None:
+        """Open a collection that exists durably, as the record describes it."""
+        head = self.consensus.head(f"{COLLECTION_PREFIX}{id}")
+        if head is None:
+            raise TaskUnavailable(f"collection {id} does not exist (yet)")
+        desc = RelationDesc.from_json(json.loads(head.data)["desc"])
+        self.storage.create_collections([(id, CollectionDescription(desc, DataSource.other()))])
+
+    def __call__(self, span: str) -> DataflowDescription:
+        id = GlobalId.parse(span)
+        item = self._item(id)
+        if item.kind is not ItemKind.MATERIALIZED_VIEW or item.expr is None:
+            raise TaskUnavailable(f"{span} is a {item.kind.sql_name}, not a materialized view")
+        for input_id in sorted(item.expr.depends_on()):
+            if input_id.kind == "s":
+                raise TaskUnavailable(f"{span} reads system relation {input_id}")
+            self._open(input_id)
+        self._open(id)
+        since, upper = self.storage.collection_frontiers(id)
+        if upper.time is None or since.time is None:
+            raise TaskUnavailable(f"{span} is closed")
+        # Resume where the view is durably: its upper - 1 (or its since if it
+        # was never written, which makes the first step its hydration).
+        as_of = max(upper.time - 1, since.time)
+        return DataflowDescription(id, item.expr, as_of, sink_id=id, debug_name=str(item.name))
+
+
+def run_worker(config: WorkerConfig) -> int:
+    storage = StorageController.open(config.data_dir, config.consensus_url, config.blob_root)
+    try:
+        catalog = Catalog(storage.persist.consensus, SYSTEM_ITEMS)
+        spark = LazySparkSession(config.spark_master or "local[2]")
+        compute = ComputeController(storage, spark, config.local_max_rows)  # type: ignore[arg-type]
+        resolver = ViewResolver(storage, catalog)
+        runner = CaptureRunner(
+            storage.persist.consensus,
+            config.capture_id,
+            config.cluster,
+            lambda: DataflowExecutor(compute, resolver),
+            lease_ttl_ms=config.lease_ttl_ms,
+            address=f"pid:{os.getpid()}",
+        )
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, lambda *_: runner.stop())
+        if config.parent_pid is not None:
+            threading.Thread(
+                target=_watch_parent, args=(config.parent_pid, runner), daemon=True
+            ).start()
+        print(f"tidemark worker {config.capture_id} (cluster {config.cluster}) running", flush=True)
+        runner.run()
+        log.info("worker %s stopped", config.capture_id)
+        return 0
+    finally:
+        storage.close()
+
+
+def _watch_parent(parent_pid: int, runner: CaptureRunner) -> None:
+    while not runner.stop_event.wait(0.5):
+        if os.getppid() != parent_pid:
+            log.warning("parent %d is gone: stopping", parent_pid)
+            runner.stop()
+            return

@@ -1,0 +1,211 @@
+"""The `TableExecutor` of a `tidemark worker`: tasks are materialized views,
+run as dataflows on this process's `ComputeController`.
+
+- prepare (`add_table_span(..., is_prepare=True)`): build the dataflow from
+  its description (the durable catalog's definition) with `as_of` at the
+  view's durable upper - 1, holding its inputs there; nothing is written
+  (the dataflow is not stepped). Steps are stateless beyond persist (a view's
+  output and any accumulation state are shards), so there is no in-memory
+  state to hydrate: a prepared dataflow is ready to step the moment it is
+  committed, wherever the previous primary left the output.
+- commit (`add_table_span(..., is_prepare=False)`): `advance()` steps it from
+  then on. Every step lands with compare_and_append on the output's upper,
+  so a stale primary still stepping (a paused old incarnation) cannot write
+  anything the CaS does not decide (invariant 9).
+- remove: the dataflow is dropped between steps (`advance` and the agent
+  run on one thread), so its writer has really stopped when the task is
+  reported STOPPED. This process's leased holds on the inputs are released;
+  the view's durable dependency holds (shared by every process that runs
+  it) stay where the view is, for whoever runs it next.
+
+A task's checkpoint is the view's durable upper: everything before it is
+written (`checkpoint_ts`); steps land whole up to the inputs' upper, so the
+same time is also its `resolved_ts`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from coordinator_lib.compute import ComputeController, DataflowDescription
+from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.scheduler.messages import Checkpoint, Span, TableState, TableStatus
+
+log = logging.getLogger(__name__)
+
+DEFAULT_INSTANCE = "capture"
+_ERROR_BACKOFF_S = 1.0
+
+
+class TaskUnavailable(Exception):
+    """The task cannot be built here now (e.g. the catalog or its collection
+    is not there yet); the agent retries."""
+
+
+@dataclass(slots=True)
+class _Task:
+    span: Span
+    id: GlobalId
+    state: TableState
+    checkpoint: Checkpoint
+    retry_at: float = 0.0  # monotonic: after a failed step, not before this
+    steps: int = 0
+    landed: int = 0
+
+
+class DataflowExecutor:
+    """Materialized views on a ComputeController; see the module docstring.
+
+    `describe(span)` returns the view's DataflowDescription (its storage
+    collections registered in the controller's storage) or raises
+    `TaskUnavailable`."""
+
+    def __init__(
+        self,
+        compute: ComputeController,
+        describe: Callable[[Span], DataflowDescription],
+        *,
+        instance: str = DEFAULT_INSTANCE,
+    ) -> None:
+        self.compute = compute
+        self.describe = describe
+        self.instance = instance
+        if instance not in compute.instance_ids():
+            compute.create_instance(instance)  # no replicas: only `advance` steps
+        self.tasks: dict[Span, _Task] = {}
+        self._cursor = 0
+        self.steps = 0
+        self.step_errors = 0
+
+    # -- TableExecutor ---------------------------------------------------------
+
+    def add_table_span(self, span: Span, checkpoint: Checkpoint, is_prepare: bool) -> bool:
+        task = self.tasks.get(span)
+        if task is None:
+            try:
+                description = self.describe(span)
+                self.compute.create_dataflow(self.instance, description)
+            except Exception as error:  # the agent retries; the owner may move it
+                log.warning("cannot start %s: %s", span, error)
+                return False
+            state = TableState.PREPARED if is_prepare else TableState.REPLICATING
+            task = _Task(span, description.id, state, checkpoint)
+            self.tasks[span] = task
+            self._refresh_checkpoint(task)
+            log.info("%s %s at %s", "prepared" if is_prepare else "started", span, task.checkpoint)
+        elif task.state == TableState.PREPARED and not is_prepare:
+            task.state = TableState.REPLICATING
+            self._refresh_checkpoint(task)
+            log.info("committed %s at %s", span, task.checkpoint)
+        return True
+
+    def is_add_table_span_finished(self, span: Span, is_prepare: bool) -> bool:
+        task = self.tasks.get(span)
+        if task is None:
+            return False
+        return task.state == TableState.REPLICATING or (
+            is_prepare and task.state == TableState.PREPARED
+        )
+
+    def remove_table_span(self, span: Span) -> bool:
+        task = self.tasks.get(span)
+        if task is not None and task.state in (
+            TableState.PREPARING,
+            TableState.PREPARED,
+            TableState.REPLICATING,
+        ):
+            task.state = TableState.STOPPING
+            self._refresh_checkpoint(task)
+            self._drop(task)
+            task.state = TableState.STOPPED
+            log.info("stopped %s at %s", span, task.checkpoint)
+        return True
+
+    def is_remove_table_span_finished(self, span: Span) -> tuple[int, bool]:
+        task = self.tasks.get(span)
+        if task is None:
+            return 0, True
+        if task.state != TableState.STOPPED:
+            return task.checkpoint.checkpoint_ts, False
+        del self.tasks[span]
+        return task.checkpoint.checkpoint_ts, True
+
+    def get_table_span_status(self, span: Span, collect_stat: bool) -> TableStatus:
+        task = self.tasks.get(span)
+        if task is None:
+            return TableStatus(span, TableState.ABSENT)
+        return TableStatus(span, task.state, task.checkpoint)
+
+    # -- driving ---------------------------------------------------------------
+
+    def advance(self, budget_s: float = 0.2) -> int:
+        """Step replicating dataflows round-robin for about `budget_s`
+        (each at most once); refresh prepared ones' checkpoints. Returns
+        how many steps ran."""
+        tasks = [t for t in self.tasks.values() if t.state == TableState.REPLICATING]
+        if not tasks:
+            for task in self.tasks.values():
+                if task.state == TableState.PREPARED:
+                    self._refresh_checkpoint(task)
+            return 0
+        started = time.monotonic()
+        ran = 0
+        for i in range(len(tasks)):
+            task = tasks[(self._cursor + i) % len(tasks)]
+            if i > 0 and time.monotonic() - started > budget_s:
+                self._cursor = (self._cursor + i) % len(tasks)
+                break
+            if time.monotonic() < task.retry_at:
+                continue
+            self._step(task)
+            ran += 1
+        else:
+            self._cursor = 0
+            for task in self.tasks.values():
+                if task.state == TableState.PREPARED:
+                    self._refresh_checkpoint(task)
+        return ran
+
+    def _step(self, task: _Task) -> None:
+        try:
+            result = self.compute.step_dataflow(task.id)
+        except Exception:
+            self.step_errors += 1
+            task.retry_at = time.monotonic() + _ERROR_BACKOFF_S
+            log.exception("step of %s failed", task.span)
+            return
+        self.steps += 1
+        task.steps += 1
+        if result is not None and result.landed:
+            task.landed += 1
+        self._refresh_checkpoint(task)
+
+    def _refresh_checkpoint(self, task: _Task) -> None:
+        try:
+            upper = self.compute.dataflow(self.instance, task.id).write_frontier.time
+        except Exception as error:
+            log.debug("no upper for %s: %s", task.span, error)
+            return
+        if upper is None:  # closed forever: the view is done
+            return
+        cp = task.checkpoint
+        if upper > cp.checkpoint_ts or upper > cp.resolved_ts:
+            task.checkpoint = Checkpoint(max(upper, cp.checkpoint_ts), max(upper, cp.resolved_ts))
+
+    def _drop(self, task: _Task) -> None:
+        try:
+            # Not a drop of the view: its durable input holds stay for the
+            # capture that runs it next.
+            self.compute.forget_dataflows(self.instance, [task.id])
+        except Exception as error:
+            log.warning("dropping %s: %s", task.span, error)
+
+    def close(self) -> None:
+        """The incarnation is over: every dataflow stops (nothing steps after)."""
+        for task in list(self.tasks.values()):
+            if task.state not in (TableState.STOPPED, TableState.ABSENT):
+                self._drop(task)
+        self.tasks.clear()

@@ -1,0 +1,91 @@
+"""Plans of CREATE CLUSTER and DROP CLUSTER (syntax in `cluster_syntax.py`).
+
+A cluster is a named set of `tidemark worker` processes (captures) that the
+table scheduler spreads the cluster's materialized views over; its
+replication factor is how many workers it has (see docs/scheduler.md:
+unlike Materialize, where every replica runs every dataflow, a view here
+runs on one worker at a time and moves when that worker dies).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+
+from coordinator_lib.sql.context import PlanContext
+from coordinator_lib.sql.errors import InvalidParameter, ParseError
+from coordinator_lib.sql.plans import Plan
+from coordinator_lib.sql.positions import position_of
+from coordinator_lib.sql.scope import ident_name, table_parts
+
+MAX_REPLICATION_FACTOR = 64
+
+
+@dataclass(frozen=True)
+class CreateClusterPlan(Plan):
+    name: str
+    replication_factor: int = 1
+    size: str | None = None
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class DropClusterPlan(Plan):
+    names: tuple[str, ...]
+    if_exists: bool = False
+    cascade: bool = False
+
+
+def plan_create_cluster(statement: Any, ctx: PlanContext) -> CreateClusterPlan:
+    name = ident_name(statement.this)
+    factor_node = statement.args.get("replication_factor")
+    factor = 1
+    if factor_node is not None:
+        text = factor_node.name
+        if not text.isdigit() or not 0 <= int(text) <= MAX_REPLICATION_FACTOR:
+            raise InvalidParameter(
+                f"REPLICATION FACTOR must be an integer from 0 to {MAX_REPLICATION_FACTOR}",
+                position_of(factor_node),
+            )
+        factor = int(text)
+    size_node = statement.args.get("size")
+    return CreateClusterPlan(
+        name=name,
+        replication_factor=factor,
+        size=size_node.name if size_node is not None else None,
+        if_not_exists=bool(statement.args.get("exists")),
+    )
+
+
+def plan_drop_cluster(statement: exp.Drop, ctx: PlanContext) -> DropClusterPlan:
+    names = []
+    for table in statement.args.get("tables") or []:
+        parts = table_parts(table)
+        if len(parts) != 1:
+            raise ParseError("a cluster name has no schema or database", position_of(table))
+        names.append(parts[0])
+    return DropClusterPlan(
+        names=tuple(names),
+        if_exists=bool(statement.args.get("exists")),
+        cascade=bool(statement.args.get("cascade")),
+    )
+
+
+def _planners() -> dict[type, Callable[[Any, PlanContext], Plan]]:
+    from coordinator_lib.sql.cluster_syntax import CreateCluster
+
+    return {CreateCluster: plan_create_cluster}
+
+
+PLANNERS = _planners()
+
+__all__ = [
+    "PLANNERS",
+    "CreateClusterPlan",
+    "DropClusterPlan",
+    "plan_create_cluster",
+    "plan_drop_cluster",
+]

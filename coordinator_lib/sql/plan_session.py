@@ -1,0 +1,328 @@
+"""Planning the statements a session runs around its queries: SHOW/SET/RESET
+of variables, transactions, SUBSCRIBE, cursors (DECLARE/FETCH/CLOSE), COPY
+TO STDOUT and EXPLAIN TIMESTAMP.
+
+Variables are not checked here (the adapter knows which exist); names are
+lower-cased and values kept as PostgreSQL prints them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlglot import exp
+
+from coordinator_lib.expr.relation import Get, RelationExpr
+from coordinator_lib.sql.catalog import ItemKind
+from coordinator_lib.sql.context import PlanContext
+from coordinator_lib.sql.dialect import MzOption, Tidemark
+from coordinator_lib.sql.errors import (
+    InvalidParameter,
+    ParseError,
+    UnsupportedFeature,
+    WrongObjectType,
+)
+from coordinator_lib.sql.plan import (
+    QUERY_TYPES,
+    interval_option,
+    plan_as_of,
+    plan_in_context,
+    plan_select_statement,
+    plan_time,
+)
+from coordinator_lib.sql.plans import (
+    AbortTransactionPlan,
+    ClosePlan,
+    CommitTransactionPlan,
+    CopyToPlan,
+    DeclarePlan,
+    ExplainTimestampPlan,
+    FetchPlan,
+    Plan,
+    SavepointPlan,
+    SelectPlan,
+    SetVariablePlan,
+    ShowVariablePlan,
+    StartTransactionPlan,
+    SubscribePlan,
+)
+from coordinator_lib.sql.positions import position_of
+from coordinator_lib.sql.query import plan_query, visible
+from coordinator_lib.sql.scope import ident_name, table_parts
+from coordinator_lib.sql.statements import (
+    AbortTransaction,
+    CloseCursor,
+    CommitTransaction,
+    CopyTo,
+    DeclareCursor,
+    ExplainTimestamp,
+    FetchCursor,
+    ResetVariable,
+    Savepoint,
+    SetTransaction,
+    SetVariable,
+    ShowVariable,
+    StartTransaction,
+    Subscribe,
+)
+
+COPY_FORMATS = ("text", "csv", "binary")
+_BOOLEAN_WORDS = {"true": True, "on": True, "false": False, "off": False}
+
+
+# --- variables ---------------------------------------------------------------------
+
+
+def set_value_text(node: exp.Expr) -> str:
+    """One SET value as PostgreSQL keeps it: strings unquoted, unquoted
+    words lower-cased, numbers as written."""
+    if isinstance(node, exp.Literal):
+        return str(node.this)
+    if isinstance(node, exp.Neg):
+        return f"-{set_value_text(node.this)}"
+    if isinstance(node, exp.Identifier):
+        return node.this if node.quoted else node.this.lower()
+    return node.sql(dialect=Tidemark).lower()
+
+
+def plan_show_variable(statement: ShowVariable, ctx: PlanContext) -> ShowVariablePlan:
+    return ShowVariablePlan(statement.name)
+
+
+def plan_set_variable(statement: SetVariable, ctx: PlanContext) -> SetVariablePlan:
+    local = bool(statement.args.get("local"))
+    if statement.args.get("default"):
+        return SetVariablePlan(statement.name, None, local)
+    value = ", ".join(set_value_text(v) for v in statement.expressions)
+    return SetVariablePlan(statement.name, value, local)
+
+
+def plan_reset_variable(statement: ResetVariable, ctx: PlanContext) -> SetVariablePlan:
+    return SetVariablePlan(statement.name, None)
+
+
+def plan_set_transaction(statement: SetTransaction, ctx: PlanContext) -> SetVariablePlan:
+    """SET TRANSACTION applies to the current transaction (SET LOCAL); SET
+    SESSION CHARACTERISTICS AS TRANSACTION to the session's later ones."""
+    local = not statement.args.get("session")
+    isolation = statement.args.get("isolation")
+    read_only = statement.args.get("read_only")
+    if isolation is not None and read_only is not None:
+        raise UnsupportedFeature(
+            "set the isolation level and READ ONLY/WRITE in two statements",
+            position_of(statement),
+        )
+    if isolation is not None:
+        return SetVariablePlan("transaction_isolation", isolation, local)
+    return SetVariablePlan("transaction_read_only", "on" if read_only else "off", local)
+
+
+# --- transactions ------------------------------------------------------------------
+
+
+def plan_start_transaction(statement: StartTransaction, ctx: PlanContext) -> StartTransactionPlan:
+    return StartTransactionPlan(statement.args.get("isolation"), statement.args.get("read_only"))
+
+
+# --- SUBSCRIBE ---------------------------------------------------------------------
+
+
+def _bool_option(option: MzOption) -> bool:
+    value = option.args.get("value")
+    if value is None:
+        return True
+    if isinstance(value, exp.Boolean):
+        return bool(value.this)
+    word = None
+    if isinstance(value, exp.Literal) and value.is_string:
+        word = value.this.lower()
+    elif isinstance(value, exp.Column) and not value.table:
+        word = value.name.lower()
+    if word in _BOOLEAN_WORDS:
+        return _BOOLEAN_WORDS[word]
+    raise InvalidParameter(f"option {option.name} needs a boolean", position_of(value))
+
+
+def plan_subscribe(statement: Subscribe, ctx: PlanContext) -> SubscribePlan:
+    target = statement.this
+    from_id = None
+    expr: RelationExpr
+    if isinstance(target, exp.Table):
+        item = ctx.resolve(table_parts(target), target)
+        if item.kind is ItemKind.INDEX:
+            raise WrongObjectType(
+                f"'{item.name}' is an index; subscribe to the relation it indexes",
+                position_of(target),
+            )
+        if item.kind is ItemKind.VIEW:
+            if item.expr is None:
+                raise WrongObjectType(f"view '{item.name}' has no plan", position_of(target))
+            expr = item.expr
+        else:
+            expr = Get(item.id, item.desc)
+        from_id = item.id
+    else:
+        query = target.this
+        if query.args.get("as_of") is not None:
+            raise ParseError(
+                "write AS OF after SUBSCRIBE (...), not inside the query",
+                position_of(query.args["as_of"]),
+            )
+        bound = plan_query(query, ctx)
+        fin = bound.finishing
+        if fin.order_by or fin.limit is not None or fin.offset:
+            clause = query.args.get("order") or query.args.get("limit") or query.args.get("offset")
+            raise UnsupportedFeature(
+                "SUBSCRIBE streams changes and cannot apply ORDER BY, LIMIT or OFFSET",
+                position_of(clause) or position_of(query),
+            )
+        expr = visible(bound, query)
+    snapshot, progress = True, False
+    seen: set[str] = set()
+    for option in statement.args.get("options") or []:
+        if option.name in seen:
+            raise InvalidParameter(f"option {option.name} given twice", position_of(option))
+        seen.add(option.name)
+        if option.name == "SNAPSHOT":
+            snapshot = _bool_option(option)
+        elif option.name == "PROGRESS":
+            progress = _bool_option(option)
+        else:
+            raise ParseError(
+                f"unknown SUBSCRIBE option {option.name} (expected SNAPSHOT or PROGRESS)",
+                position_of(option),
+            )
+    as_of_node = statement.args.get("as_of")
+    as_of = plan_as_of(as_of_node) if as_of_node is not None else None
+    up_to_node = statement.args.get("up_to")
+    up_to = plan_time(up_to_node, "UP TO") if up_to_node is not None else None
+    if as_of is not None and up_to is not None and up_to < as_of.timestamp:
+        raise InvalidParameter(
+            f"UP TO {up_to} is earlier than AS OF {as_of.timestamp}", position_of(up_to_node)
+        )
+    return SubscribePlan(
+        expr=expr,
+        from_id=from_id,
+        with_snapshot=snapshot,
+        progress=progress,
+        as_of=as_of,
+        up_to=up_to,
+        depends_on=frozenset(ctx.references | expr.depends_on()),
+    )
+
+
+# --- cursors ------------------------------------------------------------------------
+
+
+def _row_statement_plan(statement: exp.Expr, ctx: PlanContext, what: str) -> Plan:
+    """The plan of the SELECT or SUBSCRIBE a cursor or COPY reads."""
+    if not isinstance(statement, (*QUERY_TYPES, Subscribe)):
+        raise UnsupportedFeature(
+            f"{what} only supports SELECT and SUBSCRIBE", position_of(statement)
+        )
+    return plan_in_context(statement, ctx)
+
+
+def plan_declare(statement: DeclareCursor, ctx: PlanContext) -> DeclarePlan:
+    if statement.args.get("hold"):
+        raise UnsupportedFeature(
+            "DECLARE ... WITH HOLD is not supported (cursors end with their transaction)",
+            position_of(statement),
+        )
+    inner = statement.expression
+    plan = _row_statement_plan(inner, ctx, "DECLARE ... CURSOR FOR")
+    return DeclarePlan(ident_name(statement.this), plan, inner.sql(dialect=Tidemark))
+
+
+def plan_fetch(statement: FetchCursor, ctx: PlanContext) -> FetchPlan:
+    count: int | None = 1
+    if statement.args.get("all"):
+        count = None
+    elif statement.args.get("count") is not None:
+        node = statement.args["count"]
+        text = str(node.this)
+        if not text.isdigit():
+            raise InvalidParameter("FETCH needs a whole number of rows", position_of(node))
+        count = int(text)
+    timeout_ms = None
+    for option in statement.args.get("options") or []:
+        if option.name != "TIMEOUT":
+            raise InvalidParameter(
+                f"unknown FETCH option {option.name} (expected TIMEOUT)", position_of(option)
+            )
+        timeout_ms = interval_option(option)
+    return FetchPlan(ident_name(statement.this), count, timeout_ms)
+
+
+def plan_close(statement: CloseCursor, ctx: PlanContext) -> ClosePlan:
+    return ClosePlan(ident_name(statement.this))
+
+
+# --- COPY / EXPLAIN TIMESTAMP ---------------------------------------------------------
+
+
+def plan_copy_to(statement: CopyTo, ctx: PlanContext) -> CopyToPlan:
+    fmt = "text"
+    seen: set[str] = set()
+    for option in statement.args.get("options") or []:
+        if option.name in seen:
+            raise InvalidParameter(f"COPY option {option.name} given twice", position_of(option))
+        seen.add(option.name)
+        if option.name != "FORMAT":
+            raise UnsupportedFeature(
+                f"COPY option {option.name} is not supported", position_of(option)
+            )
+        value = option.args.get("value")
+        fmt = set_value_text(value).lower() if value is not None else ""
+        if fmt not in COPY_FORMATS:
+            raise InvalidParameter(
+                f'COPY format "{fmt}" not recognized (text, csv or binary)',
+                position_of(value) or position_of(option),
+            )
+    target = statement.this
+    if isinstance(target, exp.Table):
+        columns = [exp.column(c.copy()) for c in statement.args.get("columns") or []]
+        query = exp.Select(expressions=columns or [exp.Star()]).from_(target.copy())
+        plan: Plan = plan_select_statement(query, ctx)
+    else:
+        plan = _row_statement_plan(target, ctx, "COPY (...) TO STDOUT")
+    return CopyToPlan(plan, fmt)
+
+
+def plan_explain_timestamp(statement: ExplainTimestamp, ctx: PlanContext) -> ExplainTimestampPlan:
+    target = statement.this
+    plan = plan_in_context(target, ctx) if isinstance(target, QUERY_TYPES) else None
+    if not isinstance(plan, SelectPlan):
+        raise UnsupportedFeature("EXPLAIN TIMESTAMP only explains SELECT", position_of(target))
+    return ExplainTimestampPlan(plan, str(statement.args.get("format") or "TEXT").lower())
+
+
+PLANNERS: dict[type, Callable[[Any, PlanContext], Plan]] = {
+    ShowVariable: plan_show_variable,
+    SetVariable: plan_set_variable,
+    ResetVariable: plan_reset_variable,
+    SetTransaction: plan_set_transaction,
+    StartTransaction: plan_start_transaction,
+    CommitTransaction: lambda statement, ctx: CommitTransactionPlan(),
+    AbortTransaction: lambda statement, ctx: AbortTransactionPlan(),
+    Savepoint: lambda statement, ctx: SavepointPlan(statement.args["action"], statement.this.name),
+    Subscribe: plan_subscribe,
+    DeclareCursor: plan_declare,
+    FetchCursor: plan_fetch,
+    CloseCursor: plan_close,
+    CopyTo: plan_copy_to,
+    ExplainTimestamp: plan_explain_timestamp,
+}
+
+
+__all__ = [
+    "COPY_FORMATS",
+    "PLANNERS",
+    "plan_copy_to",
+    "plan_declare",
+    "plan_explain_timestamp",
+    "plan_fetch",
+    "plan_subscribe",
+    "set_value_text",
+]

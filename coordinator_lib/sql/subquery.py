@@ -1,0 +1,386 @@
+"""Subqueries in expressions: scalar subqueries, EXISTS, IN and quantified
+comparisons (ANY/SOME/ALL), correlated or not.
+
+Binding plans the subquery as a query of its own, the enclosing query's
+columns visible as OuterColumns, and returns a `SubqueryExpr` placeholder.
+Lowering (`lower_subqueries`), where an expression is attached to its
+relation R, replaces each placeholder by a column of a join, as
+Materialize's HIR-to-MIR lowering does:
+
+    D = distinct(the columns of R the subquery reads)    -- one empty row if none
+    B = apply_outer(subquery, D)                          -- sql/decorrelate.py
+    V = exactly one (D columns, value) row per row of D, from B
+    R' = R ⋈ V on the D columns (equal or both NULL)
+
+so every construct is made of Join, Reduce, Distinct, Union, Negate, Map and
+Filter, all incrementally maintained. The value per row of D:
+
+- scalar: B's row, NULL where B has none; a key with two or more rows adds
+  a row whose value is a runtime error "more than one record produced in
+  subquery" (SQLSTATE 21000), so evaluating the query fails as in
+  PostgreSQL (skipped when the subquery is a global aggregate: one row);
+- EXISTS: TRUE where B has a row, else FALSE (B's rows counted per outer
+  row in one Reduce, with a padding row per outer row that no count sees,
+  so rows without a match get 0 without an anti-join);
+- ANY (IN is `= ANY`; ALL is `NOT (NOT op ANY)`): the subquery's column
+  compared with the left side is TRUE for some row: TRUE; else NULL for
+  some row: NULL; else (also for no rows) FALSE -- SQL's NULL semantics.
+
+A subquery is evaluated for every row of R, also where CASE would not reach
+it, so an error in a branch not taken still fails the query.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from coordinator_lib.expr.relation import (
+    AggregateExpr,
+    AggregateFunc,
+    Constant,
+    Distinct,
+    Filter,
+    Join,
+    Map,
+    Negate,
+    Project,
+    Reduce,
+    RelationExpr,
+    Union,
+)
+from coordinator_lib.expr.scalar import (
+    BinaryFunc,
+    CallBinary,
+    CallUnary,
+    Column,
+    If,
+    Literal,
+    RaiseError,
+    ScalarExpr,
+    UnaryFunc,
+)
+from coordinator_lib.repr.relation import ColumnType, RelationDesc, ScalarType
+from coordinator_lib.sql.decorrelate import apply_outer, is_global_aggregate
+from coordinator_lib.sql.errors import ParseError, UnsupportedFeature
+from coordinator_lib.sql.joins import distinct_keys, null_safe_equivalences
+from coordinator_lib.sql.outer import (
+    OuterColumn,
+    SubqueryExpr,
+    SubqueryKind,
+    node_scalars,
+    rewrite,
+    subqueries_in,
+    walk,
+)
+from coordinator_lib.sql.positions import position_of
+
+if TYPE_CHECKING:
+    from coordinator_lib.sql.query import BoundQuery
+    from coordinator_lib.sql.scalar import ScalarBinder, Typed
+
+S = ScalarType
+BOOL = ColumnType(S.BOOLEAN, False)
+_ONE_ROW = Constant((((), 1),), RelationDesc((), ()))
+TOO_MANY_ROWS = "more than one record produced in subquery"
+CARDINALITY_VIOLATION = "21000"
+
+
+# --- binding ----------------------------------------------------------------------
+
+
+def outer_reference(outer: ScalarBinder, node: exp.Column) -> Typed:
+    """A column the subquery's FROM clause lacks, bound in the enclosing
+    query (so GROUP BY rules there apply) and seen from one level in."""
+    from coordinator_lib.sql.scalar import Typed
+
+    value = outer.bind(node)
+    expr = value.expr
+    if isinstance(expr, Column):
+        return Typed(OuterColumn(1, expr.index, value.type), value.type)
+    if isinstance(expr, OuterColumn):
+        return Typed(OuterColumn(expr.depth + 1, expr.index, expr.type), value.type)
+    raise UnsupportedFeature(
+        "this reference to an enclosing query's column is not supported", position_of(node)
+    )
+
+
+def _plan(binder: ScalarBinder, node: exp.Expr) -> BoundQuery:
+    """Plan a subquery with `binder`'s query as the enclosing one."""
+    from coordinator_lib.sql.query import plan_query
+
+    ctx = binder.scope.context
+    assert ctx is not None
+    ctx.outer.append(binder)
+    try:
+        return plan_query(node, ctx)
+    finally:
+        ctx.outer.pop()
+
+
+def _relation(bound: BoundQuery, node: exp.Expr) -> RelationExpr:
+    from coordinator_lib.sql.query import visible
+
+    return visible(bound, node)
+
+
+def bind_scalar(binder: ScalarBinder, node: exp.Subquery) -> Typed:
+    """`(SELECT x ...)`: its one column's value."""
+    from coordinator_lib.sql.scalar import Typed
+
+    bound = _plan(binder, node)
+    if bound.arity != 1:
+        raise ParseError("subquery must return only one column", position_of(node))
+    rel = _relation(bound, node)
+    ctype = ColumnType(bound.types[0].scalar_type, True)
+    sub = SubqueryExpr(SubqueryKind.SCALAR, rel, (), len(binder.types), ctype)
+    return Typed(sub, ctype)
+
+
+def bind_exists(binder: ScalarBinder, node: exp.Exists) -> Typed:
+    from coordinator_lib.sql.scalar import Typed
+
+    bound = _plan(binder, node.this)
+    rel = Project(_relation(bound, node), ())
+    return Typed(SubqueryExpr(SubqueryKind.EXISTS, rel, (), len(binder.types), BOOL), BOOL)
+
+
+def bind_any(
+    binder: ScalarBinder,
+    node: exp.Expr,
+    left_node: exp.Expr,
+    query: exp.Expr,
+    func: BinaryFunc,
+    symbol: str,
+    every: bool,
+) -> Typed:
+    """`left op ANY (query)` (IN is `= ANY`), or with `every` `left op ALL (query)`."""
+    from coordinator_lib.sql.query import coerce_columns
+    from coordinator_lib.sql.scalar import ScalarBinder, Typed
+    from coordinator_lib.sql.scope import Scope
+
+    left = binder.bind(left_node)
+    bound = _plan(binder, query)
+    if bound.arity != 1:
+        raise ParseError("subquery has too many columns", position_of(node))
+    right_type = bound.types[0]
+    if 0 in bound.unknowns and not left.unknown:
+        rel = coerce_columns(bound, [left.scalar], False, [query], "IN")
+        right_type = ColumnType(left.scalar, right_type.nullable)
+    else:
+        rel = _relation(bound, query)
+    if left.unknown:
+        left = binder.resolve_unknown(left, right_type.scalar_type, left_node)
+    base = len(binder.types)
+    inner = ScalarBinder(Scope(), binder.clause, types=rel.desc.types)
+    compared = inner.compare(
+        node,
+        func,
+        symbol,
+        Typed(OuterColumn(1, base, left.type), left.type),
+        Typed(Column(0), right_type),
+        (left_node, query),
+    )
+    test = compared.expr
+    if every:
+        test = CallUnary(UnaryFunc.NOT, test)
+    arity = rel.desc.arity
+    plan = Project(Map(rel, (test,)), (arity,))
+    ctype = ColumnType(S.BOOLEAN, True)
+    value: ScalarExpr = SubqueryExpr(SubqueryKind.ANY, plan, (left.expr,), base, ctype)
+    if every:
+        value = CallUnary(UnaryFunc.NOT, value)
+    return Typed(value, ctype)
+
+
+# --- lowering ---------------------------------------------------------------------
+
+
+def lower_subqueries(
+    rel: RelationExpr, exprs: list[ScalarExpr]
+) -> tuple[RelationExpr, list[ScalarExpr]]:
+    """`rel` joined with one value column per subquery in `exprs` (rel's
+    columns first and unchanged, each row once), and `exprs` over it with
+    the subqueries replaced by those columns."""
+    found = [s for e in exprs for s in subqueries_in(e)]
+    if not found:
+        return rel, list(exprs)
+    arity = rel.desc.arity
+    rel, args = lower_subqueries(rel, [a for s in found for a in s.args])
+    arg_columns: list[int] = []
+    extra: list[ScalarExpr] = []
+    for arg in args:
+        if isinstance(arg, Column):
+            arg_columns.append(arg.index)
+        else:
+            arg_columns.append(rel.desc.arity + len(extra))
+            extra.append(arg)
+    if extra:
+        rel = Map(rel, tuple(extra))
+    inputs: list[RelationExpr] = [rel]
+    pairs: list[tuple[int, int]] = []
+    replacements: dict[int, ScalarExpr] = {}
+    width = rel.desc.arity
+    first_arg = 0
+    for sub in found:
+        if sub.base > arity:
+            raise AssertionError(f"subquery bound over {sub.base} columns, lowered over {arity}")
+        refs = sorted(_outer_columns(sub.plan))
+        keys = [i if i < sub.base else arg_columns[first_arg + i - sub.base] for i in refs]
+        first_arg += len(sub.args)
+        outer = distinct_keys(rel, keys) if keys else None
+        body = apply_outer(sub.plan, outer, {i: p for p, i in enumerate(refs)})
+        values = _values(sub, body, outer, len(keys))
+        inputs.append(values)
+        pairs += [(key, width + p) for p, key in enumerate(keys)]
+        replacements[id(sub)] = Column(width + len(keys))
+        width += values.desc.arity
+    types = tuple(t for i in inputs for t in i.desc.types)
+    joined = Join(tuple(inputs), tuple(null_safe_equivalences(pairs, types)))
+    lowered = [rewrite(e, lambda n: replacements.get(id(n))) for e in exprs]
+    return joined, lowered
+
+
+def lower_filter(rel: RelationExpr, predicates: list[ScalarExpr]) -> RelationExpr:
+    """Filter(rel, predicates) where predicates may hold subqueries; the
+    result has rel's columns."""
+    if not predicates:
+        return rel
+    arity = rel.desc.arity
+    lowered, preds = lower_subqueries(rel, predicates)
+    out: RelationExpr = Filter(lowered, tuple(preds))
+    if lowered.desc.arity != arity:
+        out = Project(out, tuple(range(arity)), rel.desc.names)
+    return out
+
+
+def columns_read(expr: ScalarExpr) -> set[int]:
+    """The columns of its relation `expr` reads, inside its subqueries too."""
+    read = set(expr.columns())
+    for sub in subqueries_in(expr):
+        read |= {i for i in _outer_columns(sub.plan) if i < sub.base}
+        for arg in sub.args:
+            read |= columns_read(arg)
+    return read
+
+
+def _outer_columns(plan: RelationExpr) -> set[int]:
+    """The enclosing relation's columns (level 1) `plan` reads."""
+    found: set[int] = set()
+    seen: set[int] = set()
+
+    def visit(node: RelationExpr) -> None:
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        for scalar in node_scalars(node):
+            for n in walk(scalar):
+                if isinstance(n, OuterColumn) and n.depth == 1:
+                    found.add(n.index)
+        for child in node.inputs():
+            visit(child)
+
+    visit(plan)
+    return found
+
+
+def _values(
+    sub: SubqueryExpr, body: RelationExpr, outer: RelationExpr | None, k: int
+) -> RelationExpr:
+    """One (k outer columns, value) row per row of `outer` (see module docstring)."""
+    keys = list(range(k))
+    if sub.kind is SubqueryKind.SCALAR:
+        if exactly_one_row(sub.plan):
+            return body
+        st = sub.type.scalar_type
+        rows = body if at_most_one_row(sub.plan) else Union((body, _too_many(body, k, st)))
+        absent = _missing(outer, distinct_keys(body, keys))
+        return Union((rows, Map(absent, (Literal(None, ColumnType(st, True)),))))
+    zero = Literal(0, ColumnType(S.BIGINT, False))
+    if sub.kind is SubqueryKind.EXISTS:
+        # count(marker) over B's rows and one unmarked row per outer row.
+        rows = _counted(Project(body, tuple(keys)), outer, k, [Column(k)])
+        value: ScalarExpr = CallBinary(BinaryFunc.GT, Column(k), zero)
+        return Project(Map(rows, (value,)), (*keys, k + 1))
+    # ANY: rows whose comparison is not FALSE decide; TRUE if one is TRUE.
+    test = Column(k)
+    undecided = Filter(body, (CallUnary(UnaryFunc.NOT, CallUnary(UnaryFunc.IS_FALSE, test)),))
+    true_only = If(test, Literal(True, BOOL), Literal(None, ColumnType(S.BOOLEAN, True)))
+    rows = _counted(undecided, outer, k, [true_only, Column(k + 1)])
+    value = If(
+        CallBinary(BinaryFunc.GT, Column(k), zero),
+        Literal(True, BOOL),
+        If(
+            CallBinary(BinaryFunc.GT, Column(k + 1), zero),
+            Literal(None, ColumnType(S.BOOLEAN, True)),
+            Literal(False, BOOL),
+        ),
+    )
+    return Project(Map(rows, (value,)), (*keys, k + 2))
+
+
+def _counted(
+    body: RelationExpr, outer: RelationExpr | None, k: int, counts: list[ScalarExpr]
+) -> RelationExpr:
+    """One row per outer row: its k columns, then count(e) over `body`'s rows
+    for it of each of `counts` (expressions over body's columns and a TRUE
+    marker after them). An unmarked all-NULL row per outer row, which no
+    count sees, gives outer rows without rows their 0: one Reduce, no anti-join."""
+    arity = body.desc.arity
+    marked = Map(body, (Literal(True, BOOL),))
+    types = marked.desc.types
+    padding = Map(
+        outer if outer is not None else _ONE_ROW,
+        tuple(Literal(None, ColumnType(t.scalar_type, True)) for t in types[k:]),
+    )
+    guarded = tuple(
+        AggregateExpr(
+            AggregateFunc.COUNT,
+            If(Column(arity), e, Literal(None, ColumnType(e.typ(types).scalar_type, True))),
+        )
+        for e in counts
+    )
+    return Reduce(Union((marked, padding)), tuple(Column(i) for i in range(k)), guarded)
+
+
+def _missing(outer: RelationExpr | None, present: RelationExpr) -> RelationExpr:
+    """The rows of `outer` (one empty row if None) not in `present` (a
+    distinct subset of them)."""
+    return Union((outer if outer is not None else _ONE_ROW, Negate(present)))
+
+
+def _too_many(body: RelationExpr, k: int, st: ScalarType) -> RelationExpr:
+    """For each key with two or more rows, a row whose value is the error."""
+    counts = Reduce(
+        body,
+        tuple(Column(i) for i in range(k)),
+        (AggregateExpr(AggregateFunc.COUNT, Literal(True, BOOL)),),
+    )
+    over = Filter(
+        counts, (CallBinary(BinaryFunc.GT, Column(k), Literal(1, ColumnType(S.BIGINT, False))),)
+    )
+    error = RaiseError(CARDINALITY_VIOLATION, TOO_MANY_ROWS, ColumnType(st, True))
+    return Project(Map(over, (error,)), (*range(k), k + 1))
+
+
+def exactly_one_row(plan: RelationExpr) -> bool:
+    """Whether `plan` has exactly one row whatever its inputs hold: a global
+    aggregate (with the planner's missing-row Union) under Map/Project."""
+    if isinstance(plan, Map | Project):
+        return exactly_one_row(plan.input)
+    if isinstance(plan, Constant):
+        return plan.rows == (((), 1),) or (len(plan.rows) == 1 and plan.rows[0][1] == 1)
+    return isinstance(plan, Union) and is_global_aggregate(plan)
+
+
+def at_most_one_row(plan: RelationExpr) -> bool:
+    """Whether `plan` has at most one row whatever its inputs hold (a global
+    aggregate, with the planner's missing-row Union, under Filter/Map/Project)."""
+    if isinstance(plan, Filter | Map | Project | Distinct):
+        return at_most_one_row(plan.input)
+    if isinstance(plan, Reduce):
+        return not plan.group_key
+    if isinstance(plan, Constant):
+        return sum(d for _, d in plan.rows if d > 0) <= 1
+    return isinstance(plan, Union) and is_global_aggregate(plan)

@@ -1,0 +1,67 @@
+"""Schedules for views declared WITH (REFRESH EVERY '<interval>'), and the
+declarative automation sensor for views refreshed on commit (eager).
+
+Cron has minutes as its finest unit and only periods that divide the hour
+or the day evenly: an interval is mapped to the closest period at or below
+it that cron can express (never less often than asked, at most once a minute).
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from assets import Project, asset_key, is_on_commit_view
+from assets.keys import safe_name
+
+__all__ = ["build_automation_sensor", "build_refresh_schedules", "cron_for_interval"]
+
+_MINUTE = 60_000
+_HOUR = 60 * _MINUTE
+_DAY = 24 * _HOUR
+
+
+def _largest_divisor_at_most(value: int, limit: int) -> int:
+    return max(d for d in range(1, limit + 1) if limit % d == 0 and d <= value)
+
+
+def cron_for_interval(interval_ms: int) -> str:
+    """A cron schedule firing every `interval_ms` or a little more often."""
+    if interval_ms < _HOUR:
+        minutes = _largest_divisor_at_most(max(1, interval_ms // _MINUTE), 60)
+        return "* * * * *" if minutes == 1 else f"*/{minutes} * * * *"
+    if interval_ms < _DAY:
+        hours = _largest_divisor_at_most(interval_ms // _HOUR, 24)
+        return "0 * * * *" if hours == 1 else f"0 */{hours} * * *"
+    days = interval_ms // _DAY
+    return "0 0 * * *" if days == 1 else f"0 0 */{min(days, 28)} * *"
+
+
+def build_refresh_schedules(project: Project) -> list[dg.ScheduleDefinition]:
+    schedules = []
+    for obj in project.objects:
+        if obj.refresh_every_ms is None:
+            continue
+        schedules.append(
+            dg.ScheduleDefinition(
+                name=safe_name(f"refresh_{obj.database}_{obj.schema}_{obj.name}"),
+                cron_schedule=cron_for_interval(obj.refresh_every_ms),
+                target=dg.AssetSelection.assets(asset_key(obj)),
+                default_status=dg.DefaultScheduleStatus.RUNNING,
+                description=f"REFRESH EVERY {obj.refresh_every_ms // 1000} s",
+            )
+        )
+    return schedules
+
+
+def build_automation_sensor(project: Project) -> dg.AutomationConditionSensorDefinition | None:
+    """Evaluates the eager condition of views refreshed on commit, running by
+    default (Dagster's own default sensor starts switched off)."""
+    keys = [asset_key(obj) for obj in project.objects if is_on_commit_view(obj)]
+    if not keys:
+        return None
+    return dg.AutomationConditionSensorDefinition(
+        "tidemark_automation",
+        target=dg.AssetSelection.assets(*keys),
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=30,
+    )

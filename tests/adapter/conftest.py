@@ -1,0 +1,63 @@
+"""A coordinator on a fresh environment, and sessions on it (no servers:
+the adapter's own front door, `SessionClient`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator_lib.adapter.client import Handle, SessionClient, serve
+from coordinator_lib.adapter.coordinator import Config
+
+
+def fast_config(data_dir: Path, **overrides: Any) -> Config:
+    """Short intervals so tests do not wait on timers."""
+    settings: dict[str, Any] = {
+        "data_dir": str(data_dir),
+        "maintenance_interval_ms": 20,
+        "advance_interval_ms": 200,
+        "compaction_interval_ms": 500,
+    }
+    return Config(**(settings | overrides))
+
+
+@pytest.fixture
+def handle(tmp_path: Path, spark: Any) -> Iterator[Handle]:
+    handle = serve(fast_config(tmp_path / "env"), spark)
+    try:
+        yield handle
+    finally:
+        handle.shutdown()
+
+
+Run = Callable[[str], list[tuple[Any, ...]]]
+
+
+def run_on(session: SessionClient) -> Run:
+    """Run SQL text; the rows of the last statement that returned rows."""
+
+    def run(sql: str) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = []
+        for response in session.execute(sql):
+            if response.rows is not None:
+                rows = list(response.rows)
+        return rows
+
+    return run
+
+
+@pytest.fixture
+def session(handle: Handle) -> Iterator[SessionClient]:
+    session = handle.client.startup("materialize", "materialize")
+    try:
+        yield session
+    finally:
+        session.terminate()
+
+
+@pytest.fixture
+def sql(session: SessionClient) -> Run:
+    return run_on(session)

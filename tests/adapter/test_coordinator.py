@@ -1,0 +1,502 @@
+"""The coordinator through its session interface: DDL into a durable
+catalog, writes by group commit, reads at chosen timestamps, SHOW, system
+relations, sessions and transactions."""
+
+from __future__ import annotations
+
+import decimal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator_lib.adapter.client import Handle, SessionClient, serve
+from coordinator_lib.adapter.errors import AdapterError
+from coordinator_lib.adapter.responses import ExecuteResponseKind as Kind
+from tests.adapter.conftest import Run, fast_config, run_on
+
+
+def error_of(session: SessionClient, sql: str) -> AdapterError:
+    with pytest.raises(AdapterError) as caught:
+        for response in session.execute(sql):
+            if response.rows is not None:
+                list(response.rows)
+    return caught.value
+
+
+# ------------------------------------------------------------ DDL and catalog
+def test_tables_views_and_reads(sql: Run) -> None:
+    sql("CREATE TABLE t (id bigint NOT NULL, name text)")
+    sql("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, NULL)")
+    sql("CREATE MATERIALIZED VIEW mv AS SELECT count(*) AS n FROM t")
+    sql("CREATE VIEW named AS SELECT id FROM t WHERE name IS NOT NULL")
+    assert sql("SELECT * FROM t ORDER BY id") == [(1, "a"), (2, "b"), (3, None)]
+    assert sql("SELECT n FROM mv") == [(3,)]
+    assert sql("SELECT id FROM named ORDER BY id") == [(1,), (2,)]
+    sql("DELETE FROM t WHERE id = 1")
+    sql("UPDATE t SET name = 'c' WHERE id = 3")
+    assert sql("SELECT n FROM mv") == [(2,)]
+    assert sql("SELECT id, name FROM t ORDER BY id") == [(2, "b"), (3, "c")]
+
+
+def test_responses_carry_kinds_and_tags(session: SessionClient) -> None:
+    def one(text: str) -> Any:
+        (response,) = list(session.execute(text))
+        return response
+
+    assert one("CREATE TABLE t (a int)").kind is Kind.CREATED_TABLE
+    insert = one("INSERT INTO t VALUES (1), (2)")
+    assert (insert.kind, insert.tag) == (Kind.INSERTED, "INSERT 0 2")
+    select = one("SELECT a FROM t")
+    assert select.kind is Kind.SENDING_ROWS
+    assert [c.name for c in select.columns] == ["a"]
+    assert sorted(select.rows) == [(1,), (2,)]
+    assert one("DELETE FROM t WHERE a = 1").tag == "DELETE 1"
+    assert one("DROP TABLE t").tag == "DROP TABLE"
+    assert one("").kind is Kind.EMPTY_QUERY
+
+
+def test_not_null_violation_writes_nothing(session: SessionClient, sql: Run) -> None:
+    sql("CREATE TABLE t (id bigint NOT NULL)")
+    error = error_of(session, "INSERT INTO t VALUES (1), (NULL)")
+    assert error.code == "23502"
+    assert sql("SELECT count(*) FROM t") == [(0,)]
+
+
+def test_syntax_error_has_position(session: SessionClient) -> None:
+    error = error_of(session, "SELECT 1 FROM WHERE")
+    assert error.code == "42601"
+    assert error.position is not None
+
+
+def test_unknown_object(session: SessionClient) -> None:
+    error = error_of(session, "SELECT * FROM nope")
+    assert error.code == "42P01"
+    assert "nope" in error.message
+    assert error.position == 15
+
+
+def test_drop_names_dependents_and_cascades(session: SessionClient, sql: Run) -> None:
+    sql("CREATE TABLE t (a int)")
+    sql("CREATE MATERIALIZED VIEW mv AS SELECT a FROM t")
+    sql("CREATE VIEW v AS SELECT a FROM mv")
+    error = error_of(session, "DROP TABLE t")
+    assert error.code == "2BP01"
+    assert "mv" in error.message
+    assert sql("SHOW TABLES") == [("t",)]
+    sql("DROP TABLE t CASCADE")
+    assert sql("SHOW OBJECTS") == []
+
+
+def test_show_commands(sql: Run) -> None:
+    sql("CREATE TABLE t (a int NOT NULL, b text)")
+    sql("CREATE MATERIALIZED VIEW mv AS SELECT a FROM t")
+    sql("CREATE VIEW v AS SELECT b FROM t")
+    sql("CREATE INDEX t_a ON t (a)")
+    sql("CREATE SCHEMA other")
+    sql("CREATE TABLE other.o (x int)")
+    assert sql("SHOW TABLES") == [("t",)]
+    assert sql("SHOW TABLES FROM other") == [("o",)]
+    assert sql("SHOW VIEWS") == [("v",)]
+    assert [r[0] for r in sql("SHOW MATERIALIZED VIEWS")] == ["mv"]
+    assert sql("SHOW INDEXES")[0][:2] == ("t_a", "t")
+    assert sql("SHOW OBJECTS") == [
+        ("mv", "materialized view"),
+        ("t", "table"),
+        ("t_a", "index"),
+        ("v", "view"),
+    ]
+    assert ("other",) in sql("SHOW SCHEMAS")
+    assert sql("SHOW COLUMNS FROM t") == [("a", False, "integer"), ("b", True, "text")]
+    ((name, create_sql),) = sql("SHOW CREATE MATERIALIZED VIEW mv")
+    assert name == "materialize.public.mv"
+    assert "materialize.public.t" in create_sql
+
+
+def test_alter_rename_keeps_dependents_working(sql: Run) -> None:
+    sql("CREATE TABLE t (a int)")
+    sql("INSERT INTO t VALUES (1)")
+    sql("CREATE MATERIALIZED VIEW mv AS SELECT a FROM t")
+    sql("ALTER TABLE t RENAME TO t2")
+    assert sql("SHOW TABLES") == [("t2",)]
+    sql("INSERT INTO t2 VALUES (2)")
+    assert sorted(sql("SELECT a FROM mv")) == [(1,), (2,)]
+    ((_, create_sql),) = sql("SHOW CREATE MATERIALIZED VIEW mv")
+    assert "t2" in create_sql
+
+
+def test_system_relations(sql: Run) -> None:
+    sql("CREATE TABLE t (a int NOT NULL)")
+    sql("CREATE MATERIALIZED VIEW mv AS SELECT a FROM t")
+    objects = sql("SELECT id, name, type FROM mz_objects ORDER BY id")
+    assert [(n, k) for _, n, k in objects] == [("t", "table"), ("mv", "materialized-view")]
+    t_id, mv_id = objects[0][0], objects[1][0]
+    assert sql(f"SELECT name, nullable, type FROM mz_columns WHERE id = '{t_id}'") == [
+        ("a", False, "integer")
+    ]
+    dependencies = "SELECT object_id, referenced_object_id FROM mz_internal.mz_object_dependencies"
+    assert sql(dependencies) == [(mv_id, t_id)]
+    frontiers = dict((row[0], row[1:]) for row in sql("SELECT * FROM mz_internal.mz_frontiers"))
+    since, upper = frontiers[t_id]
+    assert since <= upper
+
+
+def test_statement_log_is_queryable(sql: Run, session: SessionClient) -> None:
+    sql("SELECT 1")
+    error_of(session, "SELECT * FROM missing_table")
+    rows = sql(
+        "SELECT sql, status, error_message FROM mz_internal.mz_statement_log "
+        "WHERE session_id = " + str(session.session.id) + " ORDER BY id"
+    )
+    assert ("SELECT 1", "success", None) in rows
+    failed = [r for r in rows if r[0] == "SELECT * FROM missing_table"]
+    assert failed and failed[0][1] == "error" and "missing_table" in failed[0][2]
+
+
+# ------------------------------------------------------------ timestamps
+def test_strict_serializable_reads_see_acknowledged_writes(handle: Handle) -> None:
+    """Writes by one session are visible to reads that start after their
+    acknowledgement, in another session, through a materialized view."""
+    writer = run_on(handle.client.startup("materialize"))
+    reader = run_on(handle.client.startup("materialize"))
+    writer("CREATE TABLE t (a int)")
+    writer("CREATE MATERIALIZED VIEW total AS SELECT sum(a) AS s FROM t")
+    expected = 0
+    for value in range(1, 8):
+        writer(f"INSERT INTO t VALUES ({value})")
+        expected += value
+        assert reader("SELECT s FROM total") == [(expected,)]
+
+
+def test_explain_timestamp(sql: Run) -> None:
+    sql("CREATE TABLE t (a int)")
+    ((text,),) = sql("EXPLAIN TIMESTAMP FOR SELECT * FROM t")
+    for label in (
+        "query timestamp:",
+        "oracle read timestamp:",
+        "largest not in advance of upper:",
+        "upper:",
+        "since:",
+        "can respond immediately: true",
+        "timeline: Some(EpochMilliseconds)",
+        "source materialize.public.t",
+        "read frontier:",
+        "write frontier:",
+    ):
+        assert label in text, label
+
+
+def test_as_of_before_since_names_the_inputs(session: SessionClient, sql: Run) -> None:
+    sql("CREATE TABLE t (a int)")
+    error = error_of(session, "SELECT * FROM t AS OF 1")
+    assert "Timestamp (1) is not valid for all inputs" in error.message
+    assert "materialize.public.t" in error.message
+
+
+def test_as_of_reads_history_kept_by_retain_history(sql: Run) -> None:
+    sql("CREATE TABLE t (a int) WITH (RETAIN HISTORY FOR '1h')")
+    sql("INSERT INTO t VALUES (1)")
+    ((text,),) = sql("EXPLAIN TIMESTAMP AS JSON FOR SELECT * FROM t")
+    import json
+
+    first = json.loads(text)["determination"]["timestamp"]
+    sql("INSERT INTO t VALUES (2)")
+    time.sleep(0.6)  # several compaction passes
+    assert sql(f"SELECT a FROM t AS OF {first}") == [(1,)]
+    assert sorted(sql(f"SELECT a FROM t AS OF AT LEAST {first}")) in ([(1,)], [(1,), (2,)])
+    assert sorted(sql("SELECT a FROM t")) == [(1,), (2,)]
+
+
+def test_retain_history_moves_since(sql: Run) -> None:
+    sql("CREATE TABLE t (a int)")
+    sql("ALTER TABLE t SET (RETAIN HISTORY = FOR '1h')")
+    sql("INSERT INTO t VALUES (1)")
+    time.sleep(1.0)
+    ((tid,),) = sql("SELECT id FROM mz_tables WHERE name = 't'")
+    ((since, upper),) = sql(
+        f"SELECT read_frontier, write_frontier FROM mz_internal.mz_frontiers "
+        f"WHERE object_id = '{tid}'"
+    )
+    assert upper - since < 3_600_000 + 2_000
+    sql("ALTER TABLE t RESET (RETAIN HISTORY)")
+    time.sleep(1.5)
+    ((since, upper),) = sql(
+        f"SELECT read_frontier, write_frontier FROM mz_internal.mz_frontiers "
+        f"WHERE object_id = '{tid}'"
+    )
+    assert upper - since <= 3_000  # back to the default one-second window
+
+
+def test_serializable_reads_without_waiting(sql: Run) -> None:
+    sql("SET transaction_isolation = 'serializable'")
+    assert sql("SHOW transaction_isolation") == [("serializable",)]
+    sql("CREATE TABLE t (a int)")
+    sql("INSERT INTO t VALUES (1)")
+    assert sql("SELECT a FROM t") in ([], [(1,)])
+    sql("RESET transaction_isolation")
+    assert sql("SHOW transaction_isolation") == [("strict serializable",)]
+
+
+# ------------------------------------------------------------ sessions
+def test_set_show_reset_and_unknown_variables(session: SessionClient, sql: Run) -> None:
+    sql("CREATE SCHEMA s2")
+    sql("SET search_path = s2, public")
+    assert sql("SHOW search_path") == [("s2, public",)]
+    sql("CREATE TABLE in_s2 (a int)")
+    assert sql("SHOW TABLES FROM s2") == [("in_s2",)]
+    sql("SET statement_timeout = '5s'")
+    assert sql("SHOW statement_timeout") == [("5000ms",)]
+    sql("RESET search_path")
+    assert sql("SHOW search_path") == [("public",)]
+    assert error_of(session, "SET no_such_thing = 1").code == "42704"
+    assert error_of(session, "SET transaction_isolation = 'sloppy'").code == "22023"
+    assert sql("SELECT current_database(), current_schema()") == [("materialize", "public")]
+
+
+def test_read_transaction_reads_at_one_timestamp(handle: Handle) -> None:
+    writer = run_on(handle.client.startup("materialize"))
+    reader_session = handle.client.startup("materialize")
+    reader = run_on(reader_session)
+    writer("CREATE TABLE t (a int)")
+    writer("INSERT INTO t VALUES (1)")
+    reader("BEGIN")
+    assert reader_session.transaction_status == "T"
+    assert reader("SELECT a FROM t") == [(1,)]
+    writer("INSERT INTO t VALUES (2)")
+    assert reader("SELECT a FROM t") == [(1,)]  # still the transaction's time
+    reader("COMMIT")
+    assert sorted(reader("SELECT a FROM t")) == [(1,), (2,)]
+
+
+def test_write_transaction_commits_atomically(handle: Handle) -> None:
+    writer = run_on(handle.client.startup("materialize"))
+    reader = run_on(handle.client.startup("materialize"))
+    writer("CREATE TABLE t (a int)")
+    writer("BEGIN")
+    writer("INSERT INTO t VALUES (1)")
+    writer("INSERT INTO t VALUES (2)")
+    assert reader("SELECT a FROM t") == []
+    writer("COMMIT")
+    assert sorted(reader("SELECT a FROM t")) == [(1,), (2,)]
+    writer("BEGIN")
+    writer("INSERT INTO t VALUES (3)")
+    writer("ROLLBACK")
+    assert sorted(reader("SELECT a FROM t")) == [(1,), (2,)]
+
+
+def test_failed_transaction_refuses_until_rollback(session: SessionClient, sql: Run) -> None:
+    sql("CREATE TABLE t (a int)")
+    sql("BEGIN")
+    error_of(session, "SELECT * FROM nope")
+    assert session.transaction_status == "E"
+    assert error_of(session, "SELECT 1").code == "25P02"
+    sql("ROLLBACK")
+    assert session.transaction_status == "I"
+    assert sql("SELECT 1") == [(1,)]
+
+
+def test_reads_and_writes_do_not_mix_in_a_transaction(session: SessionClient, sql: Run) -> None:
+    sql("CREATE TABLE t (a int)")
+    sql("BEGIN")
+    sql("SELECT * FROM t")
+    assert error_of(session, "INSERT INTO t VALUES (1)").code == "25000"
+    sql("ROLLBACK")
+
+
+def test_cancel_stops_a_waiting_read(handle: Handle, session: SessionClient, sql: Run) -> None:
+    sql("CREATE TABLE t (a int)")
+    far = int(time.time() * 1000) + 3_600_000
+    threading.Timer(0.5, session.cancel).start()
+    started = time.monotonic()
+    error = error_of(session, f"SELECT * FROM t AS OF {far}")
+    assert error.code == "57014"
+    assert time.monotonic() - started < 10
+    assert sql("SELECT 1") == [(1,)]  # the session stays usable
+
+
+def test_statement_timeout(session: SessionClient, sql: Run) -> None:
+    sql("CREATE TABLE t (a int)")
+    sql("SET statement_timeout = 300")
+    far = int(time.time() * 1000) + 3_600_000
+    error = error_of(session, f"SELECT * FROM t AS OF {far}")
+    assert error.code == "57014"
+    assert "timeout" in error.message
+
+
+# ------------------------------------------------------------ SUBSCRIBE
+def test_subscribe_through_a_cursor(handle: Handle, sql: Run) -> None:
+    sql("CREATE TABLE t (a int)")
+    sql("INSERT INTO t VALUES (1)")
+    sql("CREATE VIEW doubled AS SELECT a * 2 AS b FROM t")
+    sql("BEGIN")
+    sql("DECLARE c CURSOR FOR SUBSCRIBE doubled")
+    rows = sql("FETCH ALL c WITH (TIMEOUT = '20s')")
+    assert [(diff, b) for _, diff, b in rows] == [(1, 2)]
+    snapshot_ts = rows[0][0]
+    writer = run_on(handle.client.startup("materialize"))
+    writer("INSERT INTO t VALUES (5)")
+    writer("DELETE FROM t WHERE a = 1")
+    seen: list[tuple] = []
+    deadline = time.monotonic() + 30
+    while len(seen) < 2 and time.monotonic() < deadline:
+        seen += sql("FETCH ALL c WITH (TIMEOUT = '1s')")
+    assert sorted((diff, b) for _, diff, b in seen) == [(-1, 2), (1, 10)]
+    assert all(isinstance(ts, decimal.Decimal) and ts > snapshot_ts for ts, _, _ in seen)
+    sql("COMMIT")
+
+
+def test_subscribe_with_progress_and_up_to(session: SessionClient, sql: Run) -> None:
+    sql("CREATE TABLE t (a int)")
+    sql("INSERT INTO t VALUES (1)")
+    ((text,),) = sql("EXPLAIN TIMESTAMP AS JSON FOR SELECT * FROM t")
+    import json
+
+    now = json.loads(text)["determination"]["timestamp"]
+    (response,) = list(
+        session.execute(f"COPY (SUBSCRIBE t WITH (PROGRESS) AS OF {now} UP TO {now + 2}) TO STDOUT")
+    )
+    assert response.kind is Kind.COPY_TO
+    assert [c.name for c in response.columns] == ["mz_timestamp", "mz_progressed", "mz_diff", "a"]
+    rows = list(response.rows)  # ends at UP TO
+    data = [r for r in rows if r[1] is False]
+    progress = [r for r in rows if r[1] is True]
+    assert [(r[2], r[3]) for r in data] == [(1, 1)]
+    assert progress and all(r[2] is None for r in progress)
+
+
+# ------------------------------------------------------------ restart
+def test_catalog_and_frontiers_survive_a_restart(tmp_path: Path, spark: Any) -> None:
+    config = fast_config(tmp_path / "env")
+    first = serve(config, spark)
+    sql = run_on(first.client.startup("materialize"))
+    sql("CREATE TABLE t (a int)")
+    sql("INSERT INTO t VALUES (1), (2)")
+    sql("CREATE MATERIALIZED VIEW mv AS SELECT count(*) AS n FROM t")
+    assert sql("SELECT n FROM mv") == [(2,)]
+    ((mv_id,),) = sql("SELECT id FROM mz_materialized_views")
+    ((upper_before,),) = sql(
+        f"SELECT write_frontier FROM mz_internal.mz_frontiers WHERE object_id = '{mv_id}'"
+    )
+    first.shutdown()
+
+    second = serve(config, spark)
+    try:
+        sql = run_on(second.client.startup("materialize"))
+        assert sql("SHOW TABLES") == [("t",)]
+        assert sql("SHOW MATERIALIZED VIEWS")[0][0] == "mv"
+        ((upper_after,),) = sql(
+            f"SELECT write_frontier FROM mz_internal.mz_frontiers WHERE object_id = '{mv_id}'"
+        )
+        assert upper_after >= upper_before  # resumed, not rebuilt from scratch
+        sql("INSERT INTO t VALUES (3)")
+        assert sql("SELECT n FROM mv") == [(3,)]
+    finally:
+        second.shutdown()
+
+
+def test_wrong_password_and_unknown_database(tmp_path: Path, spark: Any) -> None:
+    handle = serve(fast_config(tmp_path / "env", users={"alice": "s3cret"}), spark)
+    try:
+        with pytest.raises(AdapterError) as error:
+            handle.client.startup("alice", "materialize", password="wrong")
+        assert error.value.code == "28P01"
+        handle.client.startup("alice", "materialize", password="s3cret").terminate()
+        with pytest.raises(AdapterError) as error:
+            handle.client.startup("materialize", "nodb")
+        assert error.value.code == "3D000"
+        assert handle.client.password_required("alice", loopback=True)
+        assert not handle.client.password_required("materialize", loopback=True)
+        assert handle.client.password_required("materialize", loopback=False)
+    finally:
+        handle.shutdown()
+
+
+def test_concurrent_writers_share_group_commits(handle: Handle) -> None:
+    """Writers that arrive together land in one append at one timestamp;
+    every one of them is acknowledged only once durable."""
+    setup = run_on(handle.client.startup("materialize"))
+    setup("CREATE TABLE t (writer int, n int)")
+    commits_before = handle.coordinator.group_commit.commits
+    errors: list[BaseException] = []
+
+    def write(writer: int) -> None:
+        try:
+            run = run_on(handle.client.startup("materialize"))
+            for n in range(5):
+                run(f"INSERT INTO t VALUES ({writer}, {n})")
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors
+    assert setup("SELECT count(*) FROM t") == [(40,)]
+    # 40 inserts, plus timer advances, in fewer commits than inserts.
+    assert handle.coordinator.group_commit.commits - commits_before < 40 + 20
+
+
+def test_load_generator_source_is_readable_without_stalling(sql: Run) -> None:
+    sql("CREATE SOURCE counter FROM LOAD GENERATOR COUNTER (TICK INTERVAL '100ms')")
+    time.sleep(0.5)
+    ((n,),) = sql("SELECT count(*) FROM counter")
+    assert n >= 1
+    time.sleep(0.5)
+    ((m,),) = sql("SELECT count(*) FROM counter")
+    assert m > n  # the source keeps ticking and reads keep up with it
+
+
+def test_savepoints_roll_back_buffered_writes(session: SessionClient, sql: Run) -> None:
+    sql("CREATE TABLE t (a int)")
+    sql("BEGIN")
+    sql("INSERT INTO t VALUES (1)")
+    sql('SAVEPOINT "_pg3_1"')
+    sql("INSERT INTO t VALUES (2)")
+    sql('ROLLBACK TO SAVEPOINT "_pg3_1"')
+    sql('RELEASE "_pg3_1"')
+    sql("COMMIT")
+    assert sql("SELECT a FROM t") == [(1,)]
+    assert error_of(session, "SAVEPOINT s").code == "25P01"
+
+
+def test_small_work_never_starts_spark(tmp_path: Path) -> None:
+    """Spark starts on the first step or peek that needs it: a coordinator
+    over small data (and a Dagster sensor) never pays for the JVM."""
+    handle = serve(fast_config(tmp_path / "env"))
+    try:
+        sql = run_on(handle.client.startup("materialize"))
+        sql("CREATE TABLE t (a int)")
+        sql("INSERT INTO t VALUES (1), (2)")
+        sql("CREATE MATERIALIZED VIEW mv AS SELECT sum(a) AS s FROM t")
+        assert sql("SELECT s FROM mv") == [(3,)]
+        assert handle.coordinator.compute.spark.started is False
+    finally:
+        handle.shutdown()
+
+
+def test_peeks_use_indexes_when_there_are_some(sql: Run) -> None:
+    """A SELECT of an indexed collection is answered from the arrangement
+    (fast path), of an unindexed one from its snapshot, anything else by a
+    one-shot dataflow; the statement log says which, and all agree."""
+    sql("CREATE TABLE t (a int, b text)")
+    sql("INSERT INTO t VALUES (1, 'x'), (2, 'y')")
+    assert sorted(sql("SELECT * FROM t")) == [(1, "x"), (2, "y")]
+    sql("CREATE INDEX t_a ON t (a)")
+    sql("INSERT INTO t VALUES (3, 'z')")
+    assert sorted(sql("SELECT * FROM t")) == [(1, "x"), (2, "y"), (3, "z")]
+    assert sql("SELECT b FROM t WHERE a > 1 ORDER BY b") == [("y",), ("z",)]
+    assert sql("SELECT 1 + 1") == [(2,)]
+    strategies = sql(
+        "SELECT sql, execution_strategy FROM mz_internal.mz_statement_log "
+        "WHERE execution_strategy IS NOT NULL ORDER BY id"
+    )
+    assert [s for _, s in strategies] == [
+        "persist-fast-path",
+        "fast-path",
+        "standard",
+        "constant",
+    ]

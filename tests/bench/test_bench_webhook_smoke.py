@@ -1,0 +1,29 @@
+"""bench/webhook.py at a tiny scale, so the benchmark does not rot: it runs
+a real `tidemark serve`, every phase gets answers, none is an error, and
+its own check (the sources hold exactly the acknowledged events) passed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import webhook
+
+pytestmark = pytest.mark.slow
+
+
+def test_bench_webhook_tiny(tmp_path: Path) -> None:
+    argv = ["--seconds", "0.5", "--concurrency", "1,4", "--array-concurrency", "2"]
+    assert webhook.main([*argv, "--out", str(tmp_path)]) == 0
+    document = json.loads((tmp_path / "webhook.json").read_text())
+    phases = document["phases"]
+    assert [(p["name"], p["concurrency"]) for p in phases] == [
+        ("1 event", 1),
+        ("1 event", 4),
+        ("ARRAY of 100", 2),
+    ]
+    assert all(p["requests"] > 0 and p["errors"] == 0 for p in phases)
+    assert phases[-1]["events_per_s"] == pytest.approx(phases[-1]["requests_per_s"] * 100, 0.01)
+    assert "| 1 event | 4 |" in (tmp_path / "webhook.md").read_text()

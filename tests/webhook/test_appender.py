@@ -1,0 +1,222 @@
+"""The adapter half of webhooks: group commit of concurrent requests at one
+timestamp, durability before the answer, uppers that advance like tables',
+and Idempotency-Key deduplication (concurrent, failed, after a restart)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from coordinator_lib.adapter.client import Handle, serve
+from coordinator_lib.adapter.idempotency import IdempotencyKeys
+from coordinator_lib.adapter.webhook import (
+    AppendResult,
+    AppendWebhookError,
+    WebhookAppender,
+    jsonb_text,
+)
+from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.sql.coercion import canonical_jsonb
+from tests.adapter.conftest import fast_config, run_on
+from tests.webhook.conftest import Sql
+
+NOW = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+
+
+@pytest.fixture
+def handle(tmp_path: Path) -> Iterator[Handle]:
+    handle = serve(fast_config(tmp_path / "env"), None)
+    try:
+        yield handle
+    finally:
+        handle.shutdown()
+
+
+@pytest.fixture
+def sql(handle: Handle) -> Iterator[Sql]:
+    session = handle.client.startup("materialize", "materialize")
+    try:
+        yield run_on(session)
+    finally:
+        session.terminate()
+
+
+def _append(appender: WebhookAppender, source: str, body: str, **headers: str) -> AppendResult:
+    return appender.append("materialize", "public", source, body.encode(), headers, NOW)
+
+
+def _id(handle: Handle, name: str) -> GlobalId:
+    return next(i.id for i in handle.coordinator.catalog.items() if i.name.item == name)
+
+
+def test_concurrent_requests_share_one_durable_append(
+    handle: Handle, sql: Sql, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sql("CREATE SOURCE events FROM WEBHOOK BODY FORMAT TEXT")
+    coord = handle.coordinator
+    appender = WebhookAppender(coord)
+    storage_append = coord.storage.append
+
+    def slow_append(commands: Any) -> None:  # give callers time to queue behind one commit
+        time.sleep(0.05)
+        storage_append(commands)
+
+    monkeypatch.setattr(coord.storage, "append", slow_append)
+    with ThreadPoolExecutor(32) as pool:
+        results = list(pool.map(lambda n: _append(appender, "events", str(n)), range(32)))
+    timestamps = {r.timestamp for r in results}
+    assert None not in timestamps and len(timestamps) < 32 / 4
+    source = _id(handle, "events")
+    _, upper = coord.storage.collection_frontiers(source)
+    latest = max(t for t in timestamps if t is not None)
+    assert upper.time is not None and upper.time > latest
+    # Durable and readable at the time each caller was given.
+    assert len(coord.storage.snapshot(source, latest)) == 32
+    assert sorted(int(b) for (b,) in sql("SELECT body FROM events")) == list(range(32))
+
+
+def test_webhook_uppers_advance_with_the_tables(handle: Handle, sql: Sql) -> None:
+    sql("CREATE TABLE t (a int)")
+    sql("CREATE SOURCE events FROM WEBHOOK BODY FORMAT TEXT")
+    coord = handle.coordinator
+    source, table = _id(handle, "events"), _id(handle, "t")
+    assert set(coord.group_committed()) == {source, table}
+    first = coord.storage.collection_frontiers(source)[1].time
+    assert first is not None
+    deadline = time.monotonic() + 10
+    while coord.storage.collection_frontiers(source)[1].time == first:
+        assert time.monotonic() < deadline, "an idle webhook source's upper never advanced"
+        time.sleep(0.05)
+    # A write to the table advances the webhook source to the same upper, in
+    # the same commit (reads at the oracle's time need not wait for it).
+    timestamp = coord.commit_writes({table: [((1,), 1)]})
+    assert (coord.storage.collection_frontiers(source)[1].time or 0) > timestamp
+
+
+def test_idempotency_keys_window_and_outcomes() -> None:
+    clock = [0.0]
+    keys = IdempotencyKeys(window_ms=1000, max_keys=2, clock=lambda: clock[0])
+    source = GlobalId.user(1)
+    assert keys.claim(source, "a")
+    keys.release(source, "a", appended=False)  # failed: the retry appends
+    assert keys.claim(source, "a")
+    keys.release(source, "a", appended=True)
+    assert not keys.claim(source, "a")
+    assert keys.claim(GlobalId.user(2), "a")  # per source
+    keys.release(GlobalId.user(2), "a", appended=True)
+    clock[0] = 1.5
+    assert keys.claim(source, "a")  # forgotten after the window
+    keys.release(source, "a", appended=True)
+    keys.seed(source, ["b", "c"])  # at most two remembered: "a" goes first
+    assert len(keys) == 2 and keys.claim(source, "a")
+
+
+def test_a_concurrent_duplicate_waits_for_the_first_outcome() -> None:
+    keys = IdempotencyKeys(window_ms=60_000)
+    source = GlobalId.user(1)
+    assert keys.claim(source, "k")
+    outcome: list[bool] = []
+    waiter = threading.Thread(target=lambda: outcome.append(keys.claim(source, "k")))
+    waiter.start()
+    time.sleep(0.1)
+    assert not outcome  # still waiting for the first
+    keys.release(source, "k", appended=True)
+    waiter.join(10)
+    assert outcome == [False]
+
+
+def test_duplicates_write_nothing_and_failures_can_be_retried(
+    handle: Handle, sql: Sql, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sql("CREATE SOURCE events FROM WEBHOOK BODY FORMAT TEXT")
+    coord = handle.coordinator
+    appender = WebhookAppender(coord)
+    key = {"idempotency-key": "k1"}
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: _append(appender, "events", "x", **key), range(8)))
+    assert sorted(r.duplicate for r in results) == [False] + [True] * 7
+    commit = coord.commit_writes
+
+    def failing(changes: Any) -> int:
+        raise RuntimeError("storage is down")
+
+    monkeypatch.setattr(coord, "commit_writes", failing)
+    with pytest.raises(RuntimeError):
+        _append(appender, "events", "y", **{"idempotency-key": "k2"})
+    monkeypatch.setattr(coord, "commit_writes", commit)
+    assert not _append(appender, "events", "y", **{"idempotency-key": "k2"}).duplicate
+    assert _append(appender, "events", "y", **{"idempotency-key": "k2"}).duplicate
+    assert sorted(sql("SELECT body FROM events")) == [("x",), ("y",)]
+
+
+def test_keys_kept_in_a_column_survive_a_restart(tmp_path: Path) -> None:
+    config = fast_config(tmp_path / "env")
+    for round in range(2):
+        handle = serve(config, None)
+        try:
+            session = handle.client.startup("materialize", "materialize")
+            sql = run_on(session)
+            if round == 0:
+                sql("CREATE SOURCE h FROM WEBHOOK BODY FORMAT TEXT INCLUDE HEADERS")
+                sql("CREATE SOURCE n FROM WEBHOOK BODY FORMAT TEXT")
+            appender = WebhookAppender(handle.coordinator)
+            for source in ("h", "n"):
+                result = _append(appender, source, "once", **{"idempotency-key": "k"})
+                # The headers column keeps the key: the restarted process knows it.
+                # Without such a column, the memory is the process's only.
+                assert result.duplicate == (round == 1 and source == "h")
+            assert sql("SELECT count(*) FROM h") == [(1,)]
+            assert sql("SELECT count(*) FROM n") == [(round + 1,)]
+            session.terminate()
+        finally:
+            handle.shutdown()
+
+
+def test_shutting_down_is_503(handle: Handle, sql: Sql) -> None:
+    sql("CREATE SOURCE events FROM WEBHOOK BODY FORMAT TEXT")
+    appender = WebhookAppender(handle.coordinator)
+    handle.coordinator._closed.set()
+    with pytest.raises(AppendWebhookError) as closing:
+        _append(appender, "events", "x")
+    assert closing.value.status == 503
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+    max_leaves=20,
+)
+
+
+def _has_infinity(value: Any) -> bool:
+    if isinstance(value, float):
+        return value in (float("inf"), float("-inf"))
+    if isinstance(value, dict):
+        return any(_has_infinity(v) for v in value.values())
+    return isinstance(value, list) and any(_has_infinity(v) for v in value)
+
+
+@given(json_values)
+def test_stored_jsonb_text_is_canonical(value: Any) -> None:
+    """The appender's fast encoder writes what `canonical_jsonb` (the SQL
+    layer's jsonb text) would, and refuses what cannot be stored."""
+    try:
+        expected = canonical_jsonb(value)
+        expected.encode("utf-8")
+        storable = not _has_infinity(value)
+    except UnicodeEncodeError:
+        storable = False
+    if storable:
+        assert jsonb_text(value) == expected
+    else:
+        with pytest.raises(ValueError):
+            jsonb_text(value)

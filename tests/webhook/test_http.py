@@ -1,0 +1,292 @@
+"""Every answer of POST /api/webhook/... from a real HTTP client against a
+real server, an HMAC check with a real secret, and the body formats."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import hmac
+import http.client
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from coordinator_lib.server.environment import Environment
+from tests.adapter.conftest import fast_config, run_on
+from tests.webhook.conftest import Sql, post, signature, webhook_url
+
+SECRET = b"whsec-7f3a9c"
+SIGNED = """CREATE SOURCE signed FROM WEBHOOK BODY FORMAT JSON
+  CHECK (
+    WITH (HEADERS, BODY AS request_body, SECRET whsec AS validation_secret)
+    constant_time_eq(decode(headers->>'x-signature', 'hex'),
+                     hmac(request_body, validation_secret, 'sha256'))
+  )"""
+
+
+def _signed(sql: Sql) -> None:
+    sql(f"CREATE SECRET whsec AS '{SECRET.decode()}'")
+    sql(SIGNED)
+
+
+def _count(sql: Sql, source: str) -> int:
+    return sql(f"SELECT count(*) FROM {source}")[0][0]
+
+
+def _raw_post(env: Environment, path: str, headers: list[tuple[str, str]], body: bytes) -> Any:
+    """http.client, which (unlike requests) sends a header twice if told to."""
+    connection = http.client.HTTPConnection("127.0.0.1", env.http.port, timeout=30)
+    try:
+        connection.putrequest("POST", path)
+        for name, value in [*headers, ("Content-Length", str(len(body)))]:
+            connection.putheader(name, value)
+        connection.endheaders(body)
+        response = connection.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        connection.close()
+
+
+def test_200_400_401_404_413_503_with_a_signed_source(environment: Environment, sql: Sql) -> None:
+    _signed(sql)
+    body = b'{"event": "paid", "amount": 12}'
+    ok = post(environment, "signed", body, **{"X-Signature": signature(SECRET, body)})
+    assert (ok.status_code, ok.text) == (200, "")
+    assert sql("SELECT body FROM signed") == [('{"event": "paid", "amount": 12}',)]
+
+    refused = {
+        "check false": (body, {"X-Signature": signature(b"wrong", body)}),
+        "check NULL (no header)": (body, {}),
+        "check errors (not hex)": (body, {"X-Signature": "zz"}),
+        "body not JSON": (b'{"event":', {"X-Signature": signature(SECRET, b'{"event":')}),
+    }
+    for reason, (data, headers) in refused.items():
+        answer = post(environment, "signed", data, **headers)
+        assert answer.status_code == 400, reason
+        assert SECRET.decode() not in answer.text, reason
+    check = post(environment, "signed", body, **{"X-Signature": "00"})
+    assert check.text == "failed to validate the request"
+    assert post(environment, "signed", body, **{"X-Signature": "zz"}).text == (
+        "error occurred while running validation"
+    )
+
+    sig = signature(SECRET, body)
+    path = "/api/webhook/materialize/public/signed"
+    twice = [("X-Signature", sig), ("x-signature", sig)]
+    status, text = _raw_post(environment, path, twice, body)
+    assert status == 401 and "x-signature provided more than once" in text
+
+    assert post(environment, "nope", body).status_code == 404
+    assert requests.post(webhook_url(environment, "signed", "nodb"), data=body).status_code == 404
+    sql("CREATE TABLE t (a int)")
+    assert post(environment, "t", body).status_code == 404  # a table is no webhook source
+
+    too_big = b"[" + b" " * (2 * 1024 * 1024) + b"]"
+    answer = post(environment, "signed", too_big, **{"X-Signature": signature(SECRET, too_big)})
+    assert answer.status_code == 413
+
+    assert _count(sql, "signed") == 1  # only the first request wrote anything
+    sql("CREATE SOURCE dropped FROM WEBHOOK BODY FORMAT TEXT")
+    sql("DROP SOURCE dropped")
+    assert post(environment, "dropped", "x").status_code == 404
+
+    # Shutting down: /api/health says 503 while load balancers drain, and so
+    # does the webhook endpoint (the server still answers, nothing is written).
+    stopping = threading.Thread(target=environment.http.shutdown, kwargs={"drain_seconds": 2})
+    stopping.start()
+    while not environment.http.app.state.shutting_down:
+        time.sleep(0.01)
+    answer = post(environment, "signed", body, **{"X-Signature": sig})
+    assert (answer.status_code, answer.text) == (503, "service unavailable")
+    stopping.join(30)
+    assert _count(sql, "signed") == 1
+
+
+def test_413_is_exactly_over_the_limit(environment: Environment, sql: Sql) -> None:
+    sql("CREATE SOURCE raw FROM WEBHOOK BODY FORMAT BYTES")
+    limit = environment.handle.coordinator.config.webhook_max_body_bytes
+    assert limit == 2 * 1024 * 1024
+    assert post(environment, "raw", b"x" * limit).status_code == 200
+    assert post(environment, "raw", b"x" * (limit + 1)).status_code == 413
+    assert _count(sql, "raw") == 1
+
+
+@pytest.fixture
+def one_at_a_time(tmp_path: Path) -> Iterator[Environment]:
+    config = fast_config(tmp_path / "env", webhook_max_concurrency=1)
+    env = Environment(config, pgwire_port=0, http_port=0)
+    env.start()
+    try:
+        yield env
+    finally:
+        env.stop()
+
+
+def test_429_over_the_concurrency_limit_and_500_for_a_bug(
+    one_at_a_time: Environment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = one_at_a_time
+    session = env.handle.client.startup("materialize", "materialize")
+    sql = run_on(session)
+    sql("CREATE SOURCE events FROM WEBHOOK BODY FORMAT TEXT")
+    coord = env.handle.coordinator
+    commit = coord.commit_writes
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_commit(changes: Any) -> int:
+        entered.set()
+        release.wait(30)
+        return commit(changes)
+
+    monkeypatch.setattr(coord, "commit_writes", slow_commit)
+    first: list[int] = []
+    worker = threading.Thread(target=lambda: first.append(post(env, "events", "a").status_code))
+    worker.start()
+    assert entered.wait(30)
+    busy = post(env, "events", "b")
+    assert (busy.status_code, busy.text) == (429, "too many requests")
+    release.set()
+    worker.join(30)
+    assert first == [200]
+
+    def broken_commit(changes: Any) -> int:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(coord, "commit_writes", broken_commit)
+    failed = post(env, "events", "c")
+    assert (failed.status_code, failed.text) == (500, "internal error")
+    monkeypatch.setattr(coord, "commit_writes", commit)
+    assert sql("SELECT body FROM events") == [("a",)]
+    session.terminate()
+
+
+def test_hmac_check_with_a_real_secret_now_and_rotation(environment: Environment, sql: Sql) -> None:
+    """A Stripe-like scheme: base64 HMAC over "<timestamp>.<body>", and the
+    timestamp may not lie in the future of the request's receipt (now())."""
+    sql("CREATE SECRET stripe AS decode('c3RyaXBlLXNlY3JldA==', 'base64')")  # stripe-secret
+    sql(
+        """CREATE SOURCE payments FROM WEBHOOK BODY FORMAT JSON
+        INCLUDE HEADER 'x-sent-at' AS sent_at
+        CHECK (
+          WITH (HEADERS, BODY, SECRET stripe AS key BYTES)
+          constant_time_eq(
+            headers->>'x-sig',
+            encode(hmac((headers->>'x-sent-at') || '.' || body, key, 'sha256'), 'base64'))
+          AND (headers->>'x-sent-at')::timestamptz <= now()
+        )"""
+    )
+
+    def send(body: bytes, key: bytes, sent_at: dt.datetime) -> int:
+        stamp = sent_at.isoformat()
+        mac = hmac.new(key, stamp.encode() + b"." + body, hashlib.sha256).digest()
+        headers = {"x-sig": base64.b64encode(mac).decode(), "x-sent-at": stamp}
+        return post(environment, "payments", body, **headers).status_code
+
+    now = dt.datetime.now(dt.UTC)
+    body = json.dumps({"id": "evt_1", "amount": 500}).encode()
+    assert send(body, b"stripe-secret", now) == 200
+    assert send(body, b"other-secret", now) == 400
+    assert send(body, b"stripe-secret", now + dt.timedelta(hours=1)) == 400  # from the future
+    sql("ALTER SECRET stripe AS 'rotated'")
+    assert send(body, b"stripe-secret", now) == 400
+    assert send(body, b"rotated", now) == 200
+    rows = sql("SELECT body, sent_at FROM payments")
+    assert len(rows) == 2 and all(r[1] == now.isoformat() for r in rows)
+
+
+def test_body_formats_and_headers(environment: Environment, sql: Sql) -> None:
+    sql("CREATE SOURCE j FROM WEBHOOK BODY FORMAT JSON")
+    sql("CREATE SOURCE ja FROM WEBHOOK BODY FORMAT JSON ARRAY")
+    sql("CREATE SOURCE t FROM WEBHOOK BODY FORMAT TEXT INCLUDE HEADERS ('x-a', 'x-b')")
+    sql(
+        "CREATE SOURCE b FROM WEBHOOK BODY FORMAT BYTES INCLUDE HEADERS (NOT 'x-secret') "
+        "INCLUDE HEADER 'x-a' AS a INCLUDE HEADER 'x-b' AS b BYTES"
+    )
+    assert post(environment, "j", '{"a": 1}\n{"a": 2}\n\n[3, 4]').status_code == 200
+    assert sorted(sql("SELECT body FROM j")) == [("[3, 4]",), ('{"a": 1}',), ('{"a": 2}',)]
+    assert post(environment, "ja", '[{"a": 1}, {"a": 2}]\n{"a": 3}\n[]').status_code == 200
+    assert sorted(sql("SELECT body FROM ja")) == [('{"a": 1}',), ('{"a": 2}',), ('{"a": 3}',)]
+    assert post(environment, "t", "héllo", **{"X-A": "1", "X-C": "3"}).status_code == 200
+    assert sql("SELECT body, headers FROM t") == [("héllo", '{"x-a": "1"}')]
+    assert post(environment, "t", b"\xff\xfe").status_code == 400  # not UTF-8
+    answer = post(environment, "b", b"\x00\x01", **{"X-A": "1", "X-Secret": "s"})
+    assert answer.status_code == 200
+    [(body, headers, a, b)] = sql("SELECT body, headers, a, b FROM b")
+    assert (body, a, b) == (b"\x00\x01", "1", None)
+    assert "x-secret" not in json.loads(headers) and json.loads(headers)["x-a"] == "1"
+
+
+def test_typed_body_schema(environment: Environment, sql: Sql) -> None:
+    sql(
+        "CREATE SOURCE orders FROM WEBHOOK BODY FORMAT JSON ARRAY "
+        "(id bigint NOT NULL, amount numeric, at timestamptz, tags jsonb, ok boolean)"
+    )
+    good = [
+        {"id": 1, "amount": 12.5, "at": "2024-05-01T10:00:00Z", "tags": ["a"], "ok": True},
+        {"id": 2, "extra": "ignored"},
+    ]
+    assert post(environment, "orders", json.dumps(good)).status_code == 200
+    rows = sorted(sql("SELECT id, amount::text, at::text, tags, ok FROM orders"))
+    assert rows[0][0] == 1 and rows[0][1].startswith("12.5") and rows[0][3] == '["a"]'
+    assert rows[1] == (2, None, None, None, None)
+    for bad, column in [
+        ([{"id": "one"}], '"id"'),
+        ([{"amount": 1}], '"id"'),
+        ([{"id": 3, "at": "yesterday"}], '"at"'),
+        ([{"id": 3, "ok": "yes"}], '"ok"'),
+        ([{"id": 2**70}], '"id"'),
+    ]:
+        answer = post(environment, "orders", json.dumps(bad))
+        assert answer.status_code == 400 and column in answer.text, (bad, answer.text)
+    assert post(environment, "orders", "[1, 2]").status_code == 400
+    assert len(sql("SELECT * FROM orders")) == 2
+
+
+def test_the_documented_example(environment: Environment, sql: Sql) -> None:
+    """docs/webhooks.md's GitHub example, signed like GitHub signs."""
+    sql("CREATE SECRET github_secret AS 'the shared secret'")
+    sql(
+        """CREATE SOURCE github FROM WEBHOOK
+          BODY FORMAT JSON
+          INCLUDE HEADER 'x-github-event' AS event
+          CHECK (
+            WITH (HEADERS, BODY AS request_body, SECRET github_secret AS key)
+            constant_time_eq(
+              headers->>'x-hub-signature-256',
+              'sha256=' || encode(hmac(request_body, key, 'sha256'), 'hex'))
+          )"""
+    )
+    body = b'{"action": "opened", "number": 7}'
+    mac = "sha256=" + signature(b"the shared secret", body)
+    headers = {"X-GitHub-Event": "pull_request", "X-Hub-Signature-256": mac}
+    assert post(environment, "github", body, **headers).status_code == 200
+    headers["X-Hub-Signature-256"] = "sha256=" + signature(b"guess", body)
+    assert post(environment, "github", body, **headers).status_code == 400
+    assert sql("SELECT body, event FROM github") == [
+        ('{"action": "opened", "number": 7}', "pull_request")
+    ]
+
+
+def test_the_readme_example(environment: Environment, sql: Sql) -> None:
+    sql("CREATE SECRET hook_key AS 'shared secret'")
+    sql(
+        """CREATE SOURCE orders FROM WEBHOOK BODY FORMAT JSON ARRAY
+             (id bigint NOT NULL, amount numeric)
+           CHECK (WITH (HEADERS, BODY, SECRET hook_key)
+             constant_time_eq(decode(headers->>'x-signature', 'hex'),
+                              hmac(body, hook_key, 'sha256')))"""
+    )
+    body = b'[{"id": 1, "amount": 9.99}, {"id": 2, "amount": 5}]'
+    answer = post(environment, "orders", body, **{"X-Signature": signature(b"shared secret", body)})
+    assert answer.status_code == 200
+    assert sql("SELECT id, amount::text FROM orders ORDER BY id") == [
+        (1, "9.9900000000"),
+        (2, "5.0000000000"),
+    ]

@@ -46,6 +46,7 @@ from coordinator_lib.adapter.timestamp_selection import (
 )
 from coordinator_lib.adapter.verify import verify_datum_desc
 from coordinator_lib.adapter.webhook import install_webhook_source
+from coordinator_lib.adapter.write_lock import WriteLock
 from coordinator_lib.compute import ComputeController, DataflowDescription
 from coordinator_lib.compute.dataflow import LOCAL_MAX_ROWS
 from coordinator_lib.expr.relation import Constant, Get, RelationExpr, replace_gets
@@ -133,7 +134,8 @@ class Coordinator:
         self._transient_base = random.getrandbits(40) << 20
         self._closed = threading.Event()
         self._last_compaction = 0.0
-        self.write_lock = threading.Lock()  # serializes read-then-write statements
+        # Read-then-write statements exclusive, blind writes shared (write_lock.py).
+        self.write_lock = WriteLock()
         # The scheduler's consistent read time over worker-maintained views,
         # set by the ClusterService of `tidemark serve` (timestamp_selection).
         self.global_watermark: Callable[[], int | None] | None = None

@@ -482,7 +482,8 @@ def end_transaction(coord: Coordinator, session: Session, commit: bool) -> Execu
         session.cursors.clear()
         if commit and not transaction.failed:
             if transaction.writes:
-                coord.commit_writes(transaction.writes)
+                with coord.write_lock.shared():
+                    coord.commit_writes(transaction.writes)
             return _ok(Kind.COMMITTED, "COMMIT")
         return _ok(Kind.ROLLED_BACK, "ROLLBACK")
     finally:
@@ -577,7 +578,12 @@ def _insert(
         raise InvalidTransactionState(
             "INSERT ... SELECT cannot run inside a transaction block", code="25000"
         )
-    with coord.write_lock:
+    # INSERT ... SELECT reads then writes: nothing else of this process
+    # writes in between. A blind INSERT shares the lock with other blind
+    # writes, so they share group commits (UNIQUE keys are checked by the
+    # group-commit leader, which needs no lock).
+    lock = coord.write_lock.exclusive() if reads else coord.write_lock.shared()
+    with lock:
         if reads:
             rows, _ = coord.peek(session, plan.expr, p.RowSetFinishing(), None, check)
         else:
@@ -603,7 +609,7 @@ def _read_then_write(coord: Coordinator, session: Session, plan: Any, check: Che
             "transaction block",
             code="25000",
         )
-    with coord.write_lock:
+    with coord.write_lock.exclusive():
         retract, _ = coord.peek(session, plan.retract, p.RowSetFinishing(), None, check)
         changes: list[tuple[Row, int]] = [(row, -1) for row in retract]
         if isinstance(plan, p.UpdatePlan):

@@ -61,3 +61,28 @@ def session(handle: Handle) -> Iterator[SessionClient]:
 @pytest.fixture
 def sql(session: SessionClient) -> Run:
     return run_on(session)
+
+
+@pytest.fixture
+def local_handle(tmp_path: Path) -> Iterator[Handle]:
+    """A coordinator with a lazy Spark session: tests over small data run
+    in-process and never start the JVM."""
+    handle = serve(fast_config(tmp_path / "env"))
+    try:
+        yield handle
+    finally:
+        handle.shutdown()
+
+
+@pytest.fixture
+def local_session(local_handle: Handle) -> Iterator[SessionClient]:
+    session = local_handle.client.startup("materialize", "materialize")
+    try:
+        yield session
+    finally:
+        session.terminate()
+
+
+@pytest.fixture
+def local_sql(local_session: SessionClient) -> Run:
+    return run_on(local_session)

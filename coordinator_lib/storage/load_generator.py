@@ -1,5 +1,6 @@
 """Load generators: deterministic synthetic sources, like Materialize's
-`CREATE SOURCE ... FROM LOAD GENERATOR COUNTER | AUCTION`.
+`CREATE SOURCE ... FROM LOAD GENERATOR COUNTER | AUCTION`, and NEXMARK (the
+Nexmark benchmark's person, auction and bid streams; storage/nexmark.py).
 
 A generator is a pure function of (seed, output, tick index, tick time): no
 I/O, no clock, no hidden state. The ingestion maps tick `k` to a timestamp and
@@ -300,15 +301,23 @@ _KINDS: dict[str, type[LoadGenerator]] = {
 }
 
 
+def _kinds() -> dict[str, type[LoadGenerator]]:
+    """COUNTER, AUCTION and NEXMARK. nexmark.py builds on this module (and
+    needs numpy), so it is imported on first use rather than at import time."""
+    from coordinator_lib.storage.nexmark import NexmarkLoadGenerator
+
+    return {**_KINDS, NexmarkLoadGenerator.name: NexmarkLoadGenerator}
+
+
 def known_kinds() -> list[str]:
     """The generator kinds `make_generator` accepts (for error messages and docs)."""
-    return sorted(_KINDS)
+    return sorted(_kinds())
 
 
 def make_generator(kind: str, **options: object) -> LoadGenerator:
     """Build a generator from `CREATE SOURCE ... FROM LOAD GENERATOR <kind> (<options>)`.
     Errors name what was wrong and what is allowed, since they reach SQL users."""
-    cls = _KINDS.get(kind.strip().lower()) if isinstance(kind, str) else None
+    cls = _kinds().get(kind.strip().lower()) if isinstance(kind, str) else None
     if cls is None:
         raise ValueError(
             f"unknown load generator {kind!r}; known load generators: {', '.join(known_kinds())}"

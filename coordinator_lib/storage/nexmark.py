@@ -4,7 +4,7 @@ benchmark (Tucker et al.; the Beam/Flink generator), deterministic by seed.
 Why here: Nexmark is the benchmark users compare streaming/IVM engines with,
 so Tidemark needs its data as a source like any other (`bench/nexmark.py`
 loads it into tables and a Parquet lake; `NexmarkLoadGenerator` offers it as
-a load generator).
+the load generator `CREATE SOURCE ... FROM LOAD GENERATOR NEXMARK`).
 
 The model follows the Java generator where it matters for the queries:
 
@@ -28,6 +28,7 @@ however it is split (random access by chunk, as load generators need).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -174,96 +175,105 @@ class NexmarkGenerator:
         return NexmarkBatch.concat([p.batch for p in parts])
 
     def _chunk(self, chunk: int) -> _Chunk:
-        rng = np.random.default_rng([self.seed, chunk])
-        index = np.arange(chunk * CHUNK, (chunk + 1) * CHUNK, dtype=np.int64)
-        offset = index % PROPORTION_DENOMINATOR
-        epoch = index // PROPORTION_DENOMINATOR
-        date_time = BASE_TIME_MS + index * 1000 // self.rate
-        kinds = event_kinds(chunk * CHUNK, CHUNK)
-        # Draw every column for every event (fixed stream per chunk), keep each kind's.
-        last_person = FIRST_PERSON_ID + epoch  # the person event of this epoch came first
-        last_auction = FIRST_AUCTION_ID + epoch * AUCTION_PROPORTION + np.minimum(offset - 1, 2)
-        hot_seller = rng.integers(0, HOT_SELLER_RATIO, CHUNK) > 0
-        any_person = last_person - rng.integers(0, NUM_ACTIVE_PEOPLE, CHUNK)
-        seller = np.where(
-            hot_seller, last_person // HOT_SELLER_RATIO * HOT_SELLER_RATIO, any_person
-        )
-        hot_bidder = rng.integers(0, HOT_BIDDER_RATIO, CHUNK) > 0
-        any_bidder = last_person - rng.integers(0, NUM_ACTIVE_PEOPLE, CHUNK)
-        bidder = np.where(
-            hot_bidder, last_person // HOT_BIDDER_RATIO * HOT_BIDDER_RATIO, any_bidder
-        )
-        hot_auction = rng.integers(0, HOT_AUCTION_RATIO, CHUNK) > 0
-        any_auction = last_auction - rng.integers(0, NUM_IN_FLIGHT_AUCTIONS, CHUNK)
-        auction = np.where(
-            hot_auction, last_auction // HOT_AUCTION_RATIO * HOT_AUCTION_RATIO, any_auction
-        )
-        # Ids before the first person/auction do not exist: clamp to the first.
-        seller = np.maximum(seller, FIRST_PERSON_ID)
-        bidder = np.maximum(bidder, FIRST_PERSON_ID)
-        auction = np.maximum(auction, FIRST_AUCTION_ID)
-        price = np.rint(100 * 10 ** (rng.random(CHUNK) * 6)).astype(np.int64)
-        second_price = np.rint(100 * 10 ** (rng.random(CHUNK) * 6)).astype(np.int64)
-        category = FIRST_CATEGORY_ID + rng.integers(0, NUM_CATEGORIES, CHUNK)
-        expires = date_time + rng.integers(1_000, 20_001, CHUNK)
-        first_name = _FIRST_NAMES[rng.integers(0, len(_FIRST_NAMES), CHUNK)]
-        last_name = _LAST_NAMES[rng.integers(0, len(_LAST_NAMES), CHUNK)]
-        city = _CITIES[rng.integers(0, len(_CITIES), CHUNK)]
-        state = _STATES[rng.integers(0, len(_STATES), CHUNK)]
-        card = rng.integers(0, 10_000, (CHUNK, 4))
-        channel = rng.integers(0, len(_CHANNELS), CHUNK)
-        item = rng.integers(0, 1_000_000, CHUNK)
+        return _chunk(self.seed, self.rate, chunk)
 
-        p = kinds == 0
-        a = kinds == 1
-        b = kinds == 2
-        person_ids = last_person[p]
-        names = [f"{f} {lst}" for f, lst in zip(first_name[p], last_name[p], strict=True)]
-        person = pa.table(
-            {
-                "id": person_ids,
-                "name": names,
-                "email_address": [
-                    f"{n.replace(' ', '.').lower()}{i}@nexmark.com"
-                    for n, i in zip(names, person_ids.tolist(), strict=True)
-                ],
-                "credit_card": [" ".join(f"{d:04d}" for d in row) for row in card[p].tolist()],
-                "city": city[p],
-                "state": state[p],
-                "date_time": date_time[p],
-                "extra": pa.array([""] * int(p.sum()), pa.string()),
-            },
-            schema=PERSON_DESC.arrow_schema(),
-        )
-        auction_ids = FIRST_AUCTION_ID + epoch[a] * AUCTION_PROPORTION + offset[a] - 1
-        auctions = pa.table(
-            {
-                "id": auction_ids,
-                "item_name": [f"item-{i}" for i in item[a].tolist()],
-                "description": [f"description of item-{i}" for i in item[a].tolist()],
-                "initial_bid": price[a],
-                "reserve": price[a] + second_price[a],
-                "date_time": date_time[a],
-                "expires": expires[a],
-                "seller": seller[a],
-                "category": category[a],
-                "extra": pa.array([""] * int(a.sum()), pa.string()),
-            },
-            schema=AUCTION_DESC.arrow_schema(),
-        )
-        bids = pa.table(
-            {
-                "auction": auction[b],
-                "bidder": bidder[b],
-                "price": price[b],
-                "channel": _CHANNELS[channel[b]],
-                "url": _URLS[channel[b]],
-                "date_time": date_time[b],
-                "extra": pa.array([""] * int(b.sum()), pa.string()),
-            },
-            schema=BID_DESC.arrow_schema(),
-        )
-        return _Chunk(kinds, NexmarkBatch(person, auctions, bids))
+
+@functools.lru_cache(maxsize=4)
+def _chunk(seed: int, rate: int, chunk: int) -> _Chunk:
+    """Chunk `chunk` of the stream (immutable, so shared): a load generator's
+    ticks and its three outputs each read a slice of the same chunk, which is
+    then drawn once rather than once per tick and output."""
+    return _draw_chunk(seed, rate, chunk)
+
+
+def _draw_chunk(seed: int, rate: int, chunk: int) -> _Chunk:
+    rng = np.random.default_rng([seed, chunk])
+    index = np.arange(chunk * CHUNK, (chunk + 1) * CHUNK, dtype=np.int64)
+    offset = index % PROPORTION_DENOMINATOR
+    epoch = index // PROPORTION_DENOMINATOR
+    date_time = BASE_TIME_MS + index * 1000 // rate
+    kinds = event_kinds(chunk * CHUNK, CHUNK)
+    # Draw every column for every event (fixed stream per chunk), keep each kind's.
+    last_person = FIRST_PERSON_ID + epoch  # the person event of this epoch came first
+    last_auction = FIRST_AUCTION_ID + epoch * AUCTION_PROPORTION + np.minimum(offset - 1, 2)
+    hot_seller = rng.integers(0, HOT_SELLER_RATIO, CHUNK) > 0
+    any_person = last_person - rng.integers(0, NUM_ACTIVE_PEOPLE, CHUNK)
+    seller = np.where(hot_seller, last_person // HOT_SELLER_RATIO * HOT_SELLER_RATIO, any_person)
+    hot_bidder = rng.integers(0, HOT_BIDDER_RATIO, CHUNK) > 0
+    any_bidder = last_person - rng.integers(0, NUM_ACTIVE_PEOPLE, CHUNK)
+    bidder = np.where(hot_bidder, last_person // HOT_BIDDER_RATIO * HOT_BIDDER_RATIO, any_bidder)
+    hot_auction = rng.integers(0, HOT_AUCTION_RATIO, CHUNK) > 0
+    any_auction = last_auction - rng.integers(0, NUM_IN_FLIGHT_AUCTIONS, CHUNK)
+    auction = np.where(
+        hot_auction, last_auction // HOT_AUCTION_RATIO * HOT_AUCTION_RATIO, any_auction
+    )
+    # Ids before the first person/auction do not exist: clamp to the first.
+    seller = np.maximum(seller, FIRST_PERSON_ID)
+    bidder = np.maximum(bidder, FIRST_PERSON_ID)
+    auction = np.maximum(auction, FIRST_AUCTION_ID)
+    price = np.rint(100 * 10 ** (rng.random(CHUNK) * 6)).astype(np.int64)
+    second_price = np.rint(100 * 10 ** (rng.random(CHUNK) * 6)).astype(np.int64)
+    category = FIRST_CATEGORY_ID + rng.integers(0, NUM_CATEGORIES, CHUNK)
+    expires = date_time + rng.integers(1_000, 20_001, CHUNK)
+    first_name = _FIRST_NAMES[rng.integers(0, len(_FIRST_NAMES), CHUNK)]
+    last_name = _LAST_NAMES[rng.integers(0, len(_LAST_NAMES), CHUNK)]
+    city = _CITIES[rng.integers(0, len(_CITIES), CHUNK)]
+    state = _STATES[rng.integers(0, len(_STATES), CHUNK)]
+    card = rng.integers(0, 10_000, (CHUNK, 4))
+    channel = rng.integers(0, len(_CHANNELS), CHUNK)
+    item = rng.integers(0, 1_000_000, CHUNK)
+
+    p = kinds == 0
+    a = kinds == 1
+    b = kinds == 2
+    person_ids = last_person[p]
+    names = [f"{f} {lst}" for f, lst in zip(first_name[p], last_name[p], strict=True)]
+    person = pa.table(
+        {
+            "id": person_ids,
+            "name": names,
+            "email_address": [
+                f"{n.replace(' ', '.').lower()}{i}@nexmark.com"
+                for n, i in zip(names, person_ids.tolist(), strict=True)
+            ],
+            "credit_card": [" ".join(f"{d:04d}" for d in row) for row in card[p].tolist()],
+            "city": city[p],
+            "state": state[p],
+            "date_time": date_time[p],
+            "extra": pa.array([""] * int(p.sum()), pa.string()),
+        },
+        schema=PERSON_DESC.arrow_schema(),
+    )
+    auction_ids = FIRST_AUCTION_ID + epoch[a] * AUCTION_PROPORTION + offset[a] - 1
+    auctions = pa.table(
+        {
+            "id": auction_ids,
+            "item_name": [f"item-{i}" for i in item[a].tolist()],
+            "description": [f"description of item-{i}" for i in item[a].tolist()],
+            "initial_bid": price[a],
+            "reserve": price[a] + second_price[a],
+            "date_time": date_time[a],
+            "expires": expires[a],
+            "seller": seller[a],
+            "category": category[a],
+            "extra": pa.array([""] * int(a.sum()), pa.string()),
+        },
+        schema=AUCTION_DESC.arrow_schema(),
+    )
+    bids = pa.table(
+        {
+            "auction": auction[b],
+            "bidder": bidder[b],
+            "price": price[b],
+            "channel": _CHANNELS[channel[b]],
+            "url": _URLS[channel[b]],
+            "date_time": date_time[b],
+            "extra": pa.array([""] * int(b.sum()), pa.string()),
+        },
+        schema=BID_DESC.arrow_schema(),
+    )
+    kinds.setflags(write=False)  # chunks are cached and shared
+    return _Chunk(kinds, NexmarkBatch(person, auctions, bids))
 
 
 @dataclass(frozen=True)
@@ -281,10 +291,13 @@ class _Chunk:
 
 
 class NexmarkLoadGenerator(LoadGenerator):
-    """The same events as a load generator: tick `k` emits events
-    `[k * events_per_tick, (k + 1) * events_per_tick)`, inserts only.
-    (Not registered in `make_generator` yet: that table lives in
-    load_generator.py.)"""
+    """The same events as a load generator, `CREATE SOURCE n FROM LOAD
+    GENERATOR NEXMARK [(SEED s, EVENTS PER TICK e, RATE r)] FOR ALL TABLES`
+    (subsources `person`, `auction`, `bid`): tick `k` emits events
+    `[k * events_per_tick, (k + 1) * events_per_tick)`, inserts only. The
+    events' own `date_time` is event time (`rate` events per second after a
+    fixed base), independent of the tick's timestamp, so the data depends on
+    the seed alone, never on when ticks ran."""
 
     name: ClassVar[str] = "nexmark"
     _DESCS: ClassVar[dict[str, RelationDesc]] = {
@@ -294,7 +307,11 @@ class NexmarkLoadGenerator(LoadGenerator):
     }
 
     def __init__(self, seed: int = 0, events_per_tick: int = 1000, rate: int = 10_000) -> None:
-        if not isinstance(events_per_tick, int) or events_per_tick < 1:
+        if (
+            not isinstance(events_per_tick, int)
+            or isinstance(events_per_tick, bool)
+            or events_per_tick < 1
+        ):
             raise ValueError(f"events_per_tick must be an int >= 1, got {events_per_tick!r}")
         self.generator = NexmarkGenerator(seed, rate)
         self.events_per_tick = events_per_tick

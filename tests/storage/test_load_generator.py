@@ -320,7 +320,7 @@ def test_bad_tick_is_value_error(bad: object) -> None:
 
 
 def test_make_generator_kinds_case_insensitive() -> None:
-    assert known_kinds() == ["auction", "counter"]
+    assert known_kinds() == ["auction", "counter", "nexmark"]
     counter = make_generator("Counter", max_cardinality=5)
     assert isinstance(counter, CounterGenerator)
     assert counter.max_cardinality == 5
@@ -328,6 +328,9 @@ def test_make_generator_kinds_case_insensitive() -> None:
     assert isinstance(auction, AuctionGenerator)
     assert auction.seed == 9
     assert isinstance(make_generator("counter"), CounterGenerator)
+    nexmark = make_generator("Nexmark", seed=3, events_per_tick=50)
+    assert set(nexmark.outputs()) == {"person", "auction", "bid"}
+    assert len(nexmark.changes("bid", 0, 0)) == 46  # 1:3:46 in every 50 events
 
 
 def test_make_generator_unknown_kind() -> None:

@@ -72,3 +72,25 @@ def test_serializable_reads_never_go_back_while_the_watermark_advances(
     ]
     assert times == sorted(times)
     assert all(since <= t <= 1499 for t in times)
+
+
+def test_as_of_at_least_reads_the_freshest_readable_time_not_before_t() -> None:
+    inputs = [_input("a", 100, 200), _input("b", 50, 180)]
+    # t behind what is readable: the freshest readable time (least upper - 1),
+    # not t, and not the oracle's time either (no strict serializable wait).
+    behind = determine_timestamp(inputs, STRICT_SERIALIZABLE, AsOfTime(120, at_least=True), 190, 0)
+    assert behind.timestamp == 179
+    assert behind.oracle_read_ts is None
+    assert behind.respond_immediately
+    # t ahead of the uppers: t itself (the read waits for the inputs).
+    ahead = determine_timestamp(inputs, SERIALIZABLE, AsOfTime(500, at_least=True), None, 0)
+    assert ahead.timestamp == 500
+    assert not ahead.respond_immediately
+    # t before a since: still served (at a later time), where an exact AS OF is refused.
+    early = determine_timestamp(inputs, SERIALIZABLE, AsOfTime(10, at_least=True), None, 0)
+    assert early.timestamp == 179
+    with pytest.raises(InvalidTimestamp, match=r"Timestamp \(10\) is not valid for all inputs"):
+        determine_timestamp(inputs, SERIALIZABLE, AsOfTime(10, at_least=False), None, 0)
+    # Nothing readable yet (upper == since): the since, which the read waits for.
+    fresh = [_input("c", 300, 300)]
+    assert determine_timestamp(fresh, SERIALIZABLE, AsOfTime(10, True), None, 0).timestamp == 300

@@ -619,7 +619,10 @@ def _finished_desc(expr: RelationExpr, finishing: RowSetFinishing) -> Any:
 
     d = expr.desc
     cols = finishing.project or tuple(range(d.arity))
-    return RelationDesc(tuple(f"c{i}" for i in range(len(cols))), tuple(d.types[i] for i in cols))
+    names = tuple(d.names[i] for i in cols)
+    if len(set(names)) != len(names):  # the check needs distinct names
+        names = tuple(f"{name}_{n}" for n, name in enumerate(names))
+    return RelationDesc(names, tuple(d.types[i] for i in cols))
 
 
 def _metrics() -> Any:

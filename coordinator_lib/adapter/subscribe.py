@@ -21,6 +21,7 @@ from coordinator_lib.adapter.catalog import DEFAULT_CLUSTER
 from coordinator_lib.adapter.errors import AdapterError
 from coordinator_lib.adapter.responses import ResultColumn
 from coordinator_lib.adapter.stream import Row, RowStream
+from coordinator_lib.adapter.verify import verify_datum_desc
 from coordinator_lib.expr.relation import Get
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import ScalarType
@@ -90,6 +91,8 @@ def _produce(
             if stream.closed.is_set():
                 return
             if not first or plan.with_snapshot:
+                # Checked as peeks are: a row that does not fit is never sent.
+                verify_datum_desc(plan.expr.desc, [update.row for update in batch.updates])
                 for row in _update_rows(batch.updates, plan.progress):
                     stream.put(row)
             first = False

@@ -171,10 +171,12 @@ class SessionClient:
         catalog = coordinator.catalog.session_catalog(
             self.session.database, self.session.search_path
         )
-        bound = substitute_session_functions(statement, self.session)
+        bound = statement
         if params or parameter_count(bound):
             types = list(param_types) + [None] * (len(params) - len(param_types))
             bound = bind_parameters(bound, list(params), types)
+        # After binding: to_regtype($1) needs its argument's value.
+        bound = substitute_session_functions(bound, self.session)
         return plan_parsed(bound, catalog, sql), catalog
 
     def _execute_one(

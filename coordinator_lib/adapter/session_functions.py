@@ -12,7 +12,9 @@ filters), and a webhook CHECK binds it to the request's receipt time.
 They are replaced by literals in the parsed statement before planning (the
 planner knows nothing of sessions). Client libraries send several of them
 when they connect (SQLAlchemy: `select pg_catalog.version()`,
-`select current_schema()`).
+`select current_schema()`), and the `regtype` conversions psycopg's
+type lookup uses (`to_regtype('name')`, `'name'::regtype`,
+`oid::regtype::text`; adapter/pg_catalog.py).
 """
 
 from __future__ import annotations
@@ -22,12 +24,18 @@ import time
 
 from sqlglot import exp
 
+from coordinator_lib.adapter.pg_catalog import PG_TYPE_ROWS, type_oid
 from coordinator_lib.adapter.session import Session
+from coordinator_lib.sql.errors import SqlError, UnsupportedFeature
 
 SERVER_VERSION = "PostgreSQL 9.5.0 on x86_64-pc-linux-gnu (Tidemark 0.1.0)"
 
 
 _NOT_SESSION = object()
+
+
+class UndefinedType(SqlError):
+    code = "42704"
 
 
 def _value(node: exp.Expr, session: Session) -> object:
@@ -71,6 +79,49 @@ def _is_now(node: exp.Expr) -> bool:
     )
 
 
+def _string_constant(node: exp.Expr | None) -> str | None:
+    """The text of a string literal (maybe cast to a text type), else None."""
+    while isinstance(node, exp.Cast) and node.to.is_type(*exp.DataType.TEXT_TYPES):
+        node = node.this
+    if isinstance(node, exp.Literal) and node.is_string:
+        return node.this
+    return None
+
+
+def _is_regtype_cast(node: exp.Expr) -> bool:
+    if not isinstance(node, exp.Cast):
+        return False
+    to = node.args.get("to")
+    return to is not None and to.sql().lower() in ("regtype", "pg_catalog.regtype")
+
+
+def _regtype(node: exp.Expr) -> exp.Expr | None:
+    """`to_regtype('name')` and `x::regtype` resolved (pg_catalog.py), or
+    None if `node` is neither."""
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() == "to_regtype":
+        name = _string_constant(node.expressions[0]) if len(node.expressions) == 1 else None
+        if name is None:
+            if node.expressions and isinstance(node.expressions[0], exp.Null):
+                return exp.cast(exp.Null(), "int")
+            raise UnsupportedFeature("to_regtype takes a constant type name")
+        oid = type_oid(name)
+        return exp.Literal.number(oid) if oid is not None else exp.cast(exp.Null(), "int")
+    if not _is_regtype_cast(node):
+        return None
+    name = _string_constant(node.this)
+    if name is not None:  # 'name'::regtype: the type's OID, compared as one
+        oid = type_oid(name)
+        if oid is None:
+            raise UndefinedType(f'type "{name}" does not exist')
+        return exp.Literal.number(oid)
+    # oid::regtype (::text): the type's name, PostgreSQL's number for others.
+    value = node.this
+    cases = exp.Case(this=value.copy())
+    for row in PG_TYPE_ROWS:
+        cases = cases.when(exp.Literal.number(row.oid), exp.Literal.string(row.regtype))
+    return cases.else_(exp.cast(value.copy(), "text"))
+
+
 def substitute_session_functions(statement: exp.Expr, session: Session) -> exp.Expr:
     replace_now = isinstance(statement, exp.Query | exp.Insert | exp.Update | exp.Delete)
     now = _now_literal(session)  # one value for every call in the statement
@@ -84,6 +135,9 @@ def substitute_session_functions(statement: exp.Expr, session: Session) -> exp.E
             and str(node.this).lower() in ("pg_catalog", "mz_catalog")
         ):
             node = node.expression
+        resolved = _regtype(node)
+        if resolved is not None:
+            return resolved
         value = _value(node, session)
         if value is _NOT_SESSION:
             return node

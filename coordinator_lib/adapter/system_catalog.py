@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from coordinator_lib.adapter.catalog import system_item
+from coordinator_lib.adapter.pg_catalog import PG_TYPE_COLUMNS, pg_type_rows
 from coordinator_lib.repr.relation import RelationDesc
 from coordinator_lib.sql.catalog import CatalogItem, ItemKind
 from coordinator_lib.sql.plan_webhook import CreateWebhookSourcePlan
@@ -106,6 +107,8 @@ _RELATIONS: list[tuple[str, str, RelationDesc]] = [
         "mz_webhook_sources",
         RelationDesc.of(("id", "text", False), ("name", "text", False), ("url", "text", False)),
     ),
+    # What client libraries look up when they connect (adapter/pg_catalog.py).
+    ("pg_catalog", "pg_type", RelationDesc.of(*PG_TYPE_COLUMNS)),
 ]
 
 SYSTEM_ITEMS: list[CatalogItem] = [
@@ -216,6 +219,7 @@ _ROWS: dict[str, Callable[[Coordinator], list[Row]]] = {
     "mz_sessions": _sessions,
     "mz_secrets": _of_kind(ItemKind.SECRET),
     "mz_webhook_sources": _webhook_sources,
+    "pg_type": lambda coord: pg_type_rows(),
 }
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import queue
+import re
 import socket
 import struct
 import threading
@@ -187,6 +188,13 @@ def _parameter_description(oids: Sequence[int]) -> bytes:
 
 def _command_complete(tag: str) -> bytes:
     return _message(b"C", _cstr(tag))
+
+
+# DEALLOCATE [PREPARE] name | ALL, alone in a simple query.
+_DEALLOCATE = re.compile(
+    r'\s*deallocate\s+(?:prepare\s+)?(?P<name>"(?:[^"]|"")+"|[a-z_][a-z0-9_$]*)\s*;?\s*',
+    re.IGNORECASE,
+)
 
 
 def _ready_for_query(status: str) -> bytes:
@@ -799,12 +807,33 @@ class _Connection:
         assert self.session is not None
         self.statements.pop("", None)
         self.close_portal("")
+        deallocate = _DEALLOCATE.fullmatch(sql)
+        if deallocate is not None:
+            self.deallocate(deallocate.group("name"))
+            return
         responses = self.session.execute(sql)
         try:
             for response in self.running(responses):
                 self.send_response(response)
         finally:
             _close_iterator(responses)
+        self.send(_ready_for_query(self.transaction_status()))
+        self.flush()
+
+    def deallocate(self, name: str) -> None:
+        """DEALLOCATE [PREPARE] name | ALL: prepared statements are this
+        connection's (psycopg sends DEALLOCATE ALL after a rollback that
+        followed prepared statements)."""
+        if name.lower() == "all":
+            self.statements = {k: v for k, v in self.statements.items() if not k}
+            tag = "DEALLOCATE ALL"
+        else:
+            key = name[1:-1].replace('""', '"') if name.startswith('"') else name.lower()
+            if key not in self.statements or not key:
+                raise AdapterError(f'prepared statement "{key}" does not exist', code="26000")
+            del self.statements[key]
+            tag = "DEALLOCATE"
+        self.send(_command_complete(tag))
         self.send(_ready_for_query(self.transaction_status()))
         self.flush()
 

@@ -145,6 +145,28 @@ def test_system_relations(sql: Run) -> None:
     assert since <= upper
 
 
+def test_pg_type_and_regtype(local_session: SessionClient, local_sql: Run) -> None:
+    """What psycopg's type lookup asks (SQLAlchemy runs it for hstore on
+    connect): pg_type rows, to_regtype, ::regtype both ways."""
+    sql, session = local_sql, local_session
+    lookup = (
+        "SELECT typname AS name, oid, typarray AS array_oid, oid::regtype::text AS regtype, "
+        "typdelim AS delimiter FROM pg_type t WHERE t.oid = to_regtype('{}') ORDER BY t.oid"
+    )
+    assert sql(lookup.format("hstore")) == []
+    assert sql(lookup.format("integer")) == [("int4", 23, 1007, "integer", ",")]
+    assert sql(lookup.format("pg_catalog.timestamptz")) == [
+        ("timestamptz", 1184, 1185, "timestamp with time zone", ",")
+    ]
+    assert sql("SELECT 'int8'::regtype, to_regtype('double precision')") == [(20, 701)]
+    assert sql("SELECT to_regtype('nope') IS NULL") == [(True,)]
+    assert sql("SELECT oid::regtype FROM pg_catalog.pg_type WHERE typname = 'float8'") == [
+        ("double precision",)
+    ]
+    error = error_of(session, "SELECT 'hstore'::regtype")
+    assert (error.code, error.message) == ("42704", 'type "hstore" does not exist')
+
+
 def test_statement_log_is_queryable(sql: Run, session: SessionClient) -> None:
     sql("SELECT 1")
     error_of(session, "SELECT * FROM missing_table")

@@ -152,16 +152,71 @@ def test_pg8000_and_sqlalchemy(environment: Environment) -> None:
     conn.run("INSERT INTO t VALUES (:a, :b)", a=1, b="x")
     assert conn.run("SELECT a, b FROM t WHERE a = :a", a=1) == [[1, "x"]]
     conn.close()
-    # psycopg's dialect looks up hstore in pg_type at connect time, which
-    # needs `::regtype` (not supported yet): it connects without native hstore.
-    for driver, options in (("pg8000", {}), ("psycopg", {"use_native_hstore": False})):
+    # Default options: psycopg's dialect looks up hstore in pg_type with
+    # to_regtype / ::regtype when it connects.
+    for driver in ("pg8000", "psycopg"):
         engine = sqlalchemy.create_engine(
-            f"postgresql+{driver}://materialize@127.0.0.1:{environment.pgwire.port}/materialize",
-            **options,
+            f"postgresql+{driver}://materialize@127.0.0.1:{environment.pgwire.port}/materialize"
         )
         with engine.connect() as connection:
             rows = connection.execute(sqlalchemy.text("SELECT a, b FROM t")).fetchall()
             assert [tuple(r) for r in rows] == [(1, "x")]
+        engine.dispose()
+
+
+@pytest.fixture
+def local_environment(tmp_path: Path) -> Iterator[Environment]:
+    """An environment whose Spark starts only if a statement needs it."""
+    env = Environment(fast_config(tmp_path / "env"), pgwire_port=0, http_port=0)
+    env.start()
+    try:
+        yield env
+    finally:
+        env.stop()
+
+
+def test_sqlalchemy_default_psycopg_dialect(local_environment: Environment) -> None:
+    """create_engine("postgresql+psycopg://...") with no options: on connect
+    the dialect asks pg_type for hstore (none here), then Core statements
+    with bound parameters round-trip."""
+    import sqlalchemy
+
+    port = local_environment.pgwire.port
+    engine = sqlalchemy.create_engine(
+        f"postgresql+psycopg://materialize@127.0.0.1:{port}/materialize"
+    )
+    try:
+        metadata = sqlalchemy.MetaData()
+        t = sqlalchemy.Table(
+            "t",
+            metadata,
+            sqlalchemy.Column("a", sqlalchemy.Integer, nullable=False),
+            sqlalchemy.Column("b", sqlalchemy.Text),
+        )
+        with engine.connect() as connection:
+            assert engine.dialect.use_native_hstore
+            assert engine.dialect._has_native_hstore is False  # looked up, not there
+        # DDL cannot run inside a transaction block (as in Materialize). An
+        # engine of its own: SQLAlchemy would reset a pooled connection to
+        # the default level it read, "strict serializable", which it refuses.
+        ddl = sqlalchemy.create_engine(engine.url, isolation_level="AUTOCOMMIT")
+        with ddl.connect() as connection:
+            connection.execute(sqlalchemy.text("CREATE TABLE t (a int NOT NULL, b text)"))
+        ddl.dispose()
+        with engine.connect() as connection:
+            connection.execute(t.insert(), [{"a": 1, "b": "x"}, {"a": 2, "b": None}])
+            connection.commit()
+            rows = connection.execute(sqlalchemy.select(t).where(t.c.a >= 1).order_by(t.c.a))
+            assert [tuple(r) for r in rows] == [(1, "x"), (2, None)]
+            looked_up = connection.execute(
+                sqlalchemy.text(
+                    "SELECT typname, oid::regtype::text FROM pg_catalog.pg_type "
+                    "WHERE oid = to_regtype(:name)"
+                ),
+                {"name": "integer"},
+            ).fetchall()
+            assert [tuple(r) for r in looked_up] == [("int4", "integer")]
+    finally:
         engine.dispose()
 
 

@@ -110,6 +110,34 @@ def test_prepared_statements(conn: psycopg.Connection[Any], client: FakeClient) 
     assert describes == ["SELECT $1::int4"]
 
 
+def test_deallocate(server: PgwireServer, client: FakeClient) -> None:
+    """DEALLOCATE drops this connection's prepared statements; psycopg sends
+    DEALLOCATE ALL itself when it rolls back a transaction it prepared in."""
+    from psycopg.pq import DiagnosticField, ExecStatus
+
+    with connect(server, autocommit=False) as conn:
+        assert conn.execute("SELECT %s::int4", [1], prepare=True).fetchone() == (1,)
+        conn.rollback()  # psycopg: DEALLOCATE ALL
+        assert conn.execute("SELECT %s::int4", [2], prepare=True).fetchone() == (2,)
+        conn.commit()
+        pgconn = conn.pgconn
+        assert pgconn.prepare(b"mine", b"SELECT 1").status == ExecStatus.COMMAND_OK
+        assert pgconn.prepare(b"other", b"SELECT 1").status == ExecStatus.COMMAND_OK
+        dropped = pgconn.exec_(b"DEALLOCATE mine")
+        assert (dropped.status, dropped.command_status) == (ExecStatus.COMMAND_OK, b"DEALLOCATE")
+        for name in (b"mine", b"nope"):
+            missing = pgconn.exec_(b"DEALLOCATE PREPARE " + name)
+            assert missing.status == ExecStatus.FATAL_ERROR
+            assert missing.error_field(DiagnosticField.SQLSTATE) == b"26000"
+        assert pgconn.exec_prepared(b"other", []).status == ExecStatus.TUPLES_OK
+        everything = pgconn.exec_(b"deallocate all;")
+        assert (everything.status, everything.command_status) == (
+            ExecStatus.COMMAND_OK,
+            b"DEALLOCATE ALL",
+        )
+        assert pgconn.exec_prepared(b"other", []).status == ExecStatus.FATAL_ERROR
+
+
 def test_errors_carry_sqlstate_position_and_hint(conn: psycopg.Connection[Any]) -> None:
     for params in (None, [1]):  # simple, then extended protocol
         sql = "SELECT error" if params is None else "SELECT error %s"

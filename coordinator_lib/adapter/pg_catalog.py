@@ -1,0 +1,112 @@
+"""The part of PostgreSQL's catalog client libraries query when they
+connect: `pg_catalog.pg_type` (one row per type we speak, with the OIDs
+pgwire sends) and the `regtype` conversions (`to_regtype('name')`,
+`'name'::regtype`, `oid::regtype::text`).
+
+psycopg's `TypeInfo.fetch` (SQLAlchemy's psycopg dialect looks up `hstore`
+with it on connect) runs
+
+    SELECT typname AS name, oid, typarray AS array_oid,
+           oid::regtype::text AS regtype, typdelim AS delimiter
+    FROM pg_type t WHERE t.oid = to_regtype(%(name)s) ORDER BY t.oid
+
+There is no `regtype` type in the planner: the conversions are resolved
+before planning (`adapter/session_functions.py`), a type name to its OID
+(or NULL / 42704 for an unknown one) and an OID to its name by a CASE over
+this table. OIDs are integers here (PostgreSQL's `oid` is unsigned 32-bit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from coordinator_lib.repr.relation import ScalarType
+
+PG_CATALOG_NAMESPACE = 11  # pg_catalog's OID in PostgreSQL
+
+
+@dataclass(frozen=True)
+class PgTypeRow:
+    oid: int
+    typname: str
+    regtype: str  # format_type / ::regtype::text
+    typlen: int
+    typarray: int
+    typcategory: str
+    scalar_type: ScalarType | None = None
+    aliases: tuple[str, ...] = ()
+
+
+PG_TYPE_ROWS: tuple[PgTypeRow, ...] = (
+    PgTypeRow(16, "bool", "boolean", 1, 1000, "B", ScalarType.BOOLEAN),
+    PgTypeRow(17, "bytea", "bytea", -1, 1001, "U", ScalarType.BYTEA),
+    PgTypeRow(19, "name", "name", 64, 1003, "S"),
+    PgTypeRow(20, "int8", "bigint", 8, 1016, "N", ScalarType.BIGINT),
+    PgTypeRow(21, "int2", "smallint", 2, 1005, "N", ScalarType.SMALLINT),
+    PgTypeRow(23, "int4", "integer", 4, 1007, "N", ScalarType.INTEGER, ("int",)),
+    PgTypeRow(25, "text", "text", -1, 1009, "S", ScalarType.TEXT),
+    PgTypeRow(26, "oid", "oid", 4, 1028, "N"),
+    PgTypeRow(114, "json", "json", -1, 199, "U"),
+    PgTypeRow(700, "float4", "real", 4, 1021, "N", ScalarType.REAL),
+    PgTypeRow(701, "float8", "double precision", 8, 1022, "N", ScalarType.DOUBLE, ("float",)),
+    PgTypeRow(1043, "varchar", "character varying", -1, 1015, "S"),
+    PgTypeRow(1082, "date", "date", 4, 1182, "D", ScalarType.DATE),
+    PgTypeRow(1114, "timestamp", "timestamp without time zone", 8, 1115, "D", ScalarType.TIMESTAMP),
+    PgTypeRow(
+        1184, "timestamptz", "timestamp with time zone", 8, 1185, "D", ScalarType.TIMESTAMPTZ
+    ),
+    PgTypeRow(1700, "numeric", "numeric", -1, 1231, "N", ScalarType.NUMERIC, ("decimal",)),
+    PgTypeRow(3802, "jsonb", "jsonb", -1, 3807, "U", ScalarType.JSONB),
+)
+
+_BY_NAME: dict[str, PgTypeRow] = {}
+for _row in PG_TYPE_ROWS:
+    for _name in (_row.typname, _row.regtype, *_row.aliases):
+        _BY_NAME[_name] = _row
+
+
+def type_oid(name: str) -> int | None:
+    """to_regtype: the OID of the type called `name` (its internal name, its
+    SQL name or an alias, optionally `pg_catalog.`-qualified, any case), or
+    None."""
+    key = " ".join(name.strip().strip('"').lower().split())
+    key = key.removeprefix("pg_catalog.")
+    row = _BY_NAME.get(key)
+    return row.oid if row is not None else None
+
+
+def pg_type_rows() -> list[tuple]:
+    """Rows of pg_catalog.pg_type, in the column order of its RelationDesc."""
+    return [
+        (
+            r.oid,
+            r.typname,
+            PG_CATALOG_NAMESPACE,
+            r.typlen,
+            "b",
+            r.typcategory,
+            ",",
+            0,
+            r.typarray,
+            0,
+            False,
+            0,
+        )
+        for r in PG_TYPE_ROWS
+    ]
+
+
+PG_TYPE_COLUMNS = (
+    ("oid", "integer", False),
+    ("typname", "text", False),
+    ("typnamespace", "integer", False),
+    ("typlen", "smallint", False),
+    ("typtype", "text", False),
+    ("typcategory", "text", False),
+    ("typdelim", "text", False),
+    ("typelem", "integer", False),
+    ("typarray", "integer", False),
+    ("typbasetype", "integer", False),
+    ("typnotnull", "boolean", False),
+    ("typrelid", "integer", False),
+)

@@ -83,6 +83,12 @@ from coordinator_lib.sql.errors import (
     WrongObjectType,
 )
 from coordinator_lib.sql.joins import equivalence_classes, outer_join
+from coordinator_lib.sql.lateral import (
+    lateral_join,
+    lateral_subquery,
+    plan_lateral,
+    plan_lateral_join,
+)
 from coordinator_lib.sql.ordered import check_no_windows, plan_windows
 from coordinator_lib.sql.outer import has_outer, has_subquery
 from coordinator_lib.sql.plans import ColumnOrder, RowSetFinishing
@@ -297,6 +303,8 @@ def _plan_join_tree(
     first: exp.Expr, joins: list[exp.Expr], ctx: PlanContext, scope: Scope
 ) -> tuple[list[RelationExpr], list[ScalarExpr]]:
     """`first` (its own joins ignored) joined with each of `joins` in turn."""
+    if isinstance(first, exp.Lateral):  # nothing to its left: a plain subquery
+        first = lateral_subquery(first)
     rel, _ = _add_factor(first, ctx, scope, ignore_joins=True)
     inputs = [rel]
     predicates: list[ScalarExpr] = []
@@ -309,7 +317,12 @@ def _plan_join_tree(
         left_star = scope.star(None)
         left_arity = scope.arity
         left_items = list(scope.items)
-        rel, items = _add_factor(join.this, ctx, scope)
+        lateral = isinstance(join.this, exp.Lateral)
+        if lateral:
+            rel, item = plan_lateral(join.this, ctx, scope)
+            items = [item]
+        else:
+            rel, items = _add_factor(join.this, ctx, scope)
         using = list(join.args.get("using") or [])
         if using or method == "NATURAL":
             if len(items) != 1:
@@ -326,6 +339,10 @@ def _plan_join_tree(
         if on is not None:
             value = ScalarBinder(scope, "JOIN conditions").bind_boolean(on, "JOIN/ON")
             join_predicates += conjuncts(value.expr)
+        if not side and lateral:
+            inputs = [lateral_join(build_join(inputs, predicates), rel)]
+            predicates = join_predicates
+            continue
         if not side:
             inputs.append(rel)
             predicates += join_predicates
@@ -333,7 +350,11 @@ def _plan_join_tree(
         if on is None and not using and method != "NATURAL":
             raise ParseError(f"{side} JOIN needs ON or USING", position_of(join))
         left = build_join(inputs, predicates)
-        outer = outer_join(left, rel, join_predicates, side, build_join)
+        if lateral:
+            names = {i.alias for i in left_items if i.alias}
+            outer = plan_lateral_join(left, rel, join_predicates, side, build_join, join, names)
+        else:
+            outer = outer_join(left, rel, join_predicates, side, build_join)
         if side in ("LEFT", "FULL"):
             _make_nullable(items)
         if side in ("RIGHT", "FULL"):

@@ -24,7 +24,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
@@ -543,10 +543,38 @@ QUERIES: dict[str, tuple[str, str | None]] = {
         "SELECT k, v FROM t WHERE v BETWEEN -2 AND 3 AND k NOT BETWEEN 2 AND 3",
         None,
     ),
+    # LATERAL (sql/lateral.py): the subquery per distinct correlation value,
+    # joined back; a correlated ORDER BY ... LIMIT is a TopK per group
+    "lat_topk": (
+        "SELECT u.k, u.name, q.v, q.s FROM u, LATERAL (SELECT v, s FROM t WHERE t.k = u.k"
+        " ORDER BY v DESC NULLS LAST, s NULLS FIRST LIMIT 2) AS q",
+        None,
+    ),
+    "lat_left_topk": (
+        "SELECT u.name, u.w, q.v FROM u LEFT JOIN LATERAL (SELECT v FROM t WHERE t.k = u.w"
+        " ORDER BY v NULLS FIRST LIMIT 1) AS q ON true",
+        None,
+    ),
+    "lat_join_aggregate": (
+        "SELECT t.k, t.v, q.n, q.top FROM t JOIN LATERAL (SELECT count(*) AS n, max(x) AS top"
+        " FROM r WHERE r.x < t.v) AS q ON true",
+        None,
+    ),
+    "lat_left_on": (
+        "SELECT t.k, t.v, q.x FROM t LEFT JOIN LATERAL (SELECT x FROM r WHERE r.w = t.k) AS q"
+        " ON q.x > t.v",
+        None,
+    ),
+    "lat_grouped": (
+        "SELECT q.name, count(*) AS n FROM t, LATERAL (SELECT name FROM u WHERE u.w = t.k"
+        " ORDER BY name LIMIT 1) AS q GROUP BY q.name",
+        None,
+    ),
 }
 SUBQUERY_VIEWS = [name for name in QUERIES if name.startswith("sub_")]
 OUTER_JOIN_VIEWS = [name for name in QUERIES if name.startswith("oj_")]
 ORDERED_VIEWS = [name for name in QUERIES if name.startswith(("topk_", "don_", "win_"))]
+LATERAL_VIEWS = [name for name in QUERIES if name.startswith("lat_")]
 
 KEYS = st.one_of(st.none(), st.integers(0, 4))
 VALUES = st.one_of(st.none(), st.integers(-5, 5))
@@ -836,6 +864,30 @@ def test_outer_join_views_match_duckdb_at_every_time(
     session = SqlSession(spark, Path(tmp_path_factory.mktemp("sql")), engine="local")
     try:
         run_workload(session, initial, rounds, OUTER_JOIN_VIEWS)
+    finally:
+        session.close()
+
+
+@settings(max_examples=6, **SETTINGS)
+@given(initial=initial_rows, rounds=st.lists(statements, min_size=2, max_size=4))
+@example(  # rows with and without a lateral match, both coming and going
+    initial=[
+        "INSERT INTO t VALUES (1, 2, 'a'), (1, 3, 'b'), (2, NULL, NULL), (1, 3, 'b')",
+        "INSERT INTO u VALUES (1, 1, 'a')",
+        "INSERT INTO u VALUES (2, NULL, 'b')",
+    ],
+    rounds=[
+        ["INSERT INTO r VALUES (1, 5)", "DELETE FROM t WHERE v < 3"],
+        ["INSERT INTO u VALUES (3, 2, 'x')", "UPDATE t SET k = NULL WHERE k = 1"],
+    ],
+)
+def test_lateral_views_match_duckdb_at_every_time(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
+) -> None:
+    """Views with LATERAL subqueries (top k per group, LEFT JOIN LATERAL), in-process."""
+    session = SqlSession(spark, Path(tmp_path_factory.mktemp("sql")), engine="local")
+    try:
+        run_workload(session, initial, rounds, LATERAL_VIEWS)
     finally:
         session.close()
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from coordinator_lib.adapter.finishing import finish_rows
+from coordinator_lib.compute.local_ordered import topk_rows
 from coordinator_lib.compute.local_scalar import EvalError, aggregate_values, eval_scalar
 from coordinator_lib.expr.relation import (
     Constant,
@@ -28,6 +29,7 @@ from coordinator_lib.expr.relation import (
     Reduce,
     RelationExpr,
     Threshold,
+    TopK,
     Union,
 )
 from coordinator_lib.repr.global_id import GlobalId
@@ -119,6 +121,13 @@ def evaluate(expr: RelationExpr, tables: Mapping[GlobalId, list[Row]]) -> Counte
         return Counter({row: -count for row, count in evaluate(expr.input, tables).items()})
     if isinstance(expr, Threshold):
         return Counter({row: c for row, c in evaluate(expr.input, tables).items() if c > 0})
+    if isinstance(expr, TopK):  # per group: compute's cut, itself held to DuckDB here
+        by_key: dict[Row, list[tuple[Row, int]]] = {}
+        for row, count in evaluate(expr.input, tables).items():
+            if count < 0:
+                raise AssertionError("TopK input has a negative count")
+            by_key.setdefault(tuple(row[c] for c in expr.group_key), []).append((row, count))
+        return Counter({row: c for rows in by_key.values() for row, c in topk_rows(expr, rows)})
     raise TypeError(f"the reference evaluator has no rule for {type(expr).__name__}")
 
 

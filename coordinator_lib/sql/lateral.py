@@ -1,0 +1,146 @@
+"""LATERAL subqueries in FROM: `FROM t, LATERAL (SELECT ... WHERE x = t.a
+ORDER BY ... LIMIT k) s`, `JOIN LATERAL (...) ON ...`, `LEFT JOIN LATERAL`.
+
+The subquery is planned with the FROM items to its left as its enclosing
+query (their columns are `OuterColumn`s, as in a correlated subquery in an
+expression), then lowered with the same "apply" as sql/subquery.py:
+
+    L = the FROM items to the left, joined
+    D = distinct(the columns of L the subquery reads)     -- one empty row if none
+    B = apply_outer(subquery, D)                          -- sql/decorrelate.py
+    L ⋈ B on the D columns (equal or both NULL), B's D columns projected away
+
+so the subquery is evaluated once per distinct correlation value, and a
+correlated `ORDER BY ... LIMIT k` becomes one TopK keyed by those values
+(top k per group), all operators with delta rules.
+
+`LEFT JOIN LATERAL (...) ON p` adds the rows of L for which no row of B
+satisfies p, padded with NULL; whether a row of L matched depends only on
+the columns the subquery and p read of it, so the unmatched rows are
+`L - (L ⋈ distinct(those columns of the matches))`, as for outer joins
+(sql/joins.py). RIGHT and FULL joins cannot reference their left side
+(42P10, as in PostgreSQL); uncorrelated they are ordinary joins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from coordinator_lib.expr.relation import Join, Project, RelationExpr, Union
+from coordinator_lib.expr.scalar import ScalarExpr
+from coordinator_lib.sql.decorrelate import apply_outer
+from coordinator_lib.sql.errors import InvalidColumnReference, UnsupportedFeature
+from coordinator_lib.sql.joins import distinct_keys, null_safe_equivalences, pad, unmatched
+from coordinator_lib.sql.positions import position_of
+from coordinator_lib.sql.scope import ScopeItem
+
+if TYPE_CHECKING:
+    from coordinator_lib.sql.context import PlanContext
+    from coordinator_lib.sql.scope import Scope
+
+
+def lateral_subquery(node: exp.Lateral) -> exp.Subquery:
+    """The subquery of `LATERAL (query) [alias]`, with the alias, to plan as
+    an ordinary FROM item."""
+    sub = node.this
+    if not isinstance(sub, exp.Subquery) or node.args.get("view"):
+        raise UnsupportedFeature(
+            "LATERAL is only supported with a subquery (not a function)", position_of(node)
+        )
+    factor = sub.copy()
+    factor.set("alias", node.args.get("alias"))
+    return factor
+
+
+def plan_lateral(
+    node: exp.Lateral, ctx: PlanContext, scope: Scope
+) -> tuple[RelationExpr, ScopeItem]:
+    """Plan `LATERAL (query) [alias]` with `scope` (the items to its left)
+    as the enclosing query, and add its item to `scope`. The plan reads the
+    left items' columns as OuterColumn(1, i)."""
+    from coordinator_lib.sql.query import plan_table_factor
+    from coordinator_lib.sql.scalar import ScalarBinder
+
+    factor = lateral_subquery(node)
+    ctx.outer.append(ScalarBinder(scope, "FROM"))
+    try:
+        rel, item = plan_table_factor(factor, ctx)
+    finally:
+        ctx.outer.pop()
+    scope.add(item, node)
+    return rel, item
+
+
+def lateral_columns(plan: RelationExpr) -> list[int]:
+    """The left side's columns a lateral subquery's plan reads."""
+    from coordinator_lib.sql.subquery import _outer_columns
+
+    return sorted(_outer_columns(plan))
+
+
+def lateral_join(left: RelationExpr, plan: RelationExpr) -> RelationExpr:
+    """`left` joined with the rows of `plan` evaluated for each of its rows:
+    left's columns, then plan's."""
+    refs = lateral_columns(plan)
+    arity = left.desc.arity
+    outer = distinct_keys(left, refs) if refs else None
+    body = apply_outer(plan, outer, {c: p for p, c in enumerate(refs)})
+    k = len(refs)
+    pairs = [(c, arity + p) for p, c in enumerate(refs)]
+    types = left.desc.types + body.desc.types
+    joined = Join((left, body), tuple(null_safe_equivalences(pairs, types)))
+    if k == 0:
+        return joined
+    outputs = tuple(range(arity)) + tuple(range(arity + k, arity + body.desc.arity))
+    return Project(joined, outputs, left.desc.names + body.desc.names[k:])
+
+
+def plan_lateral_join(
+    left: RelationExpr,
+    plan: RelationExpr,
+    predicates: list[ScalarExpr],
+    side: str,
+    build: Callable[[list[RelationExpr], list[ScalarExpr]], RelationExpr],
+    node: exp.Join,
+    left_names: set[str],
+) -> RelationExpr:
+    """`left [side] JOIN LATERAL plan ON predicates` (predicates over left's
+    columns then plan's); side "" is an inner join. `build` filters a
+    relation by predicates (query.build_join). `left_names` are the left
+    items' aliases, for the error a RIGHT or FULL join reading them gets."""
+    from coordinator_lib.sql.subquery import columns_read
+
+    refs = lateral_columns(plan)
+    if side in ("RIGHT", "FULL"):
+        if refs:
+            raise _bad_reference(node, left_names)
+        from coordinator_lib.sql.joins import outer_join
+
+        return outer_join(left, plan, predicates, side, build)
+    inner = build([lateral_join(left, plan)], predicates)
+    if side != "LEFT":
+        return inner
+    arity = left.desc.arity
+    keys = sorted(set(refs) | {c for p in predicates for c in columns_read(p) if c < arity})
+    lost = unmatched(left, keys, distinct_keys(inner, keys))
+    return Union((inner, pad(lost, plan.desc.types, before=False)))
+
+
+def _bad_reference(node: exp.Join, left_names: set[str]) -> InvalidColumnReference:
+    """PostgreSQL's error for a RIGHT / FULL JOIN LATERAL reading its left
+    side, at the first qualified reference to a left item."""
+    table = None
+    at: exp.Expr = node.this
+    for column in node.this.find_all(exp.Column):
+        if column.table in left_names:
+            table, at = column.table, column
+            break
+    what = f' "{table}"' if table else ""
+    return InvalidColumnReference(
+        f"invalid reference to FROM-clause entry for table{what}",
+        position_of(at),
+        detail="The combining JOIN type must be INNER or LEFT for a LATERAL reference.",
+    )

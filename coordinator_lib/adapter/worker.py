@@ -108,7 +108,7 @@ def run_worker(config: WorkerConfig) -> int:
             storage.persist.consensus,
             config.capture_id,
             config.cluster,
-            lambda: DataflowExecutor(compute, resolver),
+            lambda fence: DataflowExecutor(compute, resolver, fence=fence),
             lease_ttl_ms=config.lease_ttl_ms,
             address=f"pid:{os.getpid()}",
         )

@@ -10,6 +10,13 @@ the owner sees as the old capture gone (its tasks rescheduled) and a new one
 joining. The main loop alternates an agent tick (take the owner's messages,
 report, apply dispatches) and a bounded round of dataflow steps, so a
 dispatched remove always runs between steps.
+
+The executor gets the incarnation's `LeaseFence` (scheduler/lease.py): it
+starts no step once the lease's last known expiry has passed, and a step
+that lost the compare-and-append on its view's upper makes it check the
+lease in consensus. Either way a fenced incarnation ends at once, so a
+process resuming from a freeze past its TTL stops acting as primary before
+its renewal thread even notices; writes themselves are decided by the CaS.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from coordinator_lib.persist.consensus import Consensus
 from coordinator_lib.scheduler.agent import Agent, TableExecutor
 from coordinator_lib.scheduler.consensus_lease import ConsensusLeaseStore
 from coordinator_lib.scheduler.consensus_transport import ConsensusTransport
-from coordinator_lib.scheduler.lease import CaptureLease
+from coordinator_lib.scheduler.lease import CaptureLease, LeaseFence
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +50,7 @@ class CaptureRunner:
         consensus: Consensus,
         capture_id: str,
         cluster: str,
-        make_executor: Callable[[], SteppingExecutor],
+        make_executor: Callable[[LeaseFence], SteppingExecutor],
         *,
         lease_ttl_ms: int = DEFAULT_LEASE_TTL_MS,
         tick_s: float = 0.05,
@@ -65,6 +72,7 @@ class CaptureRunner:
         self.agent: Agent | None = None
         self.executor: SteppingExecutor | None = None
         self.incarnations = 0
+        self.fence: LeaseFence | None = None
         self._lost = threading.Event()
 
     def stop(self) -> None:
@@ -79,7 +87,8 @@ class CaptureRunner:
             )
             self.lease = lease
             self.incarnations += 1
-            executor = self.executor = self.make_executor()
+            fence = self.fence = LeaseFence(self.leases, lease, self.leases.clock, self._lost)
+            executor = self.executor = self.make_executor(fence)
             self.agent = Agent(self.capture_id, lease.epoch, executor)
             log.info("capture %s@%d (cluster %s) up", self.capture_id, lease.epoch, self.cluster)
             renewer = threading.Thread(
@@ -96,7 +105,10 @@ class CaptureRunner:
                 renewer.join(timeout=5)
             if not self.stop_event.is_set():
                 log.warning(
-                    "capture %s@%d lost its lease: restarting", self.capture_id, lease.epoch
+                    "capture %s@%d lost its lease (%s): restarting",
+                    self.capture_id,
+                    lease.epoch,
+                    fence.reason or "renewal refused",
                 )
 
     def _serve(self, executor: SteppingExecutor) -> None:
@@ -120,8 +132,12 @@ class CaptureRunner:
                 log.exception("lease renewal failed; retrying")
                 continue
             if renewed is None:
+                if self.fence is not None and self.fence.lease.epoch == lease.epoch:
+                    self.fence.lose("renewal refused")
                 self._lost.set()
                 return
             lease = renewed
             if self.lease is not None and self.lease.epoch == lease.epoch:
                 self.lease = lease
+            if self.fence is not None:
+                self.fence.renewed(lease)

@@ -11,7 +11,10 @@ run as dataflows on this process's `ComputeController`.
 - commit (`add_table_span(..., is_prepare=False)`): `advance()` steps it from
   then on. Every step lands with compare_and_append on the output's upper,
   so a stale primary still stepping (a paused old incarnation) cannot write
-  anything the CaS does not decide (invariant 9).
+  anything the CaS does not decide (invariant 9). With a `LeaseFence`
+  (scheduler/lease.py) no step starts once the incarnation's lease has
+  expired, and a step that loses the CaS makes it check its lease: a stale
+  primary stops (the fence is lost, the capture ends the incarnation).
 - remove: the dataflow is dropped between steps (`advance` and the agent
   run on one thread), so its writer has really stopped when the task is
   reported STOPPED. This process's leased holds on the inputs are released;
@@ -32,6 +35,7 @@ from dataclasses import dataclass
 
 from coordinator_lib.compute import ComputeController, DataflowDescription
 from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.scheduler.lease import LeaseFence
 from coordinator_lib.scheduler.messages import Checkpoint, Span, TableState, TableStatus
 
 log = logging.getLogger(__name__)
@@ -69,16 +73,19 @@ class DataflowExecutor:
         describe: Callable[[Span], DataflowDescription],
         *,
         instance: str = DEFAULT_INSTANCE,
+        fence: LeaseFence | None = None,
     ) -> None:
         self.compute = compute
         self.describe = describe
         self.instance = instance
+        self.fence = fence
         if instance not in compute.instance_ids():
             compute.create_instance(instance)  # no replicas: only `advance` steps
         self.tasks: dict[Span, _Task] = {}
         self._cursor = 0
         self.steps = 0
         self.step_errors = 0
+        self.lost_races = 0
 
     # -- TableExecutor ---------------------------------------------------------
 
@@ -146,6 +153,8 @@ class DataflowExecutor:
         (each at most once); refresh prepared ones' checkpoints. Returns
         how many steps ran."""
         tasks = [t for t in self.tasks.values() if t.state == TableState.REPLICATING]
+        if tasks and self.fence is not None and not self.fence.may_write():
+            return 0  # fenced: the capture ends this incarnation
         if not tasks:
             for task in self.tasks.values():
                 if task.state == TableState.PREPARED:
@@ -160,8 +169,15 @@ class DataflowExecutor:
                 break
             if time.monotonic() < task.retry_at:
                 continue
-            self._step(task)
+            if i > 0 and self.fence is not None and not self.fence.may_write():
+                return ran
+            landed = self._step(task)
             ran += 1
+            if landed is False:
+                self.lost_races += 1
+                if self.fence is not None and not self.fence.after_lost_race():
+                    log.warning("%s: lost the write race and the lease: stopping", task.span)
+                    return ran
         else:
             self._cursor = 0
             for task in self.tasks.values():
@@ -169,19 +185,21 @@ class DataflowExecutor:
                     self._refresh_checkpoint(task)
         return ran
 
-    def _step(self, task: _Task) -> None:
+    def _step(self, task: _Task) -> bool | None:
+        """One step; whether it landed (None: nothing to do, or it failed)."""
         try:
             result = self.compute.step_dataflow(task.id)
         except Exception:
             self.step_errors += 1
             task.retry_at = time.monotonic() + _ERROR_BACKOFF_S
             log.exception("step of %s failed", task.span)
-            return
+            return None
         self.steps += 1
         task.steps += 1
         if result is not None and result.landed:
             task.landed += 1
         self._refresh_checkpoint(task)
+        return None if result is None else result.landed
 
     def _refresh_checkpoint(self, task: _Task) -> None:
         try:

@@ -12,9 +12,14 @@ can put in consensus (TiCDC keeps both in etcd sessions).
   election gets an owner revision greater than every earlier one, which
   fences messages of deposed owners.
 
-`is_live(capture_id, epoch)` is what a write fence checks: a writer whose
-incarnation is no longer live must not land writes (in consensus, the
-lease row and the shard's upper are checked in one compare-and-set).
+Writes are not fenced by the lease: a view's compare_and_append checks
+its upper only, and that CaS decides who lands each step (invariant 9). A
+`LeaseFence` makes an incarnation whose lease is gone stop acting as
+primary: it starts no step once its lease's last known expiry has passed
+(a lease that expired can never be renewed), and after a step lost the CaS
+it asks the store (`is_live(capture_id, epoch)`) whether it still holds its
+lease. A step already in flight when the process froze still reaches its
+CaS, which lands it only if nobody advanced the view meanwhile.
 
 Acquiring a capture lease for an id that still holds an unexpired one
 supersedes it (a restarted worker with the same `--id` need not wait for
@@ -196,3 +201,62 @@ class InMemoryLeaseStore(LeaseStore):
             if owner is None or not self._unexpired(owner.expires_at_ms):
                 return None
             return owner
+
+
+class LeaseFence:
+    """The write side of one capture incarnation's lease (see the module
+    docstring): a stepping executor asks `may_write()` before each step (no
+    I/O: this process's own knowledge of its lease) and `after_lost_race()`
+    when a step's compare_and_append lost to another writer. Once either
+    says no, the fence stays `lost` and the incarnation must end: every
+    dataflow stops, a new incarnation (new epoch) starts."""
+
+    def __init__(
+        self,
+        store: LeaseStore,
+        lease: CaptureLease,
+        clock: Clock,
+        lost: threading.Event | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.lease = lease
+        self.lost = lost if lost is not None else threading.Event()
+        self.reason: str | None = None
+
+    def renewed(self, lease: CaptureLease) -> None:
+        """The lease was renewed (called by whoever renews it)."""
+        if lease.epoch == self.lease.epoch and lease.expires_at_ms > self.lease.expires_at_ms:
+            self.lease = lease
+
+    def lose(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+        self.lost.set()
+
+    def may_write(self) -> bool:
+        """False once the lease is lost. While the last known expiry is
+        ahead this costs nothing; past it (the process was frozen past its
+        TTL, or a renewal is late) the store decides: a lease no longer live
+        there can never be renewed."""
+        if self.lost.is_set():
+            return False
+        now = self.clock.now_ms()
+        if now < self.lease.expires_at_ms:
+            return True
+        if self.store.is_live(self.lease.capture_id, self.lease.epoch):
+            return True  # a renewal landed that we have not heard of yet
+        self.lose(f"lease expired at {self.lease.expires_at_ms} (now {now})")
+        return False
+
+    def after_lost_race(self) -> bool:
+        """A step lost the CaS on its upper: whoever won may be this task's
+        new primary. True if this incarnation still holds its lease (the
+        winner was some other writer, e.g. a coordinator without the
+        scheduler), else the fence is lost."""
+        if self.lost.is_set():
+            return False
+        if not self.store.is_live(self.lease.capture_id, self.lease.epoch):
+            self.lose("lost a write race and no longer holds the lease")
+            return False
+        return True

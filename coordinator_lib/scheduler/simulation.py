@@ -6,14 +6,26 @@ owners crash, pause and are replaced (a new owner revision); tasks come and
 go; moves, rebalances and drains are requested at random. Then faults stop
 and the run must settle.
 
-Writes are modelled the way invariant 9 puts them: each task has a shard
-upper in "consensus", advanced only by a compare-and-append that also
-checks the writer's capture lease, so a stale primary's write fails.
+Writes are modelled the way `tidemark worker` makes them
+(scheduler/dataflow_executor.py): each task has a shard upper in
+"consensus"; a step reads the upper, computes (possibly over several
+ticks, during which its process may freeze) and lands with a
+compare-and-append on that upper alone, which decides. Each incarnation
+has a `LeaseFence` (scheduler/lease.py), the same class the worker uses: no
+step starts once the incarnation's lease has expired by its own last
+renewal, and a step that lost the CaS makes it check its lease in the
+store; a fenced incarnation ends (every writer stops, a new incarnation
+starts). So a stale primary's in-flight step lands only if nobody advanced
+the shard meanwhile, and then it stops.
 
 Checked all along:
+- *the CaS decides*: the landed writes of a task form one chain of
+  disjoint intervals [lower, upper), each landed by one writer (no two
+  captures land writes for the same times);
 - *one writer*: writer sessions never interleave on a task's shard (once a
-  newer session landed a write, an older one never lands again), and at no
-  moment do two live incarnations both run a writer for one task;
+  newer session landed a write, an older one never lands again), a fenced
+  incarnation never steps again, and at no moment do two live incarnations
+  both run a writer for one task;
 - *checkpoint*: each owner's watermark and the persisted global checkpoint
   never regress, and the checkpoint never passes a current task's upper.
 
@@ -23,7 +35,11 @@ Checked once faults stop (within a bound of steps):
   dropped tasks are held nowhere;
 - *progress*: the global checkpoint passes the time faults stopped;
 - *drain and move finish*: a drain of a capture reaches 0, requested moves
-  land, a rebalance completes.
+  land, a rebalance completes; moves and drains requested during the faults
+  are tracked too: each lands (the task's primary is the destination, the
+  drained capture runs no task) or is abandoned for a reason (the owner
+  that took the move was replaced, the task was dropped, the destination or
+  drained capture became a new incarnation or began draining).
 
 Each seed also draws its fault profile (`random_config`): calm or hostile,
 short or long (straggling) delays, fast or slow executors. Faults are made
@@ -42,7 +58,14 @@ import random
 from dataclasses import dataclass, field
 
 from coordinator_lib.scheduler.agent import Agent
-from coordinator_lib.scheduler.lease import CaptureLease, FakeClock, InMemoryLeaseStore, OwnerLease
+from coordinator_lib.scheduler.capture_manager import CaptureState
+from coordinator_lib.scheduler.lease import (
+    CaptureLease,
+    FakeClock,
+    InMemoryLeaseStore,
+    LeaseFence,
+    OwnerLease,
+)
 from coordinator_lib.scheduler.memory_executor import InMemoryTableExecutor
 from coordinator_lib.scheduler.messages import (
     CHECKPOINT_CANNOT_PROCEED,
@@ -81,6 +104,8 @@ class SimConfig:
     duplicate: float = 0.05
     capture_crash: float = 0.01
     capture_pause: float = 0.008
+    capture_pause_ticks: int = 0
+    """Longest capture pause (0: three lease TTLs)."""
     capture_partition: float = 0.006
     owner_crash: float = 0.008
     owner_pause: float = 0.008
@@ -96,6 +121,9 @@ class SimConfig:
     api_call: float = 0.04
     max_task_concurrency: int = 3
     heartbeat_tick: int = 2
+    slow_step: float = 0.2
+    """Chance a step's compare-and-append comes a tick after it read the
+    upper (a process frozen in between resumes with a stale step)."""
 
 
 def random_config(seed: int) -> SimConfig:
@@ -128,6 +156,7 @@ def random_config(seed: int) -> SimConfig:
         api_call=rng.choice((0.02, 0.06, 0.15)),
         max_task_concurrency=rng.randint(1, 5),
         heartbeat_tick=rng.randint(1, 3),
+        slow_step=rng.choice((0.0, 0.2, 0.5)),
     )
 
 
@@ -136,14 +165,28 @@ class SimStats:
     steps: int = 0
     landed_writes: int = 0
     fenced_writes: int = 0
-    """Writes refused because their incarnation's lease was gone."""
+    """Steps not started or given up because the incarnation's fence was
+    lost (its lease expired, or it lost a race without its lease)."""
     lost_races: int = 0
-    """Writes refused because the upper had moved."""
+    """Compare-and-appends that failed because the upper had moved."""
+    stale_lands: int = 0
+    """Steps in flight when their incarnation's lease expired that still
+    landed (nobody had advanced the shard: the CaS decided)."""
     elections: int = 0
     restarts: int = 0
     moves_done: int = 0
     drains_done: int = 0
+    chaos_moves_done: int = 0
+    """Moves requested during the faults that landed."""
+    chaos_drains_done: int = 0
+    chaos_abandoned: int = 0
+    """Requests during the faults abandoned for a reason (see `_track`)."""
     messages: int = 0
+    drops: int = 0
+    duplicates: int = 0
+    reorders: int = 0
+    """Messages delivered, while faults are on, before one sent earlier to
+    the same recipient."""
 
 
 # -- consensus: shard uppers and the global checkpoint ------------------------
@@ -155,36 +198,50 @@ class _Session:
     capture_id: CaptureId
     epoch: int
     number: int
-    known_upper: int
+    fence: LeaseFence
+    pending: tuple[int, int] | None = None
+    """A step in flight: the [lower, upper) it read and will CaS."""
     stopped: bool = False
     fenced: bool = False
 
 
 class _Shard:
-    """A task's output shard: its upper and who landed writes, in order."""
+    """A task's output shard: its upper and who landed which times."""
 
-    __slots__ = ("last_writer", "past_writers", "upper")
+    __slots__ = ("history", "last_writer", "past_writers", "upper")
 
     def __init__(self, upper: int) -> None:
         self.upper = upper
         self.last_writer: _Session | None = None
         self.past_writers: set[_Session] = set()
+        self.history: list[tuple[int, int, _Session]] = []
+        """Landed writes in order: (lower, upper, writer)."""
+
+    def compare_and_append(self, expected_upper: int, new_upper: int) -> bool:
+        """Persist's CaS (invariant 2): the only thing deciding a write."""
+        if self.upper != expected_upper:
+            return False
+        self.upper = new_upper
+        return True
 
 
 class _Writer:
-    """The TaskWriter of one capture incarnation: compare-and-append on the
-    shard, checked against the incarnation's lease."""
+    """The dataflows of one capture incarnation, as a worker steps them: read
+    the upper, compute, compare-and-append; the incarnation's LeaseFence is
+    asked before each step and after a lost race."""
 
-    def __init__(self, sim: Simulation, capture_id: CaptureId, epoch: int) -> None:
+    def __init__(
+        self, sim: Simulation, capture_id: CaptureId, epoch: int, fence: LeaseFence
+    ) -> None:
         self.sim = sim
         self.capture_id = capture_id
         self.epoch = epoch
+        self.fence = fence
         self._sessions = 0
 
     def start(self, span: Span, checkpoint: Checkpoint) -> _Session:
         self._sessions += 1
-        shard = self.sim.shards[span]
-        session = _Session(span, self.capture_id, self.epoch, self._sessions, shard.upper)
+        session = _Session(span, self.capture_id, self.epoch, self._sessions, self.fence)
         self.sim.active_sessions.setdefault(span, []).append(session)
         return session
 
@@ -194,25 +251,46 @@ class _Writer:
         if session.stopped:
             sim.fail(f"stopped writer session {session} asked to write")
         if session.fenced:
-            return None
-        now = sim.clock.now_ms()
+            sim.fail(f"{session.capture_id}@{session.epoch} kept stepping after its fence was lost")
         shard = sim.shards[session.span]
-        if now > session.known_upper:
-            if not sim.leases.is_live(session.capture_id, session.epoch):
-                session.fenced = True
-                sim.stats.fenced_writes += 1
-                return None
-            if shard.upper != session.known_upper:
-                sim.stats.lost_races += 1
-                session.known_upper = shard.upper  # the data there is the same (definite)
-            else:
-                shard.upper = now
-                session.known_upper = now
-                sim.stats.landed_writes += 1
-                self._record(shard, session)
-        return Checkpoint(session.known_upper, now)
+        if session.pending is None:
+            if not self.fence.may_write():
+                return self._fenced(session)
+            lower, now = shard.upper, sim.clock.now_ms()
+            if now <= lower:
+                return Checkpoint(lower, lower)
+            session.pending = (lower, now)
+            if sim.rng.random() < sim.config.slow_step:
+                return Checkpoint(lower, lower)  # the CaS comes next tick
+        lower, upper = session.pending
+        session.pending = None
+        if not shard.compare_and_append(lower, upper):
+            sim.stats.lost_races += 1
+            if not self.fence.after_lost_race():
+                return self._fenced(session)
+            return Checkpoint(shard.upper, shard.upper)
+        sim.stats.landed_writes += 1
+        if not sim.leases.is_live(session.capture_id, session.epoch):
+            sim.stats.stale_lands += 1
+        self._record(shard, session, lower, upper)
+        return Checkpoint(upper, upper)
 
-    def _record(self, shard: _Shard, session: _Session) -> None:
+    def _fenced(self, session: _Session) -> None:
+        session.fenced = True
+        self.sim.stats.fenced_writes += 1
+        return None
+
+    def _record(self, shard: _Shard, session: _Session, lower: int, upper: int) -> None:
+        if shard.history:
+            last_lower, last_upper, writer = shard.history[-1]
+            if lower < last_upper:
+                self.sim.fail(
+                    f"{session.span}: {session.capture_id}@{session.epoch}"
+                    f" landed [{lower}, {upper})"
+                    f" over [{last_lower}, {last_upper}) of {writer.capture_id}@{writer.epoch}"
+                    " (two writers landed the same times)"
+                )
+        shard.history.append((lower, upper, session))
         last = shard.last_writer
         if last is session:
             return
@@ -230,6 +308,7 @@ class _Writer:
     def stop(self, session: object) -> None:
         assert isinstance(session, _Session)
         session.stopped = True
+        session.pending = None  # a step not landed yet never lands
         self.sim.active_sessions[session.span].remove(session)
 
 
@@ -241,6 +320,7 @@ class _Network:
         self.sim = sim
         self.in_flight: list[tuple[int, float, int, Message]] = []
         self._order = 0
+        self._delivered: dict[str, int] = {}  # recipient -> latest send order delivered
         self.faulty = True
 
     def send(self, messages: list[Message]) -> None:
@@ -253,8 +333,10 @@ class _Network:
             copies = 1
             if self.faulty:
                 if rng.random() < cfg.drop:
+                    sim.stats.drops += 1
                     continue
                 if rng.random() < cfg.duplicate:
+                    sim.stats.duplicates += 1
                     copies = 2
             for _ in range(copies):
                 delay = rng.randint(0, cfg.max_delay if self.faulty else 1)
@@ -267,9 +349,12 @@ class _Network:
         inbox: dict[str, list[Message]] = {}
         step = self.sim.step_no
         while self.in_flight and self.in_flight[0][0] <= step:
-            message = heapq.heappop(self.in_flight)[3]
+            _, _, order, message = heapq.heappop(self.in_flight)
             if message.to in self.sim.partitioned:
                 continue
+            if self.faulty and order < self._delivered.get(message.to, 0):
+                self.sim.stats.reorders += 1
+            self._delivered[message.to] = max(order, self._delivered.get(message.to, 0))
             inbox.setdefault(message.to, []).append(message)
         return inbox
 
@@ -295,6 +380,7 @@ class _CaptureProc:
         self.sim = sim
         self.capture_id = capture_id
         self.lease: CaptureLease | None = None
+        self.fence: LeaseFence | None = None
         self.agent: Agent | None = None
         self.executor: InMemoryTableExecutor | None = None
         self.down_until = -1  # crashed until this step
@@ -312,6 +398,7 @@ class _CaptureProc:
             self.capture_id, cfg.capture_ttl_ticks * cfg.tick_ms
         )
         epoch = self.lease.epoch
+        self.fence = LeaseFence(sim.leases, self.lease, sim.clock)
 
         def delay(hi: int):
             return lambda span: rng.randint(0, hi)
@@ -324,7 +411,7 @@ class _CaptureProc:
             commit_ticks=delay(cfg.executor_delay),
             stop_ticks=delay(cfg.stop_delay),
             refuse=refuse,
-            writer=_Writer(sim, self.capture_id, epoch),
+            writer=_Writer(sim, self.capture_id, epoch, self.fence),
         )
         self.agent = Agent(self.capture_id, epoch, self.executor)
         sim.event(f"capture {self.capture_id}@{epoch} starts")
@@ -335,7 +422,7 @@ class _CaptureProc:
         if graceful:
             self.sim.leases.release_capture_lease(self.lease)
         self.agent = self.executor = None
-        self.lease = None
+        self.lease = self.fence = None
 
     def step(self, inbox: list[Message]) -> None:
         sim = self.sim
@@ -347,9 +434,16 @@ class _CaptureProc:
         if sim.step_no < self.paused_until:
             return  # frozen: no renewals, no work; messages to it are lost
         assert self.agent is not None and self.executor is not None and self.lease is not None
+        assert self.fence is not None
         # A process resuming from a pause first does what it was doing
-        # (its writes must be fenced), only then notices its lease is gone.
+        # (a step in flight reaches its CaS; new steps meet the fence), only
+        # then notices its lease is gone.
         self.executor.advance()
+        if self.fence.lost.is_set():
+            sim.event(f"capture {self.capture_id}@{self.lease.epoch} fenced: {self.fence.reason}")
+            self.stop(graceful=False)
+            self.down_until = sim.step_no + 1
+            return
         if self.capture_id not in sim.partitioned:
             renewed = sim.leases.renew_capture_lease(
                 self.lease, sim.config.capture_ttl_ticks * sim.config.tick_ms
@@ -360,6 +454,7 @@ class _CaptureProc:
                 self.down_until = sim.step_no + 1
                 return
             self.lease = renewed
+            self.fence.renewed(renewed)
         sim.network.send(self.agent.tick(inbox))
 
 
@@ -437,22 +532,29 @@ class _OwnerProc:
 
 @dataclass
 class _Drain:
+    """A drain taken by an owner during the faults (tracked until done)."""
+
     target: CaptureId
-    deadline: int
+    target_epoch: int
+    revision: int  # of the owner that took it
+    issued: int  # step
 
 
 @dataclass
 class _Move:
+    """A move taken by an owner during the faults (tracked until done)."""
+
     span: Span
     dest: CaptureId
-    deadline: int
+    dest_epoch: int
+    revision: int  # of the owner that took it
+    issued: int  # step
 
 
 @dataclass
 class _Pending:
     drains: list[_Drain] = field(default_factory=list)
     moves: list[_Move] = field(default_factory=list)
-    rebalance_deadline: int = -1
 
 
 class Simulation:
@@ -479,6 +581,7 @@ class Simulation:
         self.captures = [_CaptureProc(self, f"w{i}") for i in range(self.config.captures)]
         self.owners = [_OwnerProc(self, f"serve{i}") for i in range(self.config.owners)]
         self._partition_until: dict[str, int] = {}
+        self.pending = _Pending()
 
     # -- bookkeeping ---------------------------------------------------------
 
@@ -551,6 +654,7 @@ class Simulation:
             name = proc.capture_id if isinstance(proc, _CaptureProc) else proc.owner_id
             proc.step(inbox.get(name, []))
         self._check_one_writer()
+        self._track()
 
     def _check_one_writer(self) -> None:
         """No two live incarnations run a writer for one task."""
@@ -575,7 +679,8 @@ class Simulation:
                 proc.stop(graceful=False)
                 proc.down_until = self.step_no + rng.randint(1, 3 * cfg.capture_ttl_ticks)
             elif r < cfg.capture_crash + cfg.capture_pause:
-                proc.paused_until = self.step_no + rng.randint(1, 3 * cfg.capture_ttl_ticks)
+                longest = cfg.capture_pause_ticks or 3 * cfg.capture_ttl_ticks
+                proc.paused_until = self.step_no + rng.randint(1, longest)
                 self.event(f"pause capture {proc.capture_id} until {proc.paused_until}")
             elif r < cfg.capture_crash + cfg.capture_pause + cfg.capture_partition:
                 self._partition(proc.capture_id)
@@ -621,13 +726,93 @@ class Simulation:
         capture = rng.choice(self.captures).capture_id
         if r < 0.4 and self.tables:
             span = rng.choice(self.tables)
-            self.event(
-                f"move_table({span}, {capture}) -> {owner.scheduler.move_table(span, capture)}"
-            )
+            known = span in owner.scheduler.replication_sets
+            taken = owner.scheduler.move_table(span, capture)
+            self.event(f"move_table({span}, {capture}) -> {taken}")
+            epoch = self._epoch_of(capture)
+            if taken and known and epoch is not None and owner.lease is not None:
+                self.pending.moves.append(
+                    _Move(span, capture, epoch, owner.lease.revision, self.step_no)
+                )
         elif r < 0.7:
             self.event(f"rebalance() -> {owner.scheduler.rebalance()}")
         else:
-            self.event(f"drain_capture({capture}) -> {owner.scheduler.drain_capture(capture)}")
+            remaining = owner.scheduler.drain_capture(capture)
+            self.event(f"drain_capture({capture}) -> {remaining}")
+            epoch = self._epoch_of(capture)
+            target = owner.scheduler.scheduler_manager.drain_capture.target
+            tracked = any(d.target == capture for d in self.pending.drains)
+            if target == capture and epoch is not None and owner.lease and not tracked:
+                self.pending.drains.append(
+                    _Drain(capture, epoch, owner.lease.revision, self.step_no)
+                )
+
+    def _draining(self, capture_id: CaptureId) -> bool:
+        """The capture knows it is being drained (any owner will go on)."""
+        for proc in self.captures:
+            if proc.capture_id == capture_id and proc.agent is not None:
+                return proc.agent.liveness == Liveness.STOPPING
+        return False
+
+    def _epoch_of(self, capture_id: CaptureId) -> int | None:
+        for proc in self.captures:
+            if proc.capture_id == capture_id and proc.lease is not None:
+                return proc.lease.epoch
+        return None
+
+    def _track(self) -> None:
+        """Resolve the moves and drains requested during the faults: each
+        lands or is abandoned for a reason; what remains is still pending."""
+        if not self.pending.moves and not self.pending.drains:
+            return
+        owner = self.owner()
+        scheduler = owner.scheduler if owner is not None else None
+        revision = owner.lease.revision if owner is not None and owner.lease else None
+        reps = scheduler.replication_sets if scheduler is not None else {}
+        stopping = set()
+        if scheduler is not None:
+            stopping = {
+                c
+                for c, st in scheduler.capture_manager.captures.items()
+                if st.state == CaptureState.STOPPING
+            }
+        moves = []
+        for move in self.pending.moves:
+            rep = reps.get(move.span)
+            if revision == move.revision and rep is not None and rep.primary == move.dest:
+                self.stats.chaos_moves_done += 1
+                self.event(f"chaos move of {move.span} to {move.dest} landed")
+            elif (
+                (revision is not None and revision != move.revision)
+                or move.span not in self.tables
+                or self._epoch_of(move.dest) != move.dest_epoch
+                or move.dest in stopping
+            ):
+                self.stats.chaos_abandoned += 1
+            else:
+                moves.append(move)
+        self.pending.moves = moves
+        drains = []
+        for drain in self.pending.drains:
+            if self._epoch_of(drain.target) != drain.target_epoch or (
+                revision is not None
+                and revision != drain.revision
+                and not self._draining(drain.target)
+            ):
+                # A new incarnation is not drained; a drain its owner took
+                # but never told the capture is lost with that owner (an
+                # operator asks again until it reports 0).
+                self.stats.chaos_abandoned += 1
+            elif (
+                scheduler is not None
+                and scheduler.is_initialized()
+                and not any(rep.primary == drain.target for rep in reps.values())
+            ):
+                self.stats.chaos_drains_done += 1
+                self.event(f"chaos drain of {drain.target} done")
+            else:
+                drains.append(drain)
+        self.pending.drains = drains
 
     def _quiesce(self) -> None:
         """Faults stop: everything heals and comes back."""
@@ -646,6 +831,12 @@ class Simulation:
 
     def _settle(self) -> None:
         quiet_from_ms = self.clock.now_ms()
+        # Moves and drains requested during the faults finish (before the
+        # drained captures are restarted, which would abandon their drains).
+        self._run_until(
+            lambda: not self.pending.moves and not self.pending.drains,
+            "requests made during the faults did not finish",
+        )
         self._run_until(self._restart_drained_then_converged, "tasks did not settle")
         self._run_until(lambda: self.global_checkpoint > quiet_from_ms, "checkpoint stuck")
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from coordinator_lib.scheduler import memory_executor, replication_set
+from coordinator_lib.scheduler import memory_executor, replication_set, simulation
 from coordinator_lib.scheduler.agent import Agent
-from coordinator_lib.scheduler.lease import InMemoryLeaseStore
+from coordinator_lib.scheduler.lease import LeaseFence
 from coordinator_lib.scheduler.messages import TableState
 from coordinator_lib.scheduler.simulation import (
     SimStats,
@@ -51,6 +51,11 @@ def sweep(seeds: range) -> SimStats:
     return total
 
 
+def network_faults_happened(stats: SimStats) -> bool:
+    """The network really dropped, duplicated and reordered messages."""
+    return stats.drops > 0 and stats.duplicates > 0 and stats.reorders > 0
+
+
 @pytest.mark.parametrize("chunk", range(FAST_CHUNKS))
 def test_simulation_sweep(chunk: int) -> None:
     seeds = range(chunk * CHUNK, (chunk + 1) * CHUNK)
@@ -60,6 +65,9 @@ def test_simulation_sweep(chunk: int) -> None:
     assert stats.moves_done > len(seeds)
     assert stats.restarts > len(seeds) and stats.elections > len(seeds)
     assert stats.landed_writes > 0
+    assert network_faults_happened(stats)
+    # Moves and drains requested during the faults were followed to the end.
+    assert stats.chaos_moves_done > 0 and stats.chaos_drains_done > 0
 
 
 @pytest.mark.slow
@@ -67,17 +75,35 @@ def test_simulation_sweep(chunk: int) -> None:
 def test_simulation_big_sweep(chunk: int) -> None:
     start = FAST_CHUNKS * CHUNK + chunk * 1_000
     stats = sweep(range(start, start + 1_000))
-    assert stats.fenced_writes > 0  # zombie writers were stopped by the lease fence
+    assert stats.fenced_writes > 0  # zombie writers stopped at their fence
+    assert stats.stale_lands > 0  # a zombie's step in flight landed: the CaS decided
 
 
-def test_zombie_writes_are_fenced() -> None:
-    """Captures paused past their lease resume and try to write: the
-    lease-checked compare-and-append refuses them."""
-    fenced = 0
+ZOMBIES = {
+    "capture_pause": 0.05,
+    "capture_pause_ticks": 40,  # long enough for the task to move meanwhile
+    "slow_step": 0.5,
+    "executor_delay": 0,
+    "max_delay": 1,
+}
+"""Captures often frozen (with steps in flight) while their tasks move."""
+
+
+def test_zombies_stop_and_the_cas_decides() -> None:
+    """Captures frozen past their lease resume: a step they had in flight
+    reaches its compare-and-append, which lands only if nobody advanced the
+    task meanwhile (else it loses the race); either way the incarnation
+    then stops acting as primary (fenced) and comes back as a new one."""
+    total = SimStats()
     for seed in range(30):
-        config = dataclasses.replace(random_config(seed), capture_pause=0.05)
-        fenced += run_simulation(seed, config).fenced_writes
-    assert fenced > 0
+        config = dataclasses.replace(random_config(seed), **ZOMBIES)
+        stats = run_simulation(seed, config)
+        total.fenced_writes += stats.fenced_writes
+        total.stale_lands += stats.stale_lands
+        total.lost_races += stats.lost_races
+    assert total.fenced_writes > 0
+    assert total.stale_lands > 0
+    assert total.lost_races > 0
 
 
 _FINGERPRINT = """
@@ -114,10 +140,10 @@ def test_runs_are_reproducible_across_processes() -> None:
 # -- the simulation has teeth ------------------------------------------------------
 
 
-def first_failure(seeds: range) -> str:
+def first_failure(seeds: range, **tweaks) -> str:
     for seed in seeds:
         try:
-            run_simulation(seed)
+            run_simulation(seed, dataclasses.replace(random_config(seed), **tweaks))
         except SimulationError as error:
             return str(error).splitlines()[0]
     return ""
@@ -163,9 +189,35 @@ def test_catches_missing_sequence_fence(monkeypatch) -> None:
     assert "live writers" in first_failure(range(2_000))
 
 
-@pytest.mark.slow
 def test_catches_missing_lease_fence(monkeypatch) -> None:
-    """Without the lease check in compare-and-append, a paused capture's
-    stale writer lands writes next to its successor's."""
-    monkeypatch.setattr(InMemoryLeaseStore, "is_live", lambda self, capture, epoch: True)
-    assert "live writers" in first_failure(range(2_000))
+    """Without the worker's lease fence, a capture resuming from a freeze
+    past its lease keeps stepping: it reads the upper its successor left and
+    lands steps after it (the CaS cannot tell them apart)."""
+    monkeypatch.setattr(LeaseFence, "may_write", lambda self: not self.lost.is_set())
+    monkeypatch.setattr(LeaseFence, "after_lost_race", lambda self: True)
+    assert "two primaries" in first_failure(range(200), **ZOMBIES)
+
+
+def test_catches_writes_without_the_cas(monkeypatch) -> None:
+    """A blind append (no compare on the upper) lets a stale step land over
+    times another writer already landed."""
+    monkeypatch.setattr(simulation._Shard, "compare_and_append", blind_append)
+    assert "two writers landed the same times" in first_failure(range(200), **ZOMBIES)
+
+
+def blind_append(self, expected_upper: int, new_upper: int) -> bool:
+    self.upper = max(self.upper, new_upper)
+    return True
+
+
+def test_catches_network_faults_switched_off(monkeypatch) -> None:
+    """A regression that turned the network's faults off fails the sweep's
+    check that they happened."""
+    init = simulation._Network.__init__
+
+    def perfect(self, sim) -> None:
+        init(self, sim)
+        self.faulty = False
+
+    monkeypatch.setattr(simulation._Network, "__init__", perfect)
+    assert not network_faults_happened(sweep(range(10)))

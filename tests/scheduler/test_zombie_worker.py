@@ -1,0 +1,125 @@
+"""A real `tidemark worker` frozen past its lease (DESIGN.md invariant 9):
+SIGSTOP it, let its views move to the other worker, SIGCONT it. The
+resumed incarnation must stop acting as primary (its lease fence ends it;
+it comes back as a new epoch), and whatever it had in flight is decided by
+the compare-and-append on each view's upper: every view equals its query in
+DuckDB at every time, with no update lost or landed twice."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from coordinator_lib.scheduler.consensus_lease import ConsensusLeaseStore
+from tests.scheduler.workers import (
+    LEASE_TTL_MS,
+    Cluster,
+    all_replicating,
+    check_views_exact,
+    scheduler_config,
+    update_times,
+    wait_for,
+)
+
+VIEWS = {
+    "by_k": "SELECT k, sum(v) AS s, count(*) AS n FROM t GROUP BY k",
+    "big": "SELECT k, v FROM t WHERE v > 50",
+    "total": "SELECT count(*) AS n, sum(v) AS s FROM t",
+    "pairs": "SELECT a.k, count(*) AS n FROM t AS a JOIN t AS b ON a.k = b.k GROUP BY a.k",
+}
+RETAIN = "WITH (RETAIN HISTORY FOR '1h')"
+
+
+@pytest.mark.slow
+def test_frozen_worker_resumes_without_acting_as_primary(tmp_path: Path) -> None:
+    rng = random.Random(9)
+    env = tmp_path / "env"
+    cluster = Cluster(scheduler_config(env, workers=2))
+    victim_pid = None
+    try:
+        leases = ConsensusLeaseStore(cluster.coord.storage.persist.consensus, cluster="quickstart")
+        wait_for("two workers", lambda: len(leases.alive_captures()) == 2)
+        cluster.sql(f"CREATE TABLE t (k bigint, v bigint) {RETAIN}")
+        for name, query in VIEWS.items():
+            cluster.sql(f"CREATE MATERIALIZED VIEW {name} {RETAIN} AS {query}")
+        tasks = {str(cluster.id_of(name)) for name in VIEWS}
+        wait_for("views placed", lambda: all_replicating(cluster, tasks, 2))
+        placement = cluster.placement()
+        counts = {
+            c: sum(1 for p, _ in placement.values() if p == c)
+            for c in ("quickstart-0", "quickstart-1")
+        }
+        victim = max(counts, key=lambda c: (counts[c], c))
+        survivor = next(c for c in counts if c != victim)
+        frozen_tasks = {task for task, (capture, _) in placement.items() if capture == victim}
+        assert frozen_tasks
+        old_epoch = leases.alive_captures()[victim].epoch
+
+        stop = threading.Event()
+        writes = []
+
+        def writer() -> None:
+            while not stop.is_set():
+                values = ", ".join(
+                    f"({rng.randrange(4)}, {rng.randrange(100)})" for _ in range(rng.randint(1, 3))
+                )
+                cluster.sql(f"INSERT INTO t VALUES {values}")
+                writes.append(values)
+                time.sleep(0.03)
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        try:
+            wait_for("writes before the freeze", lambda: len(writes) >= 5)
+            victim_pid = cluster.service.supervisor.pids()[victim]
+            os.kill(victim_pid, signal.SIGSTOP)
+            frozen_at = time.monotonic()
+
+            def moved() -> bool:
+                now = cluster.placement()
+                return set(now) == tasks and all(
+                    now[task] == (survivor, "replicating") for task in frozen_tasks
+                )
+
+            wait_for("the frozen worker's views to move", moved, timeout=30)
+            assert time.monotonic() - frozen_at >= LEASE_TTL_MS / 1000 * 0.9
+            time.sleep(1.0)  # the survivor lands steps past where the victim stopped
+            os.kill(victim_pid, signal.SIGCONT)
+            victim_pid = None
+            # The resumed process notices at its fence (or its renewal) that
+            # the lease is gone, ends that incarnation and joins as a new one.
+            wait_for(
+                "the victim's new incarnation",
+                lambda: (info := leases.alive_captures().get(victim)) and info.epoch > old_epoch,
+                timeout=30,
+            )
+            time.sleep(1.0)  # keep writing while it is back
+        finally:
+            stop.set()
+            thread.join()
+        log_text = (env / "logs" / f"{victim}.log").read_text()
+        lost = f"capture {victim}@{old_epoch} lost its lease ("
+        assert lost in log_text, log_text[-3000:]
+        # Its process never restarted: the same worker process carried on.
+        assert cluster.service.supervisor.restarts()[victim] == 0
+
+        cluster.sql("INSERT INTO t VALUES (9, 99)")
+        last = update_times(cluster, cluster.id_of("t"))[-1]
+        for name in VIEWS:  # a strict serializable read waits for the view
+            cluster.sql(f"SELECT * FROM {name}")
+        # Only the scheduler's primaries step views, each on one capture.
+        wait_for("views placed again", lambda: all_replicating(cluster, tasks, 2))
+        times = update_times(cluster, cluster.id_of("t"))
+        assert last in times and len(times) >= 10
+        checked = check_views_exact(cluster, cluster.id_of("t"), "k bigint, v bigint", VIEWS, times)
+        assert checked == len(VIEWS) * len(times)
+    finally:
+        if victim_pid is not None:
+            os.kill(victim_pid, signal.SIGCONT)
+        cluster.close()

@@ -23,7 +23,21 @@ run as dataflows on this process's `ComputeController`.
 
 A task's checkpoint is the view's durable upper: everything before it is
 written (`checkpoint_ts`); steps land whole up to the inputs' upper, so the
-same time is also its `resolved_ts`.
+same time is also its `resolved_ts`. The owner's checkpoint passed to
+`add_table_span` is not where the dataflow starts (TiCDC starts a table's
+sink there): the view's durable upper is, which is never below it (the
+owner's checkpoint is an upper some capture reported, and uppers never go
+back), and starting lower would only recompute times already written (the
+CaS would refuse them). It is the floor the task's reported checkpoint
+starts from, so a report never goes below what the owner knows; a durable
+upper below it is logged as an error (the environment is not the one the
+owner saw).
+
+Deviation: prepare does not read the inputs. A prepared dataflow holds
+them at its as_of (so they stay readable there) but keeps no state to
+hydrate: a step reads what it needs from persist, so reading the inputs at
+prepare would only be read again by the first step after commit (for a
+large view, one more full Spark scan per move).
 """
 
 from __future__ import annotations
@@ -102,6 +116,13 @@ class DataflowExecutor:
             task = _Task(span, description.id, state, checkpoint)
             self.tasks[span] = task
             self._refresh_checkpoint(task)
+            if description.as_of + 1 < checkpoint.checkpoint_ts:
+                log.error(
+                    "%s: durable upper %d is below the owner's checkpoint %d",
+                    span,
+                    description.as_of + 1,
+                    checkpoint.checkpoint_ts,
+                )
             log.info("%s %s at %s", "prepared" if is_prepare else "started", span, task.checkpoint)
         elif task.state == TableState.PREPARED and not is_prepare:
             task.state = TableState.REPLICATING

@@ -16,17 +16,20 @@ for each query q0-q9 and q20 (bench/nexmark_queries.py) as a materialized view:
   long-lived Spark Connect session so JVM start-up is not counted per
   refresh); once per run the `spark-pipelines run` CLI also refreshes all
   views, timed with its start-up;
-- DuckDB: a full recompute (`COPY (query) TO parquet`) over the same lake.
+- DuckDB: a full recompute (`COPY (query) TO parquet`) over the same lake,
+  in a worker process of its own (bench/nexmark_duckdb.py).
 
 The base holds `--events` events; each delta appends the next 1%, 0.1% and
 0.01% of that many events (Nexmark streams only insert), `--repeat` times per
 size. Reported per query and delta: medians, each engine's time over
-Tidemark's, and peak RSS. After hydration and the first delta of each size
-every engine's view is compared with Tidemark's (as multisets, numbers to 6
-places); a difference raises ViewMismatch, so wrong answers fail the bench,
-and a query the SQL front end refuses raises QueryNotPlanned before anything
-runs.
-Then freshness end to end (bench/nexmark_freshness.py). Writes
+Tidemark's, and memory: for Tidemark and Spark, which share this process tree
+(Python and the Spark JVM), how far its RSS rose during the operation; for
+SDP and DuckDB, the peak RSS of their own worker process. After hydration
+and the first delta of each size every engine's view is compared with
+Tidemark's (as multisets, numbers to 6 places); a difference raises
+ViewMismatch, so wrong answers fail the bench, and a query the SQL front end
+refuses raises QueryNotPlanned before anything runs. Then freshness end to
+end (bench/nexmark_freshness.py). Writes
 bench/results/nexmark.json, nexmark.md and nexmark.png.
 """
 
@@ -40,10 +43,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -57,6 +59,7 @@ from pyspark.sql import SparkSession
 
 from bench.ivm import ViewMismatch, _label
 from bench.nexmark_queries import QUERIES, Query
+from bench.nexmark_rss import PeakRss, process_tree
 from coordinator_lib.compute.dataflow import DataflowDescription, step
 from coordinator_lib.persist import PersistClient, Shard
 from coordinator_lib.repr import Frontier, GlobalId
@@ -74,6 +77,9 @@ RESULTS = Path(__file__).parent / "results"
 DESCS = {"person": PERSON_DESC, "auction": AUCTION_DESC, "bid": BID_DESC}
 FRACTIONS = (0.01, 0.001, 0.0001)
 ENGINES = ("tidemark", "spark", "sdp", "duckdb")
+# The memory each engine is reported with: the growth of the shared main
+# process tree during the operation, or the peak RSS of the engine's own worker.
+MEMORY = {"tidemark": "growth", "spark": "growth", "sdp": "peak", "duckdb": "peak"}
 ENGINE_NAMES = {
     "tidemark": "Tidemark step",
     "spark": "Spark recompute",
@@ -82,67 +88,6 @@ ENGINE_NAMES = {
 }
 
 __all__ = ["QueryNotPlanned", "ViewMismatch", "canonical", "main", "run_bench"]
-
-
-# --------------------------------------------------------------- measuring
-def _rss_bytes(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def process_tree(root: int, exclude: Iterable[int] = ()) -> list[int]:
-    """`root` and its descendants (Linux /proc), minus `exclude` and theirs."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        parents.setdefault(ppid, []).append(int(entry.name))
-    skip, tree, todo = set(exclude), [], [root]
-    while todo:
-        pid = todo.pop()
-        if pid in skip:
-            continue
-        tree.append(pid)
-        todo.extend(parents.get(pid, []))
-    return tree
-
-
-class PeakRss:
-    """Samples the summed RSS of a process tree every 10 ms while open: the
-    peak in MB, and how far it rose above where it started."""
-
-    def __init__(self, pids: list[int]) -> None:
-        self.pids = pids
-        self.start_bytes = self.peak_bytes = sum(_rss_bytes(p) for p in pids)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.01):
-            self.peak_bytes = max(self.peak_bytes, sum(_rss_bytes(p) for p in self.pids))
-
-    def __enter__(self) -> PeakRss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak_bytes = max(self.peak_bytes, sum(_rss_bytes(p) for p in self.pids))
-
-    @property
-    def peak_mb(self) -> float:
-        return self.peak_bytes / 2**20
-
-    @property
-    def growth_mb(self) -> float:
-        return (self.peak_bytes - self.start_bytes) / 2**20
 
 
 def _number(value: Any) -> Any:
@@ -308,31 +253,77 @@ class SparkRecompute:
         return canonical(pq.read_table(self.out / query.name))
 
 
-class DuckDBRecompute:
-    """The query in DuckDB over the lake, written out as Parquet."""
+class Worker:
+    """A bench worker process (`python -m <module>`): one JSON request and
+    answer per line; the first line it writes says whether it is ready."""
 
-    def __init__(self, lake: Lake, out: Path, threads: int) -> None:
+    def __init__(self, module: str, args: list[str], work: Path, what: str) -> None:
+        self.work, self.what = work, what
+        work.mkdir(parents=True, exist_ok=True)
+        self.log = (work / "worker.log").open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", module, *args],
+            cwd=work,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+        )
+        self.error: str | None = None
+        self.hello = self._read()
+        if not self.hello.get("ready"):
+            self.error = self.hello.get("error", f"the {what} worker did not start")
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            return {"error": f"the {self.what} worker exited (see {self.work / 'worker.log'})"}
+        return json.loads(line)
+
+    def request(self, request: dict[str, Any], failing: str) -> dict[str, Any]:
+        """The worker's answer; RuntimeError (saying `failing`) if it reports an error."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(request) + "\n").encode())
+        self.proc.stdin.flush()
+        answer = self._read()
+        if "error" in answer:
+            raise RuntimeError(f"{failing} failed: {answer['error']}")
+        return answer
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+class DuckDBRecompute(Worker):
+    """The query in DuckDB over the lake, written out as Parquet, in its own
+    process (bench/nexmark_duckdb.py) so its peak RSS is DuckDB's alone."""
+
+    def __init__(self, lake: Lake, out: Path, work: Path, threads: int) -> None:
+        super().__init__("bench.nexmark_duckdb", ["--threads", str(threads)], work, "DuckDB")
+        if self.error:
+            self.close()
+            raise RuntimeError(self.error)
         self.out = out
         out.mkdir(parents=True, exist_ok=True)
-        self.con = duckdb.connect()
-        self.con.execute(f"SET threads = {threads}")
         self.lake = lake
-        self.attached = False
 
-    def run(self, query: Query) -> None:
-        if not self.attached:  # the views need the lake's first files
-            for name in DESCS:
-                glob = str(self.lake.path(name) / "*.parquet")
-                self.con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{glob}')")
-            self.attached = True
-        target = self.out / f"{query.name}.parquet"
-        self.con.execute(f"COPY ({query.render('duckdb')}) TO '{target}' (FORMAT parquet)")
+    def run(self, query: Query) -> dict[str, Any]:
+        """Time and peak RSS of the recompute, as measured in the worker."""
+        views = {name: str(self.lake.path(name) / "*.parquet") for name in DESCS}
+        target = str(self.out / f"{query.name}.parquet")
+        request = {"views": views, "sql": query.render("duckdb"), "target": target}
+        return self.request(request, f"DuckDB recompute of {query.name}")
 
     def contents(self, query: Query) -> Counter:
         return canonical(pq.read_table(self.out / f"{query.name}.parquet"))
-
-    def close(self) -> None:
-        self.con.close()
 
 
 def sdp_sql(query: Query, lake: Lake) -> str:
@@ -357,55 +348,18 @@ def write_spec(directory: Path, name: str, sql: str) -> Path:
     return spec
 
 
-class Sdp:
+class Sdp(Worker):
     """Talks to bench/nexmark_sdp.py: one JSON request and answer per line."""
 
     def __init__(self, work: Path, master: str) -> None:
-        self.work = work
-        work.mkdir(parents=True, exist_ok=True)
-        self.log = (work / "sdp.log").open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.nexmark_sdp", "--master", master],
-            cwd=work,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
-        )
-        self.error: str | None = None
-        hello = self._read()
-        if not hello.get("ready"):
-            self.error = hello.get("error", "the SDP worker did not start")
-
-    def _read(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            return {"error": f"the SDP worker exited (see {self.work / 'sdp.log'})"}
-        return json.loads(line)
+        super().__init__("bench.nexmark_sdp", ["--master", master], work, "SDP")
 
     def refresh(self, query: Query, lake: Lake) -> dict[str, Any]:
         spec = write_spec(self.work / query.name, query.name, sdp_sql(query, lake))
-        assert self.proc.stdin is not None
-        self.proc.stdin.write((json.dumps({"spec": str(spec), "name": query.name}) + "\n").encode())
-        self.proc.stdin.flush()
-        answer = self._read()
-        if "error" in answer:
-            raise RuntimeError(f"SDP refresh of {query.name} failed: {answer['error']}")
-        return answer
+        return self.request({"spec": str(spec), "name": query.name}, f"SDP refresh of {query.name}")
 
     def contents(self, query: Query) -> Counter:
         return canonical(pq.read_table(self.work / "spark-warehouse" / query.name))
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
 
 
 def sdp_cli_run(work: Path, queries: list[Query], lake: Lake) -> dict[str, Any]:
@@ -471,6 +425,10 @@ class Cell:
             "ratio_to_tidemark": {e: s / base for e, s in med.items()} if base else {},
             "peak_rss_mb": {e: max(v) for e, v in self.peak_mb.items()},
             "rss_growth_mb": {e: max(v) for e, v in self.growth_mb.items()},
+            "memory_mb": {  # the headline: see MEMORY
+                e: max(self.growth_mb[e] if MEMORY[e] == "growth" else self.peak_mb[e])
+                for e in self.seconds
+            },
             "rows_written": int(statistics.median(self.rows_written)) if self.rows_written else 0,
             "tidemark_ran_on": "+".join(sorted(self.where)),
             "checked_rows": self.checked_rows,
@@ -486,8 +444,12 @@ class Bench:
         self.lake = Lake(work / "lake")
         self.tidemark = Tidemark(work, self.queries)
         self.spark_engine = SparkRecompute(spark, self.lake, work / "spark-out")
-        self.duckdb = DuckDBRecompute(self.lake, work / "duckdb-out", threads=os.cpu_count() or 2)
         self.engines = [e for e in ENGINES if e in args.engines]
+        self.duckdb: DuckDBRecompute | None = None
+        if "duckdb" in self.engines:
+            self.duckdb = DuckDBRecompute(
+                self.lake, work / "duckdb-out", work / "duckdb", threads=os.cpu_count() or 2
+            )
         self.sdp: Sdp | None = None
         self.sdp_error: str | None = None
         if "sdp" in self.engines:
@@ -502,12 +464,14 @@ class Bench:
     def close(self) -> None:
         if self.sdp is not None:
             self.sdp.close()
-        self.duckdb.close()
+        if self.duckdb is not None:
+            self.duckdb.close()
         self.tidemark.close()
 
     def _main_tree(self) -> list[int]:
-        exclude = [self.sdp.proc.pid] if self.sdp is not None else []
-        return process_tree(os.getpid(), exclude)
+        """This process and its Spark JVM, without the workers (measured apart)."""
+        workers = [w.proc.pid for w in (self.sdp, self.duckdb) if w is not None]
+        return process_tree(os.getpid(), workers)
 
     def append(self, events: int) -> tuple[int, NexmarkBatch]:
         batch = self.generator.events(self.next_event, events)
@@ -523,14 +487,18 @@ class Bench:
         runs: dict[str, Callable[[], Any]] = {
             "tidemark": lambda: self.tidemark.step(self.spark, name),
             "spark": lambda: self.spark_engine.run(query),
-            "duckdb": lambda: self.duckdb.run(query),
+        }
+        sdp, duck = self.sdp, self.duckdb
+        workers: dict[str, Callable[[], dict[str, Any]] | None] = {
+            "sdp": (lambda: sdp.refresh(query, self.lake)) if sdp is not None else None,
+            "duckdb": (lambda: duck.run(query)) if duck is not None else None,
         }
         for engine in self.engines:
-            if engine == "sdp":
-                if self.sdp is None:
-                    continue
-                answer = self.sdp.refresh(query, self.lake)
-                cell.add("sdp", answer["seconds"], answer["peak_mb"], answer["growth_mb"])
+            if engine in workers:  # timed and measured in its own process
+                work = workers[engine]
+                if work is not None:
+                    answer = work()
+                    cell.add(engine, answer["seconds"], answer["peak_mb"], answer["growth_mb"])
                 continue
             with PeakRss(tree) as rss:
                 start = time.perf_counter()
@@ -547,8 +515,9 @@ class Bench:
         expected = self.tidemark.contents(name, t)
         others: dict[str, Callable[[], Counter]] = {
             "spark": lambda: self.spark_engine.contents(query),
-            "duckdb": lambda: self.duckdb.contents(query),
         }
+        if self.duckdb is not None:
+            others["duckdb"] = lambda: self.duckdb.contents(query)  # type: ignore[union-attr]
         if self.sdp is not None:
             others["sdp"] = lambda: self.sdp.contents(query)  # type: ignore[union-attr]
         for engine in self.engines:
@@ -566,7 +535,8 @@ class Bench:
         print(f"loaded {base.events:,} events; planned {names}", flush=True)
         # Warm the JVM and DuckDB's code paths before anything is timed.
         self.spark_engine.run(self.tidemark.views[names[0]].query)
-        self.duckdb.run(self.tidemark.views[names[0]].query)
+        if self.duckdb is not None:
+            self.duckdb.run(self.tidemark.views[names[0]].query)
         results: dict[str, dict[str, Any]] = {}
         hydration: dict[str, Any] = {}
         for name in names:
@@ -612,6 +582,7 @@ class Bench:
             "hydration": hydration,
             "results": results,
             "sdp_error": self.sdp_error,
+            "duckdb_idle_rss_mb": self.duckdb.hello.get("rss_mb") if self.duckdb else None,
             "sdp_cli": sdp_cli,
         }
 
@@ -632,6 +603,12 @@ def _ratio(ratio: float) -> str:
     return f"{ratio:.2f}x" if ratio < 10 else f"{ratio:.0f}x"
 
 
+def _memory(cell: dict[str, Any], engine: str) -> str:
+    if MEMORY[engine] == "growth":
+        return f"+{cell['rss_growth_mb'].get(engine, 0):,.0f}"
+    return f"{cell['peak_rss_mb'].get(engine, 0):,.0f}"
+
+
 def markdown(document: dict[str, Any]) -> str:
     meta, run = document["meta"], document["run"]
     engines = [e for e in ENGINES if e in meta["engines"]]
@@ -643,14 +620,19 @@ def markdown(document: dict[str, Any]) -> str:
         "",
         "Time to bring each view up to date after a delta (Tidemark: one incremental step;"
         " the others recompute the whole view), the others' time over Tidemark's in"
-        " parentheses, and the peak RSS (MB) of the process tree that did the work. Every"
-        " engine's view was checked equal to Tidemark's after hydration and after the first"
-        " delta of each size.",
+        " parentheses, and memory in MB. Tidemark and the Spark recompute run in one process"
+        " tree (Python and the Spark JVM), whose size is mostly the JVM's heap and what ran"
+        " before, so for them the column is how far that tree's RSS rose during the operation"
+        " (`+`, the peak over the start); SDP and DuckDB run in worker processes of their own,"
+        " so for them it is that worker's peak RSS (SDP: Python and its Spark Connect JVM;"
+        f" DuckDB: Python and DuckDB, {run.get('duckdb_idle_rss_mb') or 0:,.0f} MB when idle)."
+        " Every engine's view was checked equal to Tidemark's after hydration and after the"
+        " first delta of each size.",
         "",
         "| query | delta | "
         + " | ".join(ENGINE_NAMES[e] for e in engines)
-        + " | peak RSS MB ("
-        + " / ".join(engines)
+        + " | memory MB ("
+        + " / ".join(f"{e} {MEMORY[e]}" for e in engines)
         + ") | Tidemark ran on | rows checked |",
         "| --- | --- | " + " | ".join("---:" for _ in engines) + " | ---: | --- | ---: |",
     ]
@@ -665,7 +647,7 @@ def markdown(document: dict[str, Any]) -> str:
                     _seconds(s)
                     + (f" ({_ratio(ratio)})" if ratio is not None and e != "tidemark" else "")
                 )
-            peaks = " / ".join(f"{cell['peak_rss_mb'].get(e, 0):,.0f}" for e in engines)
+            peaks = " / ".join(_memory(cell, e) for e in engines)
             checked = f"{cell['checked_rows']:,}" if cell["checked_rows"] is not None else "-"
             lines.append(
                 f"| {name} | {delta} | {' | '.join(parts)} | {peaks}"

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.nexmark import PeakRss, process_tree
+from bench.nexmark_rss import PeakRss, process_tree
 
 
 def refresh(spark: Any, spec_path: Path) -> list[str]:

@@ -41,10 +41,15 @@ def test_nexmark_bench_smoke(spark: SparkSession, tmp_path: Path) -> None:
             assert set(cell["seconds"]) == set(nexmark.ENGINES), cell
             assert all(s > 0 for s in cell["seconds"].values()), cell
             assert all(mb > 0 for mb in cell["peak_rss_mb"].values()), cell
+            assert set(cell["memory_mb"]) == set(nexmark.ENGINES), cell
+            # DuckDB is measured in its own process, not the tree holding the
+            # Spark JVM: its peak is far below that tree's (JVM alone > 300 MB).
+            assert cell["peak_rss_mb"]["duckdb"] < cell["peak_rss_mb"]["spark"] / 2, cell
             assert cell["checked_rows"] is not None  # the bench's own check ran
         assert run["results"][name]["1%"]["delta_events"] == 30
     markdown = (out / "nexmark.md").read_text()
     assert "| q5 | 1% (30 ev) |" in markdown and "SDP refresh" in markdown
+    assert "tidemark growth / spark growth / sdp peak / duckdb peak" in markdown
     assert (out / "nexmark.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     fresh = document["freshness"]
     assert "error" not in fresh, fresh

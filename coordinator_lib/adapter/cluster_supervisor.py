@@ -84,8 +84,10 @@ class WorkerSupervisor:
         stable_s: float = 60.0,
         stop_timeout_s: float = 10.0,
         env: dict[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`command(capture_id, cluster)`: the argv of one worker."""
+        """`command(capture_id, cluster)`: the argv of one worker; `clock`:
+        seconds, for backoffs (tests inject one)."""
         self.command = command
         self.log_dir = log_dir
         self.backoff_initial_s = backoff_initial_s
@@ -93,13 +95,14 @@ class WorkerSupervisor:
         self.stable_s = stable_s
         self.stop_timeout_s = stop_timeout_s
         self.env = env
+        self.clock = clock
         self.workers: dict[str, _Worker] = {}
         self._lock = threading.Lock()
 
     def reconcile(self, wanted: dict[str, int]) -> None:
         """Make the running workers match `wanted` (cluster -> count)."""
         desired = capture_ids(wanted)
-        now = time.monotonic()
+        now = self.clock()
         with self._lock:
             for capture_id in sorted(set(self.workers) - set(desired)):
                 self._stop(self.workers.pop(capture_id))

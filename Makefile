@@ -51,9 +51,11 @@ bench-storage: setup
 bench-ivm: setup
 	$(BIN)/python -m bench.ivm
 
-## bench-scheduler: scheduler tick cost (10k tasks, 16 captures) and drain time (bench/scheduler_bench.py).
+## bench-scheduler: scheduler tick cost (10k tasks, 16 captures) and drain time (bench/scheduler_bench.py),
+## then draining a real worker holding 100 views (bench/scheduler_workers.py; a few minutes).
 bench-scheduler: setup
 	$(BIN)/python -m bench.scheduler_bench
+	$(BIN)/python -m bench.scheduler_workers
 
 ## bench-webhook: webhook requests/s and time to a 200 over loopback (bench/webhook.py).
 bench-webhook: setup

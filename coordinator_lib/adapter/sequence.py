@@ -33,6 +33,7 @@ from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.sql import plans as p
 from coordinator_lib.sql.catalog import ItemKind, QualifiedName
+from coordinator_lib.sql.create_sql import with_cluster
 from coordinator_lib.sql.errors import DuplicateObject, UnknownObject
 from coordinator_lib.sql.explain import explain_plan
 from coordinator_lib.sql.plan_continual_task import CreateContinualTaskPlan
@@ -117,6 +118,7 @@ def _create_item(
     if isinstance(plan, p.CreateSourcePlan):
         count += sum(1 for n in plan.subsources.values() if n != plan.name)
     replace = getattr(plan, "replace", None)
+    create_sql = _on_session_cluster(coord, session, plan)
 
     def change(state: Record) -> None:
         first = state["next_id"]
@@ -126,7 +128,7 @@ def _create_item(
             state["items"] = [e for e in state["items"] if str(replace) not in e["ids"]]
         entry = CatalogEntry(
             ids,
-            plan.create_sql,
+            create_sql,
             getattr(plan, "retain_history_ms", None),
             wall_clock_ms(),
         )
@@ -134,6 +136,28 @@ def _create_item(
 
     _commit(coord, change)
     return _ok(kind, tag)
+
+
+def _on_session_cluster(coord: Coordinator, session: Session, plan: Any) -> str:
+    """The create_sql to record: a materialized view, index or load
+    generator source without IN CLUSTER runs on the session's `cluster`
+    (as in Materialize), pinned in its create_sql so that a restart or
+    another process puts it there too (the default cluster is left implicit)."""
+    runs_on_cluster = isinstance(plan, p.CreateIndexPlan | p.CreateSourcePlan) or (
+        isinstance(plan, p.CreateViewPlan) and plan.materialized
+    )
+    if not runs_on_cluster or plan.cluster is not None:
+        return plan.create_sql
+    cluster = session.get("cluster")
+    if cluster not in coord.catalog.clusters():
+        raise AdapterError(
+            f"unknown cluster '{cluster}'",
+            code="42704",
+            hint="SET cluster to an existing cluster (SHOW CLUSTERS), or name one with IN CLUSTER.",
+        )
+    if cluster == clusters.DEFAULT_CLUSTER:
+        return plan.create_sql
+    return with_cluster(plan.create_sql, cluster)
 
 
 def _doomed(coord: Coordinator, ids: tuple[GlobalId, ...], cascade: bool) -> set[GlobalId]:
@@ -359,10 +383,11 @@ def _show_objects(
         for item in items:
             on = coord.catalog.get(item.on) if item.on is not None else None
             key = ", ".join(on.desc.names[k] for k in item.key or ()) if on else ""
-            rows.append((item.name.item, on.name.item if on else "", "quickstart", f"{{{key}}}"))
+            cluster = clusters.item_cluster(coord, item.id)
+            rows.append((item.name.item, on.name.item if on else "", cluster, f"{{{key}}}"))
         return _rows([("name", TEXT), ("on", TEXT), ("cluster", TEXT), ("key", TEXT)], sorted(rows))
     if kind in (ItemKind.MATERIALIZED_VIEW, ItemKind.SOURCE, ItemKind.CONTINUAL_TASK):
-        rows = [(i.name.item, "quickstart") for i in items]
+        rows = [(i.name.item, clusters.item_cluster(coord, i.id)) for i in items]
         return _rows([("name", TEXT), ("cluster", TEXT)], sorted(rows))
     return _rows([("name", TEXT)], sorted((i.name.item,) for i in items))
 

@@ -335,6 +335,61 @@ def test_set_show_reset_and_unknown_variables(session: SessionClient, sql: Run) 
     assert sql("SELECT current_database(), current_schema()") == [("materialize", "public")]
 
 
+def test_cluster_variable_places_what_is_created(
+    local_session: SessionClient, local_sql: Run
+) -> None:
+    """SET cluster: materialized views, indexes and sources created without
+    IN CLUSTER run on the session's cluster (pinned in their create_sql);
+    RESET brings back the default; an unknown cluster is refused at CREATE."""
+    sql, session = local_sql, local_session
+    assert sql("SHOW cluster") == [("quickstart",)]
+    sql("CREATE CLUSTER c1 (REPLICATION FACTOR 1)")
+    sql("SET cluster = c1")
+    assert sql("SHOW cluster") == [("c1",)]
+    sql("CREATE TABLE t (a int)")
+    sql("INSERT INTO t VALUES (1)")
+    sql("CREATE MATERIALIZED VIEW on_c1 AS SELECT sum(a) AS s FROM t")
+    sql("CREATE MATERIALIZED VIEW named AS SELECT a FROM t")
+    sql("CREATE MATERIALIZED VIEW explicit IN CLUSTER quickstart AS SELECT a FROM t")
+    ((_, create_sql),) = sql("SHOW CREATE MATERIALIZED VIEW on_c1")
+    assert "IN CLUSTER c1" in create_sql
+    sql("RESET cluster")
+    assert sql("SHOW cluster") == [("quickstart",)]
+    sql("CREATE MATERIALIZED VIEW on_default AS SELECT a FROM t")
+    assert sorted(sql("SHOW MATERIALIZED VIEWS")) == [
+        ("explicit", "quickstart"),
+        ("named", "c1"),
+        ("on_c1", "c1"),
+        ("on_default", "quickstart"),
+    ]
+    sql("INSERT INTO t VALUES (2)")
+    assert sql("SELECT s FROM on_c1") == [(3,)]  # maintained here: no workers
+    error = error_of(session, "DROP CLUSTER c1")
+    assert error.code == "2BP01"  # what runs on it keeps it
+    sql("SET cluster = 'nope'")
+    assert sql("SHOW cluster") == [("nope",)]
+    error = error_of(session, "CREATE MATERIALIZED VIEW lost AS SELECT a FROM t")
+    assert (error.code, error.message) == ("42704", "unknown cluster 'nope'")
+    sql("CREATE TABLE plain (a int)")  # tables do not run on a cluster
+    sql("DROP CLUSTER c1 CASCADE")
+    assert sorted(r[0] for r in sql("SHOW MATERIALIZED VIEWS")) == ["explicit", "on_default"]
+
+
+def test_cluster_variable_places_indexes(sql: Run) -> None:
+    """An index (hydrated on Spark) goes to the session's cluster too."""
+    sql("CREATE CLUSTER c1 (REPLICATION FACTOR 1)")
+    sql("CREATE TABLE t (a int)")
+    sql("SET cluster = c1")
+    sql("CREATE INDEX on_c1 ON t (a)")
+    sql("RESET cluster")
+    sql("CREATE INDEX on_default ON t (a)")
+    rows = sql("SHOW INDEXES")
+    assert sorted((name, cluster) for name, _, cluster, _ in rows) == [
+        ("on_c1", "c1"),
+        ("on_default", "quickstart"),
+    ]
+
+
 def test_read_transaction_reads_at_one_timestamp(handle: Handle) -> None:
     writer = run_on(handle.client.startup("materialize"))
     reader_session = handle.client.startup("materialize")

@@ -501,6 +501,39 @@ def test_subscribe_with_progress_and_up_to(session: SessionClient, sql: Run) -> 
     assert progress and all(r[2] is None for r in progress)
 
 
+def fetch_changes(sql: Run, cursor: str, count: int, seconds: float = 30) -> list[tuple]:
+    """(diff, columns...) of the next `count` rows of a SUBSCRIBE cursor."""
+    seen: list[tuple] = []
+    deadline = time.monotonic() + seconds
+    while len(seen) < count and time.monotonic() < deadline:
+        seen += sql(f"FETCH ALL {cursor} WITH (TIMEOUT = '0.5s')")
+    return sorted(row[1:] for row in seen)
+
+
+def test_subscribe_forms_end_to_end(local_handle: Handle) -> None:
+    """SUBSCRIBE TO t WITH (SNAPSHOT = false) sends only later changes;
+    SUBSCRIBE (query) maintains the query (a transient view) from its
+    snapshot on; both through DECLARE / FETCH."""
+    writer = run_on(local_handle.client.startup("materialize"))
+    writer("CREATE TABLE t (a int)")
+    writer("INSERT INTO t VALUES (1), (2)")
+    plain = run_on(local_handle.client.startup("materialize"))
+    plain("BEGIN")
+    plain("DECLARE c CURSOR FOR SUBSCRIBE TO t WITH (SNAPSHOT = false)")
+    query = run_on(local_handle.client.startup("materialize"))
+    query("BEGIN")
+    query("DECLARE q CURSOR FOR SUBSCRIBE (SELECT a * 10 AS b FROM t WHERE a > 1)")
+    assert fetch_changes(query, "q", 1) == [(1, 20)]  # the snapshot, filtered
+    writer("INSERT INTO t VALUES (5)")
+    writer("DELETE FROM t WHERE a = 2")
+    # No snapshot: the rows 1 and 2 are only ever seen as the later changes.
+    assert fetch_changes(plain, "c", 2) == [(-1, 2), (1, 5)]
+    assert fetch_changes(query, "q", 2) == [(-1, 20), (1, 50)]
+    assert plain("FETCH ALL c WITH (TIMEOUT = '0.2s')") == []  # nothing else
+    plain("COMMIT")
+    query("COMMIT")
+
+
 # ------------------------------------------------------------ restart
 def test_catalog_and_frontiers_survive_a_restart(tmp_path: Path) -> None:
     """A reopened environment has the catalog, and every collection's since

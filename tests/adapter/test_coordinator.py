@@ -4,6 +4,7 @@ relations, sessions and transactions."""
 
 from __future__ import annotations
 
+import datetime as dt
 import decimal
 import json
 import threading
@@ -167,16 +168,47 @@ def test_pg_type_and_regtype(local_session: SessionClient, local_sql: Run) -> No
     assert (error.code, error.message) == ("42704", 'type "hstore" does not exist')
 
 
-def test_statement_log_is_queryable(sql: Run, session: SessionClient) -> None:
+def test_statement_log_is_queryable(local_sql: Run, local_session: SessionClient) -> None:
+    """Every statement with when it began, how long it took and how it ended
+    (success, error, canceled)."""
+    sql, session = local_sql, local_session
+    sql("CREATE TABLE t (a int)")
+    before = dt.datetime.now(dt.UTC)
     sql("SELECT 1")
     error_of(session, "SELECT * FROM missing_table")
+    sql("SET statement_timeout = 300")
+    far = int(time.time() * 1000) + 3_600_000
+    error_of(session, f"SELECT * FROM t AS OF {far}")
+    sql("RESET statement_timeout")
+    after = dt.datetime.now(dt.UTC)
     rows = sql(
-        "SELECT sql, status, error_message FROM mz_internal.mz_statement_log "
+        "SELECT sql, status, error_message, began_at, duration_ms "
+        "FROM mz_internal.mz_statement_log "
         "WHERE session_id = " + str(session.session.id) + " ORDER BY id"
     )
-    assert ("SELECT 1", "success", None) in rows
-    failed = [r for r in rows if r[0] == "SELECT * FROM missing_table"]
-    assert failed and failed[0][1] == "error" and "missing_table" in failed[0][2]
+    logged = {r[0]: r[1:] for r in rows}
+    assert logged["SELECT 1"][:2] == ("success", None)
+    status, message, _, _ = logged["SELECT * FROM missing_table"]
+    assert status == "error" and "missing_table" in message
+    status, message, began_at, duration_ms = logged[f"SELECT * FROM t AS OF {far}"]
+    assert status == "canceled"
+    assert message == "canceling statement due to statement timeout"
+    assert before <= began_at <= after
+    assert 300 <= duration_ms <= (after - before).total_seconds() * 1000  # until the timeout
+    for text in ("SELECT 1", "SELECT * FROM missing_table"):
+        _, _, began_at, duration_ms = logged[text]
+        assert before <= began_at <= after
+        assert 0 <= duration_ms <= (after - before).total_seconds() * 1000
+    # Still running while it reads the log: no duration yet.
+    ((status, duration_ms),) = [
+        r[1:]
+        for r in sql(
+            "SELECT sql, status, duration_ms FROM mz_internal.mz_statement_log "
+            "WHERE sql LIKE '%still running%'"
+        )
+        if r[0].endswith("'%still running%'")
+    ]
+    assert (status, duration_ms) == ("running", None)
 
 
 # ------------------------------------------------------------ timestamps
@@ -388,6 +420,32 @@ def test_cluster_variable_places_indexes(sql: Run) -> None:
         ("on_c1", "c1"),
         ("on_default", "quickstart"),
     ]
+
+
+def test_terminate_releases_the_sessions_read_holds(tmp_path: Path) -> None:
+    """A read transaction holds its inputs at its timestamp (the since stays
+    there past the compaction window); terminating the session lets go."""
+    handle = serve(fast_config(tmp_path / "env", default_retain_history_ms=DEFAULT_WINDOW_MS))
+    try:
+        watcher = run_on(handle.client.startup("materialize"))
+        watcher("CREATE TABLE t (a int)")
+        reader_session = handle.client.startup("materialize")
+        reader = run_on(reader_session)
+        reader("BEGIN")
+        reader("SELECT * FROM t")
+        held = reader_session.session.transaction.timestamp
+        time.sleep(3 * DEFAULT_WINDOW_MS / 1000)
+        since, upper = frontiers(watcher, "t")
+        assert since <= held < upper - 2 * DEFAULT_WINDOW_MS  # held back by the read
+        reader_session.terminate()
+        deadline = time.monotonic() + 10
+        while frontiers(watcher, "t")[0] <= held and time.monotonic() < deadline:
+            time.sleep(0.05)
+        since, upper = frontiers(watcher, "t")
+        assert since > held
+        assert upper - since < 2 * DEFAULT_WINDOW_MS  # back to the policy
+    finally:
+        handle.shutdown()
 
 
 def test_read_transaction_reads_at_one_timestamp(handle: Handle) -> None:

@@ -356,3 +356,42 @@ def test_tidemark_serve_runs_until_stopped(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, output
+
+
+def test_notices_carry_their_sqlstate(local_environment: Environment) -> None:
+    notices: list[tuple[str | None, str | None, str | None]] = []
+
+    def keep(diag: psycopg.errors.Diagnostic) -> None:  # valid only during the call
+        notices.append((diag.sqlstate, diag.severity_nonlocalized, diag.message_primary))
+
+    with psycopg.connect(dsn(local_environment), autocommit=True) as conn:
+        conn.add_notice_handler(keep)
+        conn.execute("CREATE TABLE t (a int)")
+        conn.execute("CREATE TABLE IF NOT EXISTS t (a int)")
+        conn.execute("SET LOCAL statement_timeout = 5")  # outside a transaction: a warning
+    assert notices == [
+        ("42P07", "NOTICE", "catalog item 'materialize.public.t' already exists, skipping"),
+        ("25P01", "WARNING", "SET LOCAL can only be used in transaction blocks"),
+    ]
+
+
+def test_serve_maintains_views_without_reads(local_environment: Environment) -> None:
+    """`tidemark serve`'s maintenance loop steps a materialized view as its
+    input advances, with nobody reading it: only the frontiers relation is
+    read (a read of the view itself would step it)."""
+    query = (
+        "SELECT f.write_frontier FROM mz_internal.mz_frontiers f "
+        "JOIN mz_materialized_views v ON f.object_id = v.id WHERE v.name = 'mv'"
+    )
+    with psycopg.connect(dsn(local_environment), autocommit=True) as conn:
+        conn.execute("CREATE TABLE t (a int)")
+        conn.execute("INSERT INTO t VALUES (1)")
+        conn.execute("CREATE MATERIALIZED VIEW mv AS SELECT count(*) AS n FROM t")
+        ((first,),) = conn.execute(query).fetchall()
+        uppers = [first]
+        deadline = time.monotonic() + 30
+        while len(set(uppers)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            uppers.append(conn.execute(query).fetchone()[0])
+    assert uppers == sorted(uppers)  # never back
+    assert len(set(uppers)) >= 4, uppers  # it kept moving, unread

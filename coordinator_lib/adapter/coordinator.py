@@ -59,6 +59,7 @@ from coordinator_lib.sql.constraints import UniqueConstraint
 from coordinator_lib.sql.errors import SqlError
 from coordinator_lib.sql.plan_webhook import CreateWebhookSourcePlan
 from coordinator_lib.sql.plans import AsOfTime, CreateSourcePlan, RowSetFinishing
+from coordinator_lib.sql.temporal import plan_temporal_filters
 from coordinator_lib.storage import (
     CollectionDescription,
     DataSource,
@@ -268,7 +269,8 @@ class Coordinator:
             assert item.on is not None and item.key is not None
             on = self.catalog.get(item.on)
             expr = on.expr if on.kind is ItemKind.VIEW and on.expr is not None else None
-            expr = expr or Get(on.id, on.desc)
+            # A view's mz_now() comparisons become temporal filters (sql/temporal.py).
+            expr = plan_temporal_filters(expr) if expr is not None else Get(on.id, on.desc)
             as_of = self._least_valid_as_of(expr)
             self.compute.create_dataflow(
                 self.instance_for(item),

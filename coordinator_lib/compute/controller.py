@@ -46,6 +46,7 @@ from coordinator_lib.compute.errors import (
     ReplicaMissing,
 )
 from coordinator_lib.expr.relation import Get, RelationExpr
+from coordinator_lib.expr.temporal import substitute_mz_now
 from coordinator_lib.persist.shard import Shard
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
@@ -417,6 +418,7 @@ class ComputeController:
         dataflow that hydrates and is dropped): in-process when the inputs
         are small, else one Spark job. The caller holds the inputs readable
         at `timestamp` and waited for their uppers to pass it."""
+        expr = substitute_mz_now(expr, timestamp)  # mz_now() is the time read at
         inputs = {id: self.storage.shard(id) for id in expr.depends_on()}
         description = DataflowDescription(GlobalId.transient(0), expr, timestamp)
         if stored_rows(inputs) <= self.local_max_rows:

@@ -38,6 +38,7 @@ from coordinator_lib.expr.relation import (
     Window,
 )
 from coordinator_lib.expr.scalar import Column, ScalarExpr
+from coordinator_lib.expr.temporal import TemporalFilter
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import ColumnType
 from coordinator_lib.repr.update import Row, Update
@@ -130,6 +131,10 @@ def render_local(expr: RelationExpr, ctx: LocalContext) -> LocalRendered:
     if isinstance(expr, TopK | Window):
         inner = render_local(expr.input, ctx)
         return LocalRendered(*render_ordered(expr, inner.old, inner.delta))
+    if isinstance(expr, TemporalFilter):
+        from coordinator_lib.compute.temporal import render_temporal_local  # imports this module
+
+        return render_temporal_local(expr, render_local(expr.input, ctx), ctx)
     raise TypeError(f"no local rendering for {type(expr).__name__}")
 
 

@@ -53,6 +53,7 @@ from coordinator_lib.expr.relation import (
 )
 from coordinator_lib.expr.relation import Window as WindowOp
 from coordinator_lib.expr.scalar import Column, ScalarExpr
+from coordinator_lib.expr.temporal import TemporalFilter
 from coordinator_lib.persist.spark_batches import spark_type
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import ColumnType, RelationDesc
@@ -139,6 +140,10 @@ def render(expr: RelationExpr, ctx: StepContext) -> Rendered:
         from coordinator_lib.compute.render_ordered import render_ordered  # imports this module
 
         return render_ordered(expr, render(expr.input, ctx), ctx)
+    if isinstance(expr, TemporalFilter):
+        from coordinator_lib.compute.temporal import render_temporal_spark  # imports this module
+
+        return render_temporal_spark(expr, render(expr.input, ctx), ctx)
     raise TypeError(f"no rendering for {type(expr).__name__}")
 
 

@@ -26,6 +26,7 @@ from coordinator_lib.expr.relation import (
     Union,
     Window,
 )
+from coordinator_lib.expr.temporal import TemporalFilter
 
 
 class Rule(StrEnum):
@@ -44,6 +45,10 @@ class Rule(StrEnum):
     # accumulators in a state shard (compute/accumulate.py). It depends on the
     # whole plan, not the operator, so it is not in RULES (see explain.py).
     ACCUMULATED = "incremental: accumulated"
+    # A temporal filter (mz_now() bounds): each row's insertion at max(t, L)
+    # and retraction at U, from the delta and, for times the step reaches,
+    # from the input's old contents (compute/temporal.py).
+    TEMPORAL = "incremental: temporal"
     # Evaluate at the new time and diff against the last output (no operator
     # uses it today; kept so EXPLAIN has a word for it).
     RECOMPUTED = "recomputed"
@@ -63,6 +68,7 @@ RULES: dict[type[RelationExpr], Rule] = {
     Threshold: Rule.TOUCHED_KEYS,
     TopK: Rule.TOUCHED_KEYS,
     Window: Rule.TOUCHED_KEYS,
+    TemporalFilter: Rule.TEMPORAL,
 }
 
 

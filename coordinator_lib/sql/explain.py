@@ -49,6 +49,7 @@ from coordinator_lib.expr.scalar import (
     UnaryFunc,
     VariadicFunc,
 )
+from coordinator_lib.expr.temporal import TemporalFilter
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.sql.plans import ExplainPlan, RowSetFinishing, SelectPlan
 
@@ -192,6 +193,10 @@ def describe(node: RelationExpr, names: Mapping[GlobalId, str] | None = None) ->
             parts.append(f"order_by=[{', '.join(repr(k) for k in node.order_key)}]")
         parts.append(f"functions=[{', '.join(repr(f) for f in node.functions)}]")
         return " ".join(parts)
+    if isinstance(node, TemporalFilter):
+        return "TemporalFilter " + " AND ".join(
+            f"mz_now() {_INFIX[b.func]} {format_scalar(b.expr)}" for b in node.bounds
+        )
     return type(node).__name__
 
 

@@ -91,6 +91,7 @@ from coordinator_lib.sql.query import (
 from coordinator_lib.sql.scalar import ScalarBinder, Typed, conjuncts, null_of
 from coordinator_lib.sql.scope import Scope, ScopeItem, ident_name, table_parts
 from coordinator_lib.sql.subquery import lower_filter, lower_subqueries
+from coordinator_lib.sql.temporal import plan_temporal_filters, refuse_in_writes
 from coordinator_lib.storage.load_generator import make_generator
 
 S = ScalarType
@@ -172,11 +173,17 @@ def plan_in_context(statement: exp.Expr, ctx: PlanContext) -> Plan:
     if isinstance(statement, CreateSource):
         return plan_create_source(statement, ctx)
     if isinstance(statement, exp.Insert):
-        return plan_insert(statement, ctx)
+        insert = plan_insert(statement, ctx)
+        refuse_in_writes([insert.expr], ctx.text)
+        return insert
     if isinstance(statement, exp.Update):
-        return plan_update(statement, ctx)
+        update = plan_update(statement, ctx)
+        refuse_in_writes([update.retract, update.insert], ctx.text)
+        return update
     if isinstance(statement, exp.Delete):
-        return plan_delete(statement, ctx)
+        delete = plan_delete(statement, ctx)
+        refuse_in_writes([delete.retract], ctx.text)
+        return delete
     if isinstance(statement, exp.Drop):
         if str(statement.args.get("kind") or "").upper() in ("SCHEMA", "DATABASE"):
             return plan_catalog.plan_drop_namespace(statement, ctx)
@@ -438,6 +445,8 @@ def plan_create_view(statement: exp.Create, ctx: PlanContext) -> CreateViewPlan:
         raise InvalidParameter(
             f"cannot replace '{name}': the new definition depends on it", position_of(table)
         )
+    if materialized:  # mz_now() only in temporal filters (sql/temporal.py)
+        expr = plan_temporal_filters(expr, ctx.text)
     return CreateViewPlan(
         name=name,
         expr=expr,
@@ -518,6 +527,8 @@ def plan_create_index(statement: exp.Create, ctx: PlanContext) -> CreateIndexPla
     on = ctx.resolve(table_parts(table), table)
     if on.kind is ItemKind.INDEX:
         raise WrongObjectType(f"cannot create an index on index '{on.name}'", position_of(table))
+    if on.kind is ItemKind.VIEW and on.expr is not None:
+        plan_temporal_filters(on.expr)  # an indexed view is maintained: mz_now() as in one
     params = index.args.get("params")
     key_names: list[str] = []
     if default:

@@ -66,6 +66,7 @@ from coordinator_lib.sql.statements import (
     StartTransaction,
     Subscribe,
 )
+from coordinator_lib.sql.temporal import plan_temporal_filters
 
 COPY_FORMATS = ("text", "csv", "binary")
 _BOOLEAN_WORDS = {"true": True, "on": True, "false": False, "off": False}
@@ -202,7 +203,7 @@ def plan_subscribe(statement: Subscribe, ctx: PlanContext) -> SubscribePlan:
             f"UP TO {up_to} is earlier than AS OF {as_of.timestamp}", position_of(up_to_node)
         )
     return SubscribePlan(
-        expr=expr,
+        expr=plan_temporal_filters(expr, ctx.text),  # maintained: mz_now() as in a view
         from_id=from_id,
         with_snapshot=snapshot,
         progress=progress,

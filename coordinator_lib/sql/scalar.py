@@ -35,6 +35,7 @@ from coordinator_lib.expr.scalar import (
     VariadicFunc,
     is_numeric,
 )
+from coordinator_lib.expr.temporal import MzNow
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.sql.coercion import (
     NO_FOLD,
@@ -62,6 +63,7 @@ from coordinator_lib.sql.errors import (
 from coordinator_lib.sql.outer import OuterColumn
 from coordinator_lib.sql.positions import operator_position, position_of
 from coordinator_lib.sql.scope import Scope, ident_name
+from coordinator_lib.sql.temporal import bind_mz_now, compare_mz_now
 
 S = ScalarType
 BOOL = ColumnType(S.BOOLEAN, False)
@@ -487,6 +489,8 @@ class ScalarBinder:
         right: Typed,
         nodes: tuple[exp.Expr | None, exp.Expr | None] | None = None,
     ) -> Typed:
+        if isinstance(left.expr, MzNow) or isinstance(right.expr, MzNow):
+            return compare_mz_now(self, node, func, symbol, left, right, nodes)
         left, right, _ = self.operands(node, left, right, symbol, nodes)
         return self.typed(CallBinary(func, left.expr, right.expr))
 
@@ -769,6 +773,8 @@ class ScalarBinder:
 
         if name in NAMED:
             return NAMED[name](self, node)
+        if name == "mz_now":
+            return bind_mz_now(self, node)
         args = [self.bind(a) for a in node.expressions]
         raise self.no_function(node, name, args)
 

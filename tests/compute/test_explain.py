@@ -9,6 +9,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 import coordinator_lib.expr.relation as relation
+import coordinator_lib.expr.temporal as temporal
 from coordinator_lib.compute.explain import annotate, explain_view
 from coordinator_lib.compute.render import Rendered, StepContext, empty_frame, render
 from coordinator_lib.compute.rules import RULES, Rule
@@ -90,7 +91,8 @@ def test_every_operator_has_a_rule() -> None:
     """A new operator cannot be added without deciding how it is maintained."""
     operators = {
         cls
-        for _, cls in inspect.getmembers(relation, inspect.isclass)
+        for module in (relation, temporal)
+        for _, cls in inspect.getmembers(module, inspect.isclass)
         if issubclass(cls, RelationExpr) and cls is not RelationExpr
     }
     assert operators == set(RULES)

@@ -434,7 +434,7 @@ def test_terminate_releases_the_sessions_read_holds(tmp_path: Path) -> None:
         reader("BEGIN")
         reader("SELECT * FROM t")
         held = reader_session.session.transaction.timestamp
-        time.sleep(3 * DEFAULT_WINDOW_MS / 1000)
+        time.sleep(5 * DEFAULT_WINDOW_MS / 1000)
         since, upper = frontiers(watcher, "t")
         assert since <= held < upper - 2 * DEFAULT_WINDOW_MS  # held back by the read
         reader_session.terminate()
@@ -635,7 +635,9 @@ def test_catalog_and_frontiers_survive_a_restart(tmp_path: Path) -> None:
         )
         window = config.default_retain_history_ms
         assert upper_after >= upper_before
-        assert since_before <= since_after <= upper_after - window
+        # Never back; never past the policy (upper - window), unless it had
+        # not got that far yet (a young table keeps its first since).
+        assert since_before <= since_after <= max(since_before, upper_after - window)
         # Pre-restart contents at a pre-restart time; the latest after it.
         assert sorted(sql(f"SELECT a FROM t AS OF {before}")) == [(1,), (2,)]
         assert sql(f"SELECT n FROM mv AS OF {before}") == [(2,)]

@@ -3,10 +3,11 @@
 A thin shell over coordinator_lib: the project's SQL files are applied
 (idempotently) and the catalog is read when the location loads, giving one
 asset per source, table, materialized view and index, their checks, the
-timestamp-assignment and compaction sensors, REFRESH EVERY schedules and the
-eager automation of the other views. Objects created over pgwire appear at
-the next reload. Runs use the in-process executor: one process, one
-coordinator and at most one JVM per run.
+timestamp-assignment sensor (which also runs the views refreshed on commit
+when their inputs have new updates), the compaction sensor and the REFRESH
+EVERY schedules. Objects created over pgwire appear at the next reload.
+Runs use the in-process executor: one process, one coordinator and at most
+one JVM per run.
 
 Environment (all optional):
 - TIDEMARK_PROJECT: the project folder (default `demo/`), its SQL in `sql/`;

@@ -7,11 +7,12 @@ from __future__ import annotations
 import dagster as dg
 
 from assets.checks import build_checks
-from assets.factory import build_asset, current_id, is_on_commit_view
+from assets.factory import TARGETS_TAG, build_asset, current_id, is_on_commit_view, planned_upper
 from assets.keys import asset_key, group_name
 from assets.project import Project, load_project
 
 __all__ = [
+    "TARGETS_TAG",
     "Project",
     "asset_key",
     "build_asset",
@@ -21,6 +22,7 @@ __all__ = [
     "group_name",
     "is_on_commit_view",
     "load_project",
+    "planned_upper",
 ]
 
 

@@ -2,10 +2,19 @@
 
 Materializing one goes through the coordinator (operations.materialize): a
 source or table seals at the run's timestamp, a materialized view takes one
-incremental step to its inputs' least upper, an index hydrates or catches up
-its arrangement. Views refreshed on commit carry the eager automation
-condition: they follow their inputs' materializations in Dagster.
+incremental step to its inputs' least upper (or the upper planned for it),
+an index hydrates its arrangement in the run's process (anew in every run:
+each run opens its own coordinator; assets/metadata.py says so).
+
+Views refreshed on commit carry no automation condition: the timestamp
+sensor (sensors/timestamps.py) is the one thing that requests them, when
+their inputs have new updates; REFRESH EVERY views have a schedule. (An
+eager condition as well would run them twice: once on the sensor's request,
+once when Dagster sees their inputs materialized.)
 """
+
+import json
+from collections.abc import Mapping
 
 import dagster as dg
 
@@ -24,7 +33,17 @@ from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.sql.catalog import ItemKind
 from resources import CoordinatorResource
 
-__all__ = ["KINDS", "build_asset", "current_id", "is_on_commit_view"]
+__all__ = [
+    "KINDS",
+    "TARGETS_TAG",
+    "build_asset",
+    "current_id",
+    "is_on_commit_view",
+    "planned_upper",
+]
+
+# Run tag: JSON {asset key string: upper} of the views a sensor run steps.
+TARGETS_TAG = "tidemark/targets"
 
 KINDS = {
     ItemKind.SOURCE: "source",
@@ -50,6 +69,17 @@ def current_id(coordinator: Coordinator, obj: CatalogObject) -> GlobalId:
     return found
 
 
+def planned_upper(tags: Mapping[str, str], key: dg.AssetKey) -> int | None:
+    """The upper the timestamp sensor planned for this asset in this run
+    (the `tidemark/targets` tag), so that a view's step ends where the views
+    reading it were planned to start; None in a run nobody planned."""
+    text = tags.get(TARGETS_TAG)
+    if not text:
+        return None
+    target = json.loads(text).get(key.to_user_string())
+    return int(target) if target is not None else None
+
+
 def build_asset(obj: CatalogObject, project: Project) -> dg.AssetsDefinition:
     objects = project.by_id()
     key = asset_key(obj)
@@ -64,7 +94,6 @@ def build_asset(obj: CatalogObject, project: Project) -> dg.AssetsDefinition:
         metadata=definition_metadata(
             obj, objects, project.definition(obj), project.freshness_of(obj)
         ),
-        automation_condition=dg.AutomationCondition.eager() if is_on_commit_view(obj) else None,
     )
     def materialize(
         context: dg.AssetExecutionContext, coordinator: CoordinatorResource
@@ -76,6 +105,7 @@ def build_asset(obj: CatalogObject, project: Project) -> dg.AssetsDefinition:
             current_id(opened, obj),
             timestamp=coordinator.seal_timestamp() if seals else None,
             previous_upper=recorded[1] if recorded is not None else None,
+            until=planned_upper(context.run.tags, key),
         )
         context.log.info(
             f"{obj.name}: upper {result.previous_upper} -> {result.upper}, "

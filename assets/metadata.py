@@ -13,14 +13,17 @@ import dagster as dg
 from assets.keys import asset_key
 from coordinator_lib.adapter.operations import CatalogObject, Defined, Materialization
 from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.sql.catalog import ItemKind
 
 __all__ = [
+    "INDEX_ARRANGEMENT",
     "column_lineage",
     "column_schema",
     "definition_metadata",
     "description",
     "materialization_metadata",
     "recorded_frontiers",
+    "step_kind",
 ]
 
 KIND_LABELS = {
@@ -96,6 +99,25 @@ def definition_metadata(
     return metadata
 
 
+# Every Dagster run opens a coordinator of its own, and an index's
+# arrangement lives in the Spark memory of the process that built it: so an
+# index materialization always hydrates anew (reads its input's snapshot)
+# and the arrangement goes when the run ends. A view's state is its durable
+# output shard, so after its first step a view only catches up.
+INDEX_ARRANGEMENT = (
+    "built in this run's process and dropped when the run ends: every run hydrates it anew"
+)
+
+
+def step_kind(m: Materialization) -> str:
+    """`hydration` (the first step of a dataflow in this process: its
+    inputs' snapshots at the as_of, then their updates), `catch-up` (only the
+    inputs' updates since the output's upper), or `none` (nothing to do)."""
+    if m.step_lower is None:
+        return "none"
+    return "hydration" if m.hydrated else "catch-up"
+
+
 def _int(value: int | None) -> dg.MetadataValue:
     return dg.MetadataValue.null() if value is None else dg.MetadataValue.int(value)
 
@@ -126,6 +148,10 @@ def materialization_metadata(
         metadata["step"] = f"[{m.step_lower}, {m.step_upper})" + (
             " hydration" if m.hydrated else ""
         )
+    if obj.kind in (ItemKind.MATERIALIZED_VIEW, ItemKind.INDEX):
+        metadata["step_kind"] = step_kind(m)
+    if obj.kind is ItemKind.INDEX:
+        metadata["arrangement"] = INDEX_ARRANGEMENT
     lineage = column_lineage(obj, objects)
     if lineage is not None:
         metadata["dagster/column_lineage"] = lineage

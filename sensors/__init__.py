@@ -1,6 +1,7 @@
-"""Dagster sensors and schedules: timestamp assignment, compaction, the
-REFRESH EVERY schedules and the eager automation of views refreshed on
-commit. Sensors never start Spark (ticks time out at 60 s)."""
+"""Dagster sensors and schedules: timestamp assignment (which also runs the
+views refreshed on commit, when their inputs have new updates), compaction,
+and the REFRESH EVERY schedules. Sensors never start Spark (ticks time out
+at 60 s)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import dagster as dg
 
 from assets import Project, asset_key, is_on_commit_view
 from sensors.compaction import build_compaction_sensor
-from sensors.schedules import build_automation_sensor, build_refresh_schedules, cron_for_interval
+from sensors.schedules import build_refresh_schedules, cron_for_interval
 from sensors.timestamps import TimestampCursor, build_timestamp_sensor, plan_tick
 
 if TYPE_CHECKING:
@@ -20,7 +21,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TimestampCursor",
-    "build_automation_sensor",
     "build_compaction_sensor",
     "build_refresh_schedules",
     "build_sensors",
@@ -44,11 +44,4 @@ def views_job(project: Project) -> UnresolvedAssetJobDefinition | None:
 def build_sensors(
     project: Project, job: UnresolvedAssetJobDefinition | None
 ) -> list[dg.SensorDefinition]:
-    sensors: list[dg.SensorDefinition] = [
-        build_timestamp_sensor(project, job),
-        build_compaction_sensor(project),
-    ]
-    automation = build_automation_sensor(project)
-    if automation is not None:
-        sensors.append(automation)
-    return sensors
+    return [build_timestamp_sensor(project, job), build_compaction_sensor(project)]

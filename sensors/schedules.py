@@ -1,5 +1,5 @@
-"""Schedules for views declared WITH (REFRESH EVERY '<interval>'), and the
-declarative automation sensor for views refreshed on commit (eager).
+"""Schedules for views declared WITH (REFRESH EVERY '<interval>'). (Views
+refreshed on commit are run by the timestamp sensor, sensors/timestamps.py.)
 
 Cron has minutes as its finest unit and only periods that divide the hour
 or the day evenly: an interval is mapped to the closest period at or below
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets import Project, asset_key, is_on_commit_view
+from assets import Project, asset_key
 from assets.keys import safe_name
 
-__all__ = ["build_automation_sensor", "build_refresh_schedules", "cron_for_interval"]
+__all__ = ["build_refresh_schedules", "cron_for_interval"]
 
 _MINUTE = 60_000
 _HOUR = 60 * _MINUTE
@@ -51,17 +51,3 @@ def build_refresh_schedules(project: Project) -> list[dg.ScheduleDefinition]:
             )
         )
     return schedules
-
-
-def build_automation_sensor(project: Project) -> dg.AutomationConditionSensorDefinition | None:
-    """Evaluates the eager condition of views refreshed on commit, running by
-    default (Dagster's own default sensor starts switched off)."""
-    keys = [asset_key(obj) for obj in project.objects if is_on_commit_view(obj)]
-    if not keys:
-        return None
-    return dg.AutomationConditionSensorDefinition(
-        "tidemark_automation",
-        target=dg.AssetSelection.assets(*keys),
-        default_status=dg.DefaultSensorStatus.RUNNING,
-        minimum_interval_seconds=30,
-    )

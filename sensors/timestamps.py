@@ -1,25 +1,50 @@
-"""The timestamp-assignment sensor.
+"""The timestamp-assignment sensor: the one mechanism that runs the views
+refreshed on commit.
 
 Each tick seals every table, webhook source and load generator at a fresh
 timestamp (operations.assign_timestamps: writes only, no dataflow step, no
-Spark), records the sources that advanced as asset observations, and asks
-for one run of the views refreshed on commit whose inputs advanced past
-them, plus the views downstream of those. The run key names each view with
-the upper it will reach (`<view>@<upper>`), so a tick that sees the same
-frontiers again requests nothing new; the cursor keeps the last upper
-observed per source and the last upper requested per view.
+Spark) and records the sources that advanced as asset observations. Sealing
+moves every upper on every tick, so an advanced upper alone asks for
+nothing: a view is requested when an input has *new updates* it has not
+taken in, which the tick reads from the inputs' batch metadata
+(operations.update_spans: no data read, no Spark). A view is requested when
+
+- `new-rows`: an input has updates at or after the upper the view has, or a
+  run requested earlier will give it (an upstream view requested in the
+  same tick counts as new updates);
+- `hydrate`: it has never been computed (nothing readable) and no run was
+  requested for it yet;
+- `freshness`: its upper (or the one requested) lags the wall clock by more
+  than half its declared freshness, so an idle view's frontier check keeps
+  passing.
+
+The run also steps the on-commit views upstream of a requested one (with
+no new rows, a cheap step), so it can reach the time of its new rows. Each
+view steps to the upper planned here (the `tidemark/targets` run tag), not
+further, so the batches a view writes end where the views reading it start
+next time. The run key names each requested view with the upper of the newest input
+update it takes in (`<view>@<upper>`; the target upper if less): the same
+new updates give the same key, so a tick evaluated again with an old cursor
+asks for nothing Dagster has not seen, and new updates give a new key. The
+cursor keeps the last upper observed per source and the upper each view was
+last requested to reach.
+
+Spans are counted whole, so a batch that straddles a view's upper counts as
+new: at most one extra, cheap run. A failed run is not retried by the
+sensor; the view's next new updates (or its freshness) request it again.
 """
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from assets import Project, asset_key, is_on_commit_view
+from assets import TARGETS_TAG, Project, asset_key, is_on_commit_view
 from coordinator_lib.adapter import operations
-from coordinator_lib.adapter.operations import CatalogObject, Frontiers
+from coordinator_lib.adapter.operations import CatalogObject, Frontiers, UpdateSpan, updates_in
+from coordinator_lib.adapter.oracle import wall_clock_ms
 from coordinator_lib.sql.catalog import ItemKind
 from resources import CoordinatorResource
 
@@ -28,15 +53,24 @@ if TYPE_CHECKING:
         UnresolvedAssetJobDefinition,
     )
 
-__all__ = ["TICK_SECONDS", "TimestampCursor", "build_timestamp_sensor", "plan_tick"]
+__all__ = [
+    "TICK_SECONDS",
+    "Observed",
+    "TickPlan",
+    "TimestampCursor",
+    "build_timestamp_sensor",
+    "observe_all",
+    "plan_tick",
+]
 
 TICK_SECONDS = 30
+NEW_ROWS, HYDRATE, FRESHNESS = "new-rows", "hydrate", "freshness"
 
 
 @dataclass
 class TimestampCursor:
     """Per asset (key string): the last upper observed (sources, tables)
-    and the last upper a run was requested for (views)."""
+    and the last upper a run was requested to reach (views)."""
 
     uppers: dict[str, int | None] = field(default_factory=dict)
     requested: dict[str, int] = field(default_factory=dict)
@@ -53,75 +87,161 @@ class TimestampCursor:
 
 
 @dataclass(frozen=True)
+class Observed:
+    """What a tick saw, by asset key string: frontiers (None: no such object
+    now) and, for every collection, where its updates are."""
+
+    frontiers: Mapping[str, Frontiers | None]
+    spans: Mapping[str, Sequence[UpdateSpan]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class TickPlan:
     observations: list[dg.AssetObservation]
     run_request: dg.RunRequest | None
     cursor: TimestampCursor
+    reasons: Mapping[str, str] = field(default_factory=dict)  # view key -> why requested
 
 
-def plan_tick(
-    objects: tuple[CatalogObject, ...],
-    frontiers: Mapping[str, Frontiers | None],
-    cursor: TimestampCursor,
-) -> TickPlan:
-    """What a tick reports and requests, from the frontiers it observed
-    (keyed by asset key string; objects come in id order, inputs first)."""
-    keys = {obj.id: asset_key(obj).to_user_string() for obj in objects}
-    new = TimestampCursor(dict(cursor.uppers), dict(cursor.requested))
+def _int(value: int | None) -> dg.MetadataValue:
+    return dg.MetadataValue.null() if value is None else dg.MetadataValue.int(value)
+
+
+def _observations(
+    objects: Sequence[CatalogObject], observed: Observed, cursor: TimestampCursor
+) -> tuple[list[dg.AssetObservation], dict[str, int | None]]:
+    """Sources and tables whose upper moved since the last tick, with the
+    updates written in between."""
     observations = []
+    uppers = dict(cursor.uppers)
     for obj in objects:
-        key = keys[obj.id]
-        seen = frontiers.get(key)
+        key = asset_key(obj).to_user_string()
+        seen = observed.frontiers.get(key)
         if obj.kind not in (ItemKind.SOURCE, ItemKind.TABLE) or seen is None:
             continue
         if key not in cursor.uppers or cursor.uppers[key] != seen.upper:
-            observations.append(
-                dg.AssetObservation(
-                    asset_key=asset_key(obj),
-                    metadata={
-                        "since": dg.MetadataValue.int(seen.since)
-                        if seen.since is not None
-                        else dg.MetadataValue.null(),
-                        "upper": dg.MetadataValue.int(seen.upper)
-                        if seen.upper is not None
-                        else dg.MetadataValue.null(),
-                        "lag_ms": seen.lag_ms(),
-                    },
-                )
-            )
-        new.uppers[key] = seen.upper
-    # The upper each view will reach: its inputs' least (projected) upper.
-    projected: dict[str, int | None] = {k: (f.upper if f else None) for k, f in frontiers.items()}
-    targets: dict[str, int] = {}
-    selected = []
-    for obj in objects:
+            metadata = {"since": _int(seen.since), "upper": _int(seen.upper)}
+            metadata["lag_ms"] = dg.MetadataValue.int(seen.lag_ms())
+            if obj.has_collection:
+                new = updates_in(observed.spans.get(key, ()), cursor.uppers.get(key), seen.upper)
+                metadata["new_updates"] = dg.MetadataValue.int(new)
+            observations.append(dg.AssetObservation(asset_key=asset_key(obj), metadata=metadata))
+        uppers[key] = seen.upper
+    return observations, uppers
+
+
+def plan_tick(
+    objects: Sequence[CatalogObject],
+    observed: Observed,
+    cursor: TimestampCursor,
+    freshness_ms: Mapping[str, int] | None = None,
+    now_ms: int | None = None,
+) -> TickPlan:
+    """What a tick reports and requests (see the module docstring). Objects
+    come in id order, inputs first; `freshness_ms` (by key) enables the
+    freshness reason."""
+    keys = {obj.id: asset_key(obj).to_user_string() for obj in objects}
+    frontiers = observed.frontiers
+    observations, uppers = _observations(objects, observed, cursor)
+    now = wall_clock_ms() if now_ms is None else now_ms
+
+    views = [
+        obj
+        for obj in objects
+        if is_on_commit_view(obj)
+        and (f := frontiers.get(keys[obj.id])) is not None
+        and f.upper is not None
+    ]
+    view_keys = {keys[obj.id] for obj in views}
+    # The upper each view has, or that a requested run will give it.
+    covered: dict[str, int] = {}
+    for obj in views:
+        own = frontiers[keys[obj.id]]
+        assert own is not None and own.upper is not None
+        covered[keys[obj.id]] = max(own.upper, cursor.requested.get(keys[obj.id], own.upper))
+
+    # Which views need a run, and the upper of the newest update they take in.
+    reasons: dict[str, str] = {}
+    newest: dict[str, int] = {}
+    for obj in views:
         key = keys[obj.id]
-        if not is_on_commit_view(obj) or frontiers.get(key) is None:
+        own = frontiers[key]
+        assert own is not None and own.upper is not None
+        readable = own.since is not None and own.since < own.upper
+        never = not readable and key not in cursor.requested
+        lower = None if never else covered[key]  # None: any update at all is new
+        found: int | None = None
+        for input_id in obj.inputs:
+            input_key = keys.get(input_id)
+            if input_key is None:
+                continue
+            if reasons.get(input_key) in (NEW_ROWS, HYDRATE):  # upstream, in this run
+                found = max(found or 0, newest[input_key])
+                continue
+            for span in observed.spans.get(input_key, ()):
+                if updates_in([span], lower):
+                    end = span.upper if span.upper is not None else covered[key]
+                    found = max(found or 0, end)
+        if never:
+            reasons[key], newest[key] = HYDRATE, own.upper
+        elif found is not None:
+            reasons[key], newest[key] = NEW_ROWS, found
+        elif freshness_ms is not None and now - covered[key] > freshness_ms.get(key, now) // 2:
+            reasons[key], newest[key] = FRESHNESS, now
+
+    # The on-commit views upstream of a requested one step too (to reach it).
+    stepped = set(reasons)
+    for obj in reversed(views):
+        if keys[obj.id] in stepped:
+            stepped |= {keys[i] for i in obj.inputs if keys.get(i) in view_keys}
+
+    # Targets: each stepped view reaches its inputs' least (projected) upper.
+    projected: dict[str, int | None] = {k: (f.upper if f else None) for k, f in frontiers.items()}
+    projected.update(covered)
+    targets: dict[str, int] = {}
+    for obj in views:
+        key = keys[obj.id]
+        if key not in stepped:
             continue
         inputs = [projected.get(keys[i]) for i in obj.inputs if i in keys]
-        if not inputs or any(upper is None for upper in inputs):
-            continue
-        target = min(u for u in inputs if u is not None)
-        own = frontiers[key]
-        assert own is not None
-        if own.upper is not None and target > own.upper and target > cursor.requested.get(key, 0):
+        open_inputs = [u for u in inputs if u is not None]
+        if not inputs or not open_inputs or len(open_inputs) < len(inputs):
+            continue  # an input is missing or closed: nothing to step to
+        target = min(open_inputs)
+        if target > covered[key]:
             targets[key] = target
-            selected.append(asset_key(obj))
             projected[key] = target
-            new.requested[key] = target
+
+    chosen = {k: r for k, r in reasons.items() if k in targets}
+    selected = set(chosen)
+    for obj in reversed(views):
+        if keys[obj.id] in selected:
+            selected |= {keys[i] for i in obj.inputs if keys.get(i) in targets}
+    new = TimestampCursor(uppers, dict(cursor.requested))
     request = None
-    if selected:
-        run_key = ",".join(f"{key}@{target}" for key, target in sorted(targets.items()))
+    if chosen:
+        for key in selected:
+            new.requested[key] = targets[key]
+        run_key = ",".join(f"{k}@{min(targets[k], newest[k])}" for k in sorted(chosen))
+        run = [asset_key(obj) for obj in views if keys[obj.id] in selected]
         request = dg.RunRequest(
-            run_key=run_key, asset_selection=selected, tags={"tidemark/trigger": "timestamps"}
+            run_key=run_key,
+            asset_selection=run,
+            tags={
+                "tidemark/trigger": "timestamps",
+                "tidemark/reasons": ",".join(f"{k}:{r}" for k, r in sorted(chosen.items())),
+                TARGETS_TAG: json.dumps({k: targets[k] for k in sorted(selected)}),
+            },
         )
-    return TickPlan(observations, request, new)
+    return TickPlan(observations, request, new, chosen)
 
 
-def observe_all(coordinator: CoordinatorResource, project: Project) -> dict[str, Frontiers | None]:
+def observe_all(coordinator: CoordinatorResource, project: Project) -> Observed:
     """Seal what timestamp assignment seals, then every object's frontiers
-    (indexes excluded: their arrangements live in whatever process runs them)."""
-    out: dict[str, Frontiers | None] = {}
+    and every collection's update spans (indexes excluded: their
+    arrangements live in whatever process runs them)."""
+    frontiers: dict[str, Frontiers | None] = {}
+    spans: dict[str, tuple[UpdateSpan, ...]] = {}
     with coordinator.open(spark=False) as opened:
         operations.assign_timestamps(opened)
         for obj in project.objects:
@@ -129,28 +249,43 @@ def observe_all(coordinator: CoordinatorResource, project: Project) -> dict[str,
                 continue
             found = operations.find(opened, obj.database, obj.schema, obj.name)
             key = asset_key(obj).to_user_string()
-            out[key] = operations.observe(opened, found) if found is not None else None
-    return out
+            frontiers[key] = operations.observe(opened, found) if found is not None else None
+            if found is not None and obj.has_collection:
+                spans[key] = operations.update_spans(opened, found)
+    return Observed(frontiers, spans)
 
 
 def build_timestamp_sensor(
     project: Project, job: "UnresolvedAssetJobDefinition | None"
 ) -> dg.SensorDefinition:
+    freshness = {
+        asset_key(obj).to_user_string(): project.freshness_of(obj)
+        for obj in project.objects
+        if is_on_commit_view(obj)
+    }
+
     @dg.sensor(
         name="tidemark_timestamps",
         minimum_interval_seconds=TICK_SECONDS,
         default_status=dg.DefaultSensorStatus.RUNNING,
         job=job,
         description="Seals tables, webhook sources and load generators at a fresh timestamp; "
-        "requests a run of the views whose inputs advanced.",
+        "requests a run of the views refreshed on commit whose inputs have new updates.",
     )
     def tidemark_timestamps(
         context: dg.SensorEvaluationContext, coordinator: CoordinatorResource
     ) -> dg.SensorResult:
-        frontiers = observe_all(coordinator, project)
-        plan = plan_tick(project.objects, frontiers, TimestampCursor.parse(context.cursor))
+        observed = observe_all(coordinator, project)
+        plan = plan_tick(
+            project.objects, observed, TimestampCursor.parse(context.cursor), freshness
+        )
         if plan.run_request is not None and job is None:  # pragma: no cover - no views
             plan = TickPlan(plan.observations, None, plan.cursor)
+        if plan.reasons:
+            context.log.info(
+                "requesting "
+                + ", ".join(f"{key} ({reason})" for key, reason in sorted(plan.reasons.items()))
+            )
         return dg.SensorResult(
             run_requests=[plan.run_request] if plan.run_request is not None else [],
             asset_events=plan.observations,

@@ -9,7 +9,9 @@ function here says so.
   `catalog_objects` describes every source, table, materialized view and
   index: storage-level inputs (plain views inlined), columns, column lineage,
   the SQL, the refresh period.
-- `observe` reads frontiers and never steps; `assign_timestamps` only writes
+- `observe` reads frontiers and never steps; `update_spans` says where a
+  collection's updates are from batch metadata (no data read);
+  `assign_timestamps` only writes
   (advances tables, webhook sources and load generators): both are safe in a
   sensor tick, where Spark must never start.
 - `materialize` does one object's work: a source seals at a timestamp, a
@@ -326,6 +328,43 @@ def observe(coordinator: Coordinator, id: GlobalId) -> Frontiers | None:
     return Frontiers(since.time, upper.time)
 
 
+@dataclass(frozen=True)
+class UpdateSpan:
+    """One batch of a collection's updates, as its shard state describes it:
+    `updates` records at times in [lower, upper) (upper None: no end)."""
+
+    lower: int
+    upper: int | None
+    updates: int
+
+
+def update_spans(coordinator: Coordinator, id: GlobalId) -> tuple[UpdateSpan, ...]:
+    """Where collection `id`'s updates are, from its shard state's batch
+    metadata alone: no batch is read, no Spark. Empty appends (a seal, an
+    idle group commit) write no batch, so they leave no span. Empty for an
+    object without a collection of its own (a source whose rows live in
+    subsources, an index)."""
+    try:
+        state = coordinator.storage.shard(id).state()
+    except StorageError:
+        return ()
+    return tuple(UpdateSpan(b.lower, b.upper, b.rows) for b in state.batches if b.rows > 0)
+
+
+def updates_in(spans: Iterable[UpdateSpan], lower: int | None, upper: int | None = None) -> int:
+    """At most how many update records lie at times in [lower, upper) (None:
+    no bound), counting every span that meets the range whole: 0 means
+    certainly none. Exact when the range starts and ends on span boundaries
+    (a collection's upper always is one, until compaction merges batches)."""
+    count = 0
+    for span in spans:
+        ends_after = lower is None or span.upper is None or span.upper > lower
+        starts_before = upper is None or span.lower < upper
+        if ends_after and starts_before:
+            count += span.updates
+    return count
+
+
 def _writer_kind(coordinator: Coordinator, id: GlobalId) -> DataSourceKind | None:
     try:
         return coordinator.storage.collection(id).description.data_source.kind
@@ -421,15 +460,18 @@ def materialize(
     id: GlobalId,
     timestamp: int | None = None,
     previous_upper: int | None = None,
+    until: int | None = None,
 ) -> Materialization:
     """Do `id`'s work: seal a source or table at `timestamp` (fresh if None),
-    step a materialized view once, hydrate or catch up an index."""
+    step a materialized view once, hydrate or catch up an index. A view or
+    index steps to its inputs' least upper, or to `until` if that is less
+    (the upper an orchestrator planned for it)."""
     started = time.perf_counter()
     item = coordinator.catalog.get(id)
     if item.kind is ItemKind.MATERIALIZED_VIEW:
-        return _materialize_view(coordinator, item, previous_upper, started)
+        return _materialize_view(coordinator, item, previous_upper, started, until)
     if item.kind is ItemKind.INDEX:
-        return _materialize_index(coordinator, item, started)
+        return _materialize_index(coordinator, item, started, until)
     if timestamp is None:
         timestamp = seal_timestamp(coordinator)
     parts = [id] if coordinator.frontiers_of(id) is not None else _subsources(coordinator, id)
@@ -528,16 +570,18 @@ def _source_plan(coordinator: Coordinator, item: CatalogItem, parts: list[Global
 
 
 def _step_bounds(
-    coordinator: Coordinator, id: GlobalId, inputs: set[GlobalId]
+    coordinator: Coordinator, id: GlobalId, inputs: set[GlobalId], until: int | None = None
 ) -> tuple[int | None, int | None]:
     """(lower, upper) of the step `id` can take now: from its write frontier
-    to the inputs' least upper."""
+    to the inputs' least upper (at most `until`)."""
     found = coordinator.compute.find_dataflow(id)
     if found is None:
         raise StorageError(f"{id} is not maintained by any dataflow in this process")
     lower = found[1].write_frontier.time
     shards = {i: coordinator.storage.shard(i) for i in inputs}
     upper = input_upper(shards).time
+    if until is not None and (upper is None or until < upper):
+        upper = until
     if lower is None or upper is None or upper <= lower:
         return lower, None
     return lower, upper
@@ -570,14 +614,18 @@ def _held(coordinator: Coordinator, ids: Sequence[GlobalId], at: int) -> Iterato
 
 
 def _materialize_view(
-    coordinator: Coordinator, item: CatalogItem, previous_upper: int | None, started: float
+    coordinator: Coordinator,
+    item: CatalogItem,
+    previous_upper: int | None,
+    started: float,
+    until: int | None = None,
 ) -> Materialization:
     assert item.expr is not None
     inputs = coordinator.storage_inputs(item.expr)
     found = coordinator.compute.find_dataflow(item.id)
     assert found is not None
     as_of = found[1].description.as_of
-    lower, upper = _step_bounds(coordinator, item.id, inputs)
+    lower, upper = _step_bounds(coordinator, item.id, inputs, until)
     read = 0
     result = None
     with _holding_changes(coordinator, [item.id], previous_upper) as lowers:
@@ -616,7 +664,7 @@ def _materialize_view(
 
 
 def _materialize_index(
-    coordinator: Coordinator, item: CatalogItem, started: float
+    coordinator: Coordinator, item: CatalogItem, started: float, until: int | None = None
 ) -> Materialization:
     """Hydrate or catch up the index's arrangement in this process. The
     arrangement holds exactly what it indexes, so for an index of a
@@ -629,7 +677,7 @@ def _materialize_index(
     assert found is not None
     instance_id, dataflow = found
     as_of = dataflow.description.as_of
-    lower, upper = _step_bounds(coordinator, item.id, inputs)
+    lower, upper = _step_bounds(coordinator, item.id, inputs, until)
     of_collection = isinstance(expr, rel.Get)
     before: list[tuple[Row, int]] = []
     read = 0
@@ -872,6 +920,7 @@ __all__ = [
     "Defined",
     "Frontiers",
     "Materialization",
+    "UpdateSpan",
     "apply_sql",
     "assign_timestamps",
     "catalog_objects",
@@ -890,4 +939,6 @@ __all__ = [
     "seal_timestamp",
     "split_statements",
     "total_rows",
+    "update_spans",
+    "updates_in",
 ]

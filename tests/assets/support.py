@@ -47,6 +47,14 @@ def demo_env(tmp_path: Path, project: Path = DEMO) -> DemoEnv:
     return DemoEnv(tmp_path / "data", resource, build_definitions(project, resource))
 
 
+def project_env(tmp_path: Path, sql: str) -> DemoEnv:
+    """A code location over a project of its own: `sql` in `project/sql/`."""
+    project = tmp_path / "project"
+    (project / "sql").mkdir(parents=True)
+    (project / "sql" / "01_objects.sql").write_text(sql)
+    return demo_env(tmp_path, project)
+
+
 def key(name: str) -> dg.AssetKey:
     return dg.AssetKey(["materialize", "public", name])
 

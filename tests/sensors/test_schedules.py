@@ -1,5 +1,6 @@
-"""REFRESH EVERY views get a schedule; views refreshed on commit carry the
-eager automation condition, evaluated by a sensor that runs by default."""
+"""REFRESH EVERY views get a schedule; views refreshed on commit are run by
+the timestamp sensor alone: no automation condition or automation sensor
+also requests them (two mechanisms would run each view twice)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def test_cron_for_interval(interval_ms: int, cron: str) -> None:
     assert cron_for_interval(interval_ms) == cron
 
 
-def test_refresh_every_view_has_a_schedule_others_are_eager(tmp_path: Path) -> None:
+def test_refresh_every_views_have_a_schedule_on_commit_views_one_sensor(tmp_path: Path) -> None:
     env = demo_env(tmp_path)
     schedules = list(env.defs.schedules or [])
     assert [s.name for s in schedules] == ["refresh_materialize_public_auctions_per_item"]
@@ -40,12 +41,17 @@ def test_refresh_every_view_has_a_schedule_others_are_eager(tmp_path: Path) -> N
         data = schedule.evaluate_tick(context)
     (request,) = data.run_requests or []
     job = env.defs.get_repository_def().get_job(request.job_name or schedule.job_name)
-    assert key("auctions_per_item") in job.asset_layer.selected_asset_keys
+    assert job.asset_layer.selected_asset_keys == {key("auctions_per_item")}
 
+    # The on-commit views: the timestamp sensor's job, nothing else.
+    on_commit = {key(n) for n in ("auction_bids", "item_stats", "watched_items", "item_interest")}
     graph = env.defs.resolve_asset_graph()
-    for name in ("auction_bids", "item_stats", "watched_items", "item_interest"):
-        assert graph.get(key(name)).automation_condition is not None, name
-    for name in ("auctions_per_item", "item_stats_by_item", "watchlist", "bids"):
-        assert graph.get(key(name)).automation_condition is None, name
-    automation = env.defs.resolve_sensor_def("tidemark_automation")
-    assert automation.default_status is dg.DefaultSensorStatus.RUNNING
+    assert all(node.automation_condition is None for node in graph.asset_nodes)
+    repository = env.defs.get_repository_def()
+    assert {s.name for s in repository.sensor_defs} == {
+        "tidemark_timestamps",
+        "tidemark_compaction",
+    }
+    assert repository.get_job("tidemark_views").asset_layer.selected_asset_keys == on_commit
+    sensor = env.defs.resolve_sensor_def("tidemark_timestamps")
+    assert sensor.job_name == "tidemark_views"

@@ -543,6 +543,20 @@ QUERIES: dict[str, tuple[str, str | None]] = {
         "SELECT k, v FROM t WHERE v BETWEEN -2 AND 3 AND k NOT BETWEEN 2 AND 3",
         None,
     ),
+    # temporal filters (sql/temporal.py, compute/temporal.py): the oracle
+    # replaces mz_now() with the time t it answers for (times here are 1, 2,
+    # ...: one per statement), so rows come and go between writes too
+    "tf_window": ("SELECT k, v, s FROM t WHERE mz_now() >= k * 2 AND mz_now() < v + 8", None),
+    "tf_group": (
+        "SELECT k, count(*) AS n, sum(v) AS total FROM t"
+        " WHERE mz_now() BETWEEN v + 2 AND v + 7 GROUP BY k",
+        None,
+    ),
+    "tf_join_having": (
+        "SELECT u.name, max(t.v) AS top FROM t JOIN u ON t.k = u.k WHERE u.w + 3 > mz_now()"
+        " GROUP BY u.name HAVING mz_now() < max(t.v) + 6",
+        None,
+    ),
     # LATERAL (sql/lateral.py): the subquery per distinct correlation value,
     # joined back; a correlated ORDER BY ... LIMIT is a TopK per group
     "lat_topk": (
@@ -573,6 +587,7 @@ QUERIES: dict[str, tuple[str, str | None]] = {
 }
 SUBQUERY_VIEWS = [name for name in QUERIES if name.startswith("sub_")]
 OUTER_JOIN_VIEWS = [name for name in QUERIES if name.startswith("oj_")]
+TEMPORAL_VIEWS = [name for name in QUERIES if name.startswith("tf_")]
 ORDERED_VIEWS = [name for name in QUERIES if name.startswith(("topk_", "don_", "win_"))]
 LATERAL_VIEWS = [name for name in QUERIES if name.startswith("lat_")]
 
@@ -643,6 +658,11 @@ def as_multiset(rows: list[tuple[tuple, int]]) -> Counter:
     return +out
 
 
+def _at_time(sql: str, t: int) -> str:
+    """A temporal filter's query as of `t`: mz_now() is the number t there."""
+    return sql.replace("mz_now()", str(t))
+
+
 class DuckOracle:
     """DuckDB's answers to every query over the tables' snapshots at `t`
     (cached: a table's contents at a time below its upper never change)."""
@@ -668,7 +688,9 @@ class DuckOracle:
         if t not in self.answers:
             con = self.connection(t)
             self.answers[t] = {
-                name: as_multiset([(tuple(r), 1) for r in con.execute(duck or pg).fetchall()])
+                name: as_multiset(
+                    [(tuple(r), 1) for r in con.execute(_at_time(duck or pg, t)).fetchall()]
+                )
                 for name, (pg, duck) in QUERIES.items()
             }
             con.close()
@@ -838,6 +860,32 @@ def test_views_changing_engines_match_duckdb_at_every_time(
             session, initial, rounds, engine_switch_views(), ["local", "spark", "local"]
         )
         check_rules_match_explain(session, views)
+    finally:
+        session.close()
+
+
+@settings(max_examples=6, **SETTINGS)
+@given(initial=initial_rows, rounds=st.lists(statements, min_size=2, max_size=4))
+@example(  # rows written at 1-3 whose bounds fall in later steps: 4, 5, 7, 8, 9
+    initial=[
+        "INSERT INTO t VALUES (0, -3, 'a'), (1, 0, 'b'), (2, 1, NULL)",
+        "INSERT INTO u VALUES (1, 4, 'a')",
+        "INSERT INTO u VALUES (2, 5, 'b')",
+    ],
+    rounds=[
+        ["INSERT INTO r VALUES (1, 1)", "INSERT INTO r VALUES (2, 2)"],
+        ["INSERT INTO r VALUES (3, 3)", "INSERT INTO r VALUES (4, 4)", "DELETE FROM r WHERE w = 1"],
+        ["INSERT INTO r VALUES (1, 5)", "DELETE FROM r WHERE w = 2"],
+    ],
+)
+def test_temporal_views_match_duckdb_at_every_time(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
+) -> None:
+    """Views with temporal filters (mz_now() bounds), in-process: at every
+    time t the view is DuckDB's answer with mz_now() replaced by t."""
+    session = SqlSession(spark, Path(tmp_path_factory.mktemp("sql")), engine="local")
+    try:
+        run_workload(session, initial, rounds, TEMPORAL_VIEWS)
     finally:
         session.close()
 

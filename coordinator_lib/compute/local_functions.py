@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator_lib.compute.local_builtins import BUILTINS
+from coordinator_lib.compute.local_builtins_extra import EXTRA_BUILTINS
 from coordinator_lib.expr.functions import NULL_TOLERANT
 from coordinator_lib.sql.coercion import canonical_jsonb
 
@@ -212,6 +213,7 @@ def jsonb_contains(a: str, b: str) -> bool:
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     **BUILTINS,
+    **EXTRA_BUILTINS,
     "hmac": hmac_digest,
     "decode": decode,
     "encode": encode,

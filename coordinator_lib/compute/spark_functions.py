@@ -17,7 +17,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from coordinator_lib.compute.local_builtins import normalize_unit
-from coordinator_lib.expr.functions import JSONB_FUNCTIONS, NULL_TOLERANT, CallFunction
+from coordinator_lib.expr.functions import (
+    JSONB_FUNCTIONS,
+    NULL_TOLERANT,
+    PYTHON_BUILTINS,
+    CallFunction,
+)
 from coordinator_lib.expr.scalar import Literal
 from coordinator_lib.persist.spark_batches import spark_type
 from coordinator_lib.repr.relation import ColumnType, ScalarType
@@ -228,7 +233,7 @@ def _python_udf(name: str, out: T.DataType) -> Any:
 
 def _render(expr: CallFunction, args: list[SparkColumn], types: list[ColumnType]) -> SparkColumn:
     name = expr.name
-    if name in JSONB_FUNCTIONS:
+    if name in JSONB_FUNCTIONS or name in PYTHON_BUILTINS:
         return _python_udf(name, spark_type(expr.type.scalar_type))(*args)
     out = spark_type(expr.type.scalar_type)
     if name == "substring":

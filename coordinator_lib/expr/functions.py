@@ -68,6 +68,29 @@ BUILTIN_FUNCTIONS = frozenset(
         "add_interval",  # (timestamp, months, days, microseconds): `+ interval '...'`
     }
 )
+# More built-ins (compute/local_builtins_extra.py): Spark runs the Python
+# implementation as a UDF.
+PYTHON_BUILTINS = frozenset(
+    {
+        "ln",
+        "log10",
+        "log_base",  # log(b, x)
+        "exp",
+        "trunc",
+        "trunc_to",  # trunc(numeric, integer)
+        "sign",
+        "pi",
+        "div",
+        "regexp_replace",
+        "regex_match",  # ~
+        "regex_imatch",  # ~*
+        "initcap",
+        "ascii",
+        "chr",
+        "translate",
+    }
+)
+BUILTIN_FUNCTIONS = BUILTIN_FUNCTIONS | PYTHON_BUILTINS
 # Names the evaluator knows (compute/local_functions.FUNCTIONS implements each).
 FUNCTION_NAMES = WEBHOOK_FUNCTIONS | JSONB_FUNCTIONS | BUILTIN_FUNCTIONS
 # What compute/spark_functions.py renders.

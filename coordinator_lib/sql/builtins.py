@@ -532,4 +532,9 @@ NAMED: dict[str, Callable[[Any, Any], Typed]] = {
     "octet_length": _octet_length,
 }
 
+# More functions, bound in their own module (it imports this one's helpers).
+from coordinator_lib.sql.builtins_extra import EXTRA_BUILTINS  # noqa: E402
+
+BUILTINS.update(EXTRA_BUILTINS)
+
 __all__ = ["BUILTINS", "NAMED", "interval_arithmetic", "parse_interval"]

@@ -178,6 +178,48 @@ EXPRESSIONS = [
     "abs(d)",
     "greatest(n, 2, -5)",
     "least(x, 1)",
+    # more math (compute/local_builtins_extra.py; a UDF on Spark)
+    "ln(x)",  # negative: an error
+    "ln(n)",  # zero: another error
+    "ln(abs(d) + 1)",
+    "exp(x)",  # 1.5e300 overflows
+    "exp(n)",
+    "exp(d / 10000)",
+    "log(abs(x) + 1)",
+    "log(abs(d) + 1)",
+    "log(2, abs(d) + 1)",
+    "log(n)",
+    "trunc(x)",
+    "trunc(d)",
+    "trunc(d, 2)",
+    "trunc(d, -1)",
+    "trunc(n)",
+    "sign(x)",
+    "sign(d)",
+    "sign(n)",
+    "pi()",
+    "pi() * n",
+    "div(d, 2)",
+    "div(n, 3)",
+    "div(d, n)",  # n = 0: division by zero
+    # more text: regular expressions, initcap, ascii, chr, translate
+    "regexp_replace(s, 'l+', 'L')",
+    "regexp_replace(s, '([a-c])', '<\\1>', 'g')",
+    "regexp_replace(s, '[[:space:]]+', '_', 'g')",
+    "regexp_replace(s, 'A', '\\&\\&', 'gi')",
+    "regexp_replace(s, '^(\\w)(\\w*)', '\\2\\1')",
+    "regexp_replace(s, '.', '!', 'q')",  # q: the pattern is literal
+    "s ~ 'l{2}'",
+    "s ~* '^A'",
+    "s !~ ','",
+    "s !~* 'B,'",
+    "s ~ '\\mw'",
+    "initcap(s)",
+    "initcap('hello-wORLD 2nd_x')",
+    "ascii(s)",
+    "chr(n + 64)",
+    "chr(n)",  # 0 and negative: errors
+    "translate(s, 'lo ', 'L0')",
     # date/time
     "date_trunc('day', ts)",
     "date_trunc('week', ts)",
@@ -426,6 +468,12 @@ TEXT_CALLS = [
     "repeat({t}, {i})",
     "starts_with({s}, {t})",
     "concat_ws({t}, {s}, {i}, NULL)",
+    "regexp_replace({s}, {t}, 'Z')",
+    "regexp_replace({s}, {t}, '<\\&>', 'g')",
+    "{s} ~ {t}",
+    "translate({s}, {t}, 'xy')",
+    "initcap({s})",
+    "ascii({s})",
 ]
 SHORT_TEXT = st.text(alphabet="ab,-é ", max_size=6)
 
@@ -527,3 +575,20 @@ def test_date_functions_on_random_arguments(
         scalar, types = plan_scalar(sql)
         got = ("ok", eval_scalar(scalar, ROWS[0], types))
         assert got[0] == expected[0] and same(got[1], expected[1]), (sql, got, expected)
+
+
+def test_regexp_flags_fail_as_in_postgres(pg: Any) -> None:
+    """An unknown flag is PostgreSQL's 22023 here too; the flags PostgreSQL
+    has and Tidemark does not run (x: expanded syntax, ...) are 0A000."""
+    for sql, code in (
+        ("regexp_replace(s, 'b', 'x', 'z')", "22023"),
+        ("regexp_replace(s, 'b', 'x', 'gx')", "0A000"),
+    ):
+        scalar, types = plan_scalar(sql)
+        with pytest.raises(EvalError) as info:
+            eval_scalar(scalar, ROWS[0], types)
+        assert info.value.code == code, sql
+        if code == "22023":
+            with pytest.raises(psycopg.Error) as theirs:
+                pg.execute(f"SELECT {sql} FROM f")
+            assert theirs.value.sqlstate == code

@@ -557,6 +557,38 @@ QUERIES: dict[str, tuple[str, str | None]] = {
         " GROUP BY u.name HAVING mz_now() < max(t.v) + 6",
         None,
     ),
+    # jsonb operators (a UDF on Spark; DuckDB spells @> json_contains) and
+    # date/timestamp arithmetic with intervals (month ends clamp)
+    "fn_jsonb": (
+        "SELECT k, s, j -> 'k' AS a, j ->> 's' AS b, j @> '{\"s\": \"ab\"}' AS c FROM"
+        " (SELECT k, s, ('{\"k\": ' || coalesce(k, -1) || ', \"s\": \"' || coalesce(s, 'none')"
+        " || '\"}')::jsonb AS j FROM t) AS q",
+        "SELECT k, s, j -> 'k' AS a, j ->> 's' AS b, json_contains(j, '{\"s\": \"ab\"}') AS c"
+        ' FROM (SELECT k, s, CAST(\'{"k": \' || coalesce(k, -1) || \', "s": "\' ||'
+        " coalesce(s, 'none') || '\"}' AS JSON) AS j FROM t) AS q",
+    ),
+    "fn_date_arith": (
+        "SELECT k, CAST('2024-01-3' || (k % 2) AS date) + INTERVAL '1 month' AS m,"
+        " CAST('2023-12-3' || (k % 2) || ' 23:00:00' AS timestamp) + INTERVAL '1 day 2 hours'"
+        " AS h, date_trunc('week', CAST('2024-03-0' || (k + 1) AS timestamp) - INTERVAL"
+        " '1 month') AS w FROM t WHERE k IS NOT NULL",
+        None,
+    ),
+    # more math and text functions (compute/local_builtins_extra.py; UDFs on Spark)
+    "fn_math_extra": (
+        "SELECT k, v, sign(v) AS a, trunc(v / 3.0, 1) AS b, div(v, 2) AS c, exp(k) AS d,"
+        " ln(abs(v) + 1) AS e, log(abs(v) + 1) AS f, trunc(v / 4.0) AS g, pi() * k AS h FROM t",
+        "SELECT k, v, sign(v), trunc(v / 3.0, 1), v // 2, exp(k), ln(abs(v) + 1),"
+        " log(abs(v) + 1), trunc(v / 4.0), pi() * k FROM t",
+    ),
+    "fn_text_regex": (
+        "SELECT k, s, regexp_replace(s, 'b+', 'X', 'g') AS a, regexp_replace(s, '(a)(b)?',"
+        " '\\2\\1') AS b, s ~ '^a' AS c, s !~* 'B$' AS d, ascii(s) AS e, chr(k + 65) AS f,"
+        " translate(s, 'ab', 'A') AS g FROM t",
+        "SELECT k, s, regexp_replace(s, 'b+', 'X', 'g'), regexp_replace(s, '(a)(b)?', '\\2\\1'),"
+        " regexp_matches(s, '^a'), NOT regexp_matches(s, 'B$', 'i'), ascii(s), chr(k + 65),"
+        " translate(s, 'ab', 'A') FROM t",
+    ),
     # LATERAL (sql/lateral.py): the subquery per distinct correlation value,
     # joined back; a correlated ORDER BY ... LIMIT is a TopK per group
     "lat_topk": (

@@ -1,0 +1,141 @@
+"""Binding more built-in functions with PostgreSQL's overloads and result
+types (`sql/builtins.py` has the rest; `compute/local_builtins_extra.py`
+implements these):
+
+- ln, exp, sign, log(x), trunc(x): double precision or numeric, as the
+  argument (integers take the double overload, PostgreSQL's preferred type);
+  log(b, x) and trunc(x, places) are numeric; pi() is double precision;
+  div(a, b) is numeric (sqlglot reads it as a cast of an integer division).
+- regexp_replace(text, pattern, replacement [, flags]), `text ~ pattern`,
+  `~*` (and `!~`, `!~*`, which sqlglot reads as NOT of them), initcap(text),
+  ascii(text) -> integer, chr(integer) -> text, translate(text, from, to).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from coordinator_lib.expr.scalar import is_numeric
+from coordinator_lib.repr.relation import ScalarType
+from coordinator_lib.sql.builtins import _Args, _call, _float_or_numeric
+from coordinator_lib.sql.positions import position_of
+
+if TYPE_CHECKING:
+    from coordinator_lib.sql.scalar import ScalarBinder, Typed
+
+S = ScalarType
+
+
+def _log(b: ScalarBinder, node: exp.Log) -> Typed:
+    if node.expression is None:
+        args = _Args(b, node, "log", [node.this])
+        value = args.float_or_numeric(0)
+        return _call("log10", [value], value.scalar)
+    args = _Args(b, node, "log", [node.this, node.expression])
+    if any(not v.unknown and not is_numeric(v.scalar) for v in args.values):
+        raise args.fail()
+    if any(not v.unknown and v.scalar in (S.REAL, S.DOUBLE) for v in args.values):
+        raise args.fail()  # log(numeric, numeric) only
+    bound = [args.float_or_numeric(i, prefer=S.NUMERIC) for i in range(2)]
+    return _call("log_base", bound, S.NUMERIC)
+
+
+def _trunc(b: ScalarBinder, node: exp.Trunc) -> Typed:
+    places = node.args.get("decimals")
+    if places is None:
+        args = _Args(b, node, "trunc", [node.this])
+        value = args.float_or_numeric(0)
+        return _call("trunc", [value], value.scalar)
+    args = _Args(b, node, "trunc", [node.this, places])
+    first = args.values[0]
+    if not first.unknown and first.scalar in (S.REAL, S.DOUBLE):
+        raise args.fail()  # trunc(numeric, integer) only
+    value = args.float_or_numeric(0, prefer=S.NUMERIC)
+    return _call("trunc_to", [value, args.integer(1)], S.NUMERIC)
+
+
+def _pi(b: ScalarBinder, node: exp.Pi) -> Typed:
+    return _call("pi", [], S.DOUBLE, False)
+
+
+def _div(b: ScalarBinder, node: exp.IntDiv) -> Typed:
+    args = _Args(b, node, "div", [node.this, node.expression])
+    if any(not v.unknown and v.scalar in (S.REAL, S.DOUBLE) for v in args.values):
+        raise args.fail()  # div(numeric, numeric) only; floats cast to numeric explicitly
+    bound = [args.float_or_numeric(i, prefer=S.NUMERIC) for i in range(2)]
+    return _call("div", bound, S.NUMERIC)
+
+
+def _regexp_replace(b: ScalarBinder, node: exp.RegexpReplace) -> Typed:
+    nodes = [node.this, node.expression, node.args.get("replacement")]
+    if node.args.get("modifiers") is not None:
+        nodes.append(node.args["modifiers"])
+    for extra in ("position", "occurrence"):
+        if node.args.get(extra) is not None:
+            nodes.append(node.args[extra])
+    args = _Args(b, node, "regexp_replace", nodes)
+    args.count(3, 4)
+    return _call("regexp_replace", [args.text(i) for i in range(len(nodes))], S.TEXT)
+
+
+def _regex_match(name: str, symbol: str) -> Callable[[Any, Any], Typed]:
+    def bind(b: ScalarBinder, node: exp.Expr) -> Typed:
+        args = _Args(b, node, name, [node.this, node.expression])
+        known = [v for v in args.values if not v.unknown]
+        if any(v.scalar is not S.TEXT for v in known):
+            left, right = args.values
+            raise b.no_operator(node, symbol, left.scalar, right.scalar)
+        return _call(name, [args.text(0), args.text(1)], S.BOOLEAN)
+
+    return bind
+
+
+def _initcap(b: ScalarBinder, node: exp.Initcap) -> Typed:
+    # sqlglot fills in other dialects' default delimiters (a literal the
+    # statement text does not hold: no position); a written one is an error.
+    written = node.expression is not None and position_of(node.expression) is not None
+    nodes = [node.this] + ([node.expression] if written else [])
+    args = _Args(b, node, "initcap", nodes)
+    args.count(1)
+    return _call("initcap", [args.text(0)], S.TEXT)
+
+
+def _ascii(b: ScalarBinder, node: exp.Ascii) -> Typed:
+    args = _Args(b, node, "ascii", [node.this])
+    return _call("ascii", [args.text(0)], S.INTEGER)
+
+
+def _chr(b: ScalarBinder, node: exp.Chr) -> Typed:
+    args = _Args(b, node, "chr", list(node.expressions))
+    args.count(1)
+    if node.args.get("charset"):  # chr(n USING charset): MySQL's
+        raise args.fail()
+    return _call("chr", [args.integer(0)], S.TEXT)
+
+
+def _translate(b: ScalarBinder, node: exp.Translate) -> Typed:
+    args = _Args(b, node, "translate", [node.this, node.args["from_"], node.args["to"]])
+    return _call("translate", [args.text(i) for i in range(3)], S.TEXT)
+
+
+EXTRA_BUILTINS: dict[type, Callable[[Any, Any], Typed]] = {
+    exp.Ln: _float_or_numeric("ln"),
+    exp.Exp: _float_or_numeric("exp"),
+    exp.Sign: _float_or_numeric("sign"),
+    exp.Log: _log,
+    exp.Trunc: _trunc,
+    exp.Pi: _pi,
+    exp.IntDiv: _div,
+    exp.RegexpReplace: _regexp_replace,
+    exp.RegexpLike: _regex_match("regex_match", "~"),
+    exp.RegexpILike: _regex_match("regex_imatch", "~*"),
+    exp.Initcap: _initcap,
+    exp.Ascii: _ascii,
+    exp.Chr: _chr,
+    exp.Translate: _translate,
+}
+
+__all__ = ["EXTRA_BUILTINS"]

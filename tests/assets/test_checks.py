@@ -7,13 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from assets import build_assets
 from assets.project import Project
 from coordinator_lib.adapter import operations
+from coordinator_lib.adapter.operations import Frontiers
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.update import Update
-from tests.assets.support import DemoEnv, demo_env, id_of, key
+from tests.assets.support import DemoEnv, demo_env, id_of, key, metadata_values
 
 # Everything but the index: its arrangement needs Spark, these checks do not.
 SKIP = {key("item_stats_by_item")}
@@ -96,3 +98,55 @@ def test_frontier_check_fails_when_lag_exceeds_the_declared_freshness(tmp_path: 
 def _objects(env: DemoEnv):  # type: ignore[no-untyped-def]
     with env.resource.open(spark=False) as opened:
         return operations.catalog_objects(opened)
+
+
+def test_frontier_check_fails_on_since_after_upper_and_on_frontiers_going_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Frontiers a broken environment could report, injected where the check
+    reads them (operations.observe) for one collection."""
+    env = demo_env(tmp_path)
+    with dg.instance_for_test() as instance:
+        result = _materialize_demo(env, instance)
+        assert result.success
+        metadata = {
+            e.materialization.asset_key.path[-1]: metadata_values(e.materialization)
+            for e in result.get_asset_materialization_events()
+        }
+        for name, values in metadata.items():  # shown on every materialization
+            assert isinstance(values["spark_seconds"], float), name
+            assert 0 <= values["spark_seconds"] <= values["seconds"], name
+        since, upper = metadata["watchlist"]["since"], metadata["watchlist"]["upper"]
+        assert isinstance(since, int) and isinstance(upper, int)
+        with env.coordinator() as other:
+            watchlist = id_of(other, "watchlist")
+        real = operations.observe
+
+        def reporting(change):  # type: ignore[no-untyped-def]
+            def observe(coordinator, id):  # type: ignore[no-untyped-def]
+                found = real(coordinator, id)
+                return change(found) if id == watchlist and found is not None else found
+
+            return observe
+
+        def frontiers_check() -> dg.AssetCheckEvaluation:
+            return _run_checks(env, instance, "watchlist", env.checks())["frontiers"]
+
+        assert frontiers_check().passed
+
+        crossing = reporting(lambda f: Frontiers(f.upper + 5, f.upper))
+        monkeypatch.setattr(operations, "observe", crossing)
+        crossed = frontiers_check()
+        assert not crossed.passed
+        assert "is after upper" in (crossed.description or "")
+
+        monkeypatch.setattr(
+            operations, "observe", reporting(lambda f: Frontiers(since - 1, upper - 1))
+        )
+        back = frontiers_check()
+        assert not back.passed
+        assert f"upper {upper - 1} went back from {upper}" in (back.description or "")
+        assert f"since {since - 1} went back from {since}" in (back.description or "")
+
+        monkeypatch.undo()
+        assert frontiers_check().passed

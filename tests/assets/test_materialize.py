@@ -49,6 +49,14 @@ def test_materialize_demo_twice_second_run_is_incremental(tmp_path: Path) -> Non
             assert values["since"] is None or values["since"] <= values["upper"], name
             for field in ("lag_ms", "rows_inserted", "rows_retracted", "total_rows", "plan"):
                 assert field in values, (name, field)
+            seconds = values["spark_seconds"]
+            assert isinstance(seconds, float) and 0 <= seconds <= values["seconds"], name
+        # The first run hydrates every view and the index.
+        for name in (*VIEWS, "item_stats_by_item"):
+            assert one[name]["step_kind"] == "hydration", name
+            assert str(one[name]["step"]).endswith(" hydration"), name
+        assert one["item_stats_by_item"]["engine"] == "spark"
+        assert one["item_stats_by_item"]["spark_seconds"] > 0
         # Every source and view of the run sits at the run's one seal timestamp.
         uppers = {one[n]["upper"] for n in ("auctions", "bids", "watchlist", "item_views", *VIEWS)}
         assert len(uppers) == 1
@@ -101,6 +109,15 @@ def test_materialize_demo_twice_second_run_is_incremental(tmp_path: Path) -> Non
                 assert two[source]["upper"] > one[source]["upper"]
                 assert two[source]["since"] >= one[source]["since"]
             assert other.catalog.get(id_of(other, "item_stats_by_item")).kind is ItemKind.INDEX
+        # Views only catch up (their state is their durable output); the
+        # index's arrangement lived in the first run's process, so this run
+        # hydrates it again, reading item_stats' whole snapshot, and says so.
+        for view in VIEWS:
+            assert two[view]["step_kind"] == "catch-up", view
+        index = two["item_stats_by_item"]
+        assert index["step_kind"] == "hydration"
+        assert "every run hydrates it anew" in str(index["arrangement"])
+        assert index["rows_read"] >= two["item_stats"]["total_rows"]
         assert two["watchlist"]["rows_inserted"] == 2
         assert two["item_views"]["rows_inserted"] == 2
         assert two["watched_items"]["total_rows"] >= 0

@@ -63,23 +63,37 @@ def test_concurrent_requests_share_one_durable_append(
 ) -> None:
     sql("CREATE SOURCE events FROM WEBHOOK BODY FORMAT TEXT")
     coord = handle.coordinator
+    source = _id(handle, "events")
     appender = WebhookAppender(coord)
     storage_append = coord.storage.append
+    appends: list[set[int]] = []  # the update times of each append with rows for `events`
 
     def slow_append(commands: Any) -> None:  # give callers time to queue behind one commit
         time.sleep(0.05)
         storage_append(commands)
+        for command in commands:
+            if command.id == source and command.updates:
+                appends.append({u.time for u in command.updates})
+
+    def request(n: int) -> AppendResult:
+        result = _append(appender, "events", str(n))
+        # Durable and readable at its timestamp as soon as it is answered.
+        assert result.timestamp is not None
+        assert ((str(n),), 1) in coord.storage.snapshot(source, result.timestamp)
+        return result
 
     monkeypatch.setattr(coord.storage, "append", slow_append)
     with ThreadPoolExecutor(32) as pool:
-        results = list(pool.map(lambda n: _append(appender, "events", str(n)), range(32)))
+        results = list(pool.map(request, range(32)))
     timestamps = {r.timestamp for r in results}
     assert None not in timestamps and len(timestamps) < 32 / 4
-    source = _id(handle, "events")
+    # One append per commit, all of its rows at the commit's one timestamp.
+    assert all(len(times) == 1 for times in appends)
+    assert len(appends) == len(timestamps)
+    assert {t for times in appends for t in times} == timestamps
     _, upper = coord.storage.collection_frontiers(source)
     latest = max(t for t in timestamps if t is not None)
     assert upper.time is not None and upper.time > latest
-    # Durable and readable at the time each caller was given.
     assert len(coord.storage.snapshot(source, latest)) == 32
     assert sorted(int(b) for (b,) in sql("SELECT body FROM events")) == list(range(32))
 

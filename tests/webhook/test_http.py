@@ -9,6 +9,10 @@ import hashlib
 import hmac
 import http.client
 import json
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -116,6 +120,84 @@ def test_413_is_exactly_over_the_limit(environment: Environment, sql: Sql) -> No
     assert post(environment, "raw", b"x" * limit).status_code == 200
     assert post(environment, "raw", b"x" * (limit + 1)).status_code == 413
     assert _count(sql, "raw") == 1
+
+
+def test_413_limit_set_in_config(tmp_path: Path) -> None:
+    env = Environment(
+        fast_config(tmp_path / "env", webhook_max_body_bytes=100), pgwire_port=0, http_port=0
+    )
+    env.start()
+    session = env.handle.client.startup("materialize", "materialize")
+    try:
+        sql = run_on(session)
+        sql("CREATE SOURCE raw FROM WEBHOOK BODY FORMAT BYTES")
+        assert post(env, "raw", b"x" * 100).status_code == 200
+        answer = post(env, "raw", b"x" * 101)
+        assert answer.status_code == 413
+        assert _count(sql, "raw") == 1
+    finally:
+        session.terminate()
+        env.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_413_limit_set_by_the_serve_flag(tmp_path: Path) -> None:
+    """`tidemark serve --webhook-max-body-bytes N`, as a user starts it."""
+    http_port = _free_port()
+    base = f"http://127.0.0.1:{http_port}"
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "tidemark"), "serve", "--data-dir",
+         str(tmp_path / "env"), "--pgwire-port", str(_free_port()), "--http-port",
+         str(http_port), "--webhook-max-body-bytes", "64"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if requests.get(f"{base}/api/health", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            assert process.poll() is None and time.monotonic() < deadline, "serve did not start"
+            time.sleep(0.3)
+        created = requests.post(
+            f"{base}/api/sql",
+            json={"query": "CREATE SOURCE raw FROM WEBHOOK BODY FORMAT BYTES"},
+            timeout=30,
+        )
+        assert created.status_code == 200, created.text
+        url = f"{base}/api/webhook/materialize/public/raw"
+        assert requests.post(url, data=b"x" * 64, timeout=30).status_code == 200
+        assert requests.post(url, data=b"x" * 65, timeout=30).status_code == 413
+        counted = requests.post(
+            f"{base}/api/sql", json={"query": "SELECT count(*) FROM raw"}, timeout=60
+        )
+        assert counted.json()["results"][0]["rows"] == [[1]]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, output
+
+
+def test_include_header_names_in_any_case(environment: Environment, sql: Sql) -> None:
+    """Header names in the SQL match whatever case they are written and sent in."""
+    sql(
+        "CREATE SOURCE h FROM WEBHOOK BODY FORMAT TEXT "
+        "INCLUDE HEADERS ('X-Keep') INCLUDE HEADER 'X-A' AS a INCLUDE HEADER 'x-B' AS b BYTES"
+    )
+    sent = [("x-a", "1"), ("X-B", "2"), ("X-KEEP", "3"), ("x-other", "4")]
+    assert _raw_post(environment, "/api/webhook/materialize/public/h", sent, b"hi")[0] == 200
+    [(body, headers, a, b)] = sql("SELECT body, headers, a, b FROM h")
+    assert (body, a, b) == ("hi", "1", b"2")
+    assert json.loads(headers) == {"x-keep": "3"}
+    shown = sql("SHOW CREATE SOURCE h")[0][1]
+    assert "INCLUDE HEADER 'x-a' AS a" in shown
 
 
 @pytest.fixture

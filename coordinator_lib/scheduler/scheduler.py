@@ -35,7 +35,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from coordinator_lib.scheduler.capture_manager import CaptureManager
+from coordinator_lib.scheduler.capture_manager import CaptureManager, CaptureState
 from coordinator_lib.scheduler.messages import (
     CHECKPOINT_CANNOT_PROCEED,
     Barrier,
@@ -179,8 +179,12 @@ class Scheduler:
             )
             if count == 0:
                 return 0
-            if len(self.capture_manager.captures) <= 1:
-                log.warning("drain of %s ignored: no other capture", target)
+            if not any(
+                status.state == CaptureState.INITIALIZED
+                for capture_id, status in self.capture_manager.captures.items()
+                if capture_id != target
+            ):
+                log.warning("drain of %s ignored: no other capture to take its tasks", target)
                 return count
             if not self.scheduler_manager.drain_capture.set_target(target):
                 log.info("drain of %s waits: another capture is draining", target)

@@ -149,15 +149,25 @@ class DrainCaptureScheduler:
 
     def schedule(self, checkpoint_ts, current_tables, captures, replications, running_tasks):
         if not self.target:
-            # A capture may be stopping on its own (shutting down).
+            # A capture may be stopping on its own (shutting down), or was
+            # drained before: take one that still runs tasks (one already
+            # drained would be taken, found empty and dropped every tick,
+            # starving any other stopping capture).
+            primaries = {rep.primary for rep in replications.values()}
             for capture_id, status in captures.items():
-                if status.state == CaptureState.STOPPING:
+                if status.state == CaptureState.STOPPING and capture_id in primaries:
                     self.target = capture_id
                     log.info("drain stopping capture %s", capture_id)
                     break
             if not self.target:
                 return []
-        workload = {c: 0 for c in captures if c != self.target}
+        # Never onto another stopping capture (two drained captures would
+        # pass their tasks back and forth).
+        workload = {
+            c: 0
+            for c, status in captures.items()
+            if c != self.target and status.state != CaptureState.STOPPING
+        }
         if not workload:
             log.warning("drain of %s: no other capture", self.target)
             self.target = ""

@@ -39,7 +39,8 @@ Checked once faults stop (within a bound of steps):
   are tracked too: each lands (the task's primary is the destination, the
   drained capture runs no task) or is abandoned for a reason (the owner
   that took the move was replaced, the task was dropped, the destination or
-  drained capture became a new incarnation or began draining).
+  drained capture became a new incarnation or began draining, every other
+  capture is draining too).
 
 Each seed also draws its fault profile (`random_config`): calm or hostile,
 short or long (straggling) delays, fast or slow executors. Faults are made
@@ -208,14 +209,14 @@ class _Session:
 class _Shard:
     """A task's output shard: its upper and who landed which times."""
 
-    __slots__ = ("history", "last_writer", "past_writers", "upper")
+    __slots__ = ("last_landed", "last_writer", "past_writers", "upper")
 
     def __init__(self, upper: int) -> None:
         self.upper = upper
         self.last_writer: _Session | None = None
         self.past_writers: set[_Session] = set()
-        self.history: list[tuple[int, int, _Session]] = []
-        """Landed writes in order: (lower, upper, writer)."""
+        self.last_landed: tuple[int, int, _Session] | None = None
+        """The latest landed write: (lower, upper, writer)."""
 
     def compare_and_append(self, expected_upper: int, new_upper: int) -> bool:
         """Persist's CaS (invariant 2): the only thing deciding a write."""
@@ -260,7 +261,8 @@ class _Writer:
             if now <= lower:
                 return Checkpoint(lower, lower)
             session.pending = (lower, now)
-            if sim.rng.random() < sim.config.slow_step:
+            slow = sim.config.slow_step
+            if slow and sim.rng.random() < slow:
                 return Checkpoint(lower, lower)  # the CaS comes next tick
         lower, upper = session.pending
         session.pending = None
@@ -270,7 +272,7 @@ class _Writer:
                 return self._fenced(session)
             return Checkpoint(shard.upper, shard.upper)
         sim.stats.landed_writes += 1
-        if not sim.leases.is_live(session.capture_id, session.epoch):
+        if sim.clock.now_ms() >= self.fence.lease.expires_at_ms:  # (renewals keep it current)
             sim.stats.stale_lands += 1
         self._record(shard, session, lower, upper)
         return Checkpoint(upper, upper)
@@ -281,8 +283,8 @@ class _Writer:
         return None
 
     def _record(self, shard: _Shard, session: _Session, lower: int, upper: int) -> None:
-        if shard.history:
-            last_lower, last_upper, writer = shard.history[-1]
+        if shard.last_landed is not None:
+            last_lower, last_upper, writer = shard.last_landed
             if lower < last_upper:
                 self.sim.fail(
                     f"{session.span}: {session.capture_id}@{session.epoch}"
@@ -290,7 +292,7 @@ class _Writer:
                     f" over [{last_lower}, {last_upper}) of {writer.capture_id}@{writer.epoch}"
                     " (two writers landed the same times)"
                 )
-        shard.history.append((lower, upper, session))
+        shard.last_landed = (lower, upper, session)
         last = shard.last_writer
         if last is session:
             return
@@ -352,9 +354,11 @@ class _Network:
             _, _, order, message = heapq.heappop(self.in_flight)
             if message.to in self.sim.partitioned:
                 continue
-            if self.faulty and order < self._delivered.get(message.to, 0):
-                self.sim.stats.reorders += 1
-            self._delivered[message.to] = max(order, self._delivered.get(message.to, 0))
+            if self.faulty:
+                if order < self._delivered.get(message.to, 0):
+                    self.sim.stats.reorders += 1
+                else:
+                    self._delivered[message.to] = order
             inbox.setdefault(message.to, []).append(message)
         return inbox
 
@@ -794,14 +798,24 @@ class Simulation:
         self.pending.moves = moves
         drains = []
         for drain in self.pending.drains:
-            if self._epoch_of(drain.target) != drain.target_epoch or (
-                revision is not None
-                and revision != drain.revision
-                and not self._draining(drain.target)
+            nowhere = scheduler is not None and not any(
+                st.state == CaptureState.INITIALIZED
+                for c, st in scheduler.capture_manager.captures.items()
+                if c != drain.target
+            )
+            if (
+                self._epoch_of(drain.target) != drain.target_epoch
+                or (
+                    revision is not None
+                    and revision != drain.revision
+                    and not self._draining(drain.target)
+                )
+                or nowhere
             ):
                 # A new incarnation is not drained; a drain its owner took
                 # but never told the capture is lost with that owner (an
-                # operator asks again until it reports 0).
+                # operator asks again until it reports 0); with every other
+                # capture stopping too there is nowhere to drain to.
                 self.stats.chaos_abandoned += 1
             elif (
                 scheduler is not None

@@ -14,6 +14,7 @@ from coordinator_lib.scheduler import (
     Barrier,
     DispatchTableRequest,
     HeartbeatResponse,
+    Liveness,
     ReplicationSetState,
     Role,
     TableState,
@@ -132,6 +133,29 @@ def test_drain_capture_moves_everything_off_within_the_limit() -> None:
     cluster.tables = [*TABLES, "u100"]
     cluster.run_until(cluster.settled)
     assert "u100" not in cluster.placement()["w0"]
+
+
+def test_a_new_owner_finishes_a_drain_next_to_an_already_drained_capture() -> None:
+    """Found by the simulation: with w0 drained (still stopping) and w1's
+    drain under way, a new owner picks up stopping captures by itself; it
+    must not keep picking the empty w0 and leave w1's tasks where they are."""
+    cluster = settled_cluster(captures=3, max_task_concurrency=1)
+    cluster.run_until(lambda: cluster.scheduler.drain_capture("w0") == 0)
+    cluster.run_until(
+        lambda: (
+            cluster.scheduler.drain_capture("w1") > 0
+            and cluster.agents["w1"].liveness == Liveness.STOPPING
+        )
+    )
+    assert any(rep.primary == "w1" for rep in cluster.scheduler.replication_sets.values())
+    cluster.new_owner()  # the drain request dies with the old owner
+    cluster.run_until(
+        lambda: (
+            cluster.settled()
+            and all(rep.primary == "w2" for rep in cluster.scheduler.replication_sets.values())
+        )
+    )
+    assert cluster.placement() == {"w0": [], "w1": [], "w2": sorted(TABLES)}
 
 
 def test_drain_with_a_single_capture_is_refused() -> None:

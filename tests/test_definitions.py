@@ -6,7 +6,11 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import psycopg
 
+from coordinator_lib.adapter.coordinator import Config
+from coordinator_lib.server.environment import Environment
+from definitions import DEFAULT_PROJECT, build_definitions
 from tests.assets.support import demo_env, key
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -85,3 +89,40 @@ def test_dagster_definitions_validate(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / "data").is_dir()  # the demo SQL was applied there
+
+
+def test_objects_created_over_pgwire_appear_at_the_next_reload(tmp_path: Path) -> None:
+    """A CREATE MATERIALIZED VIEW sent by psycopg to a running server: the
+    definitions built again on the same environment (what "Reload
+    definitions" does) show it, wired to its input, run by the timestamp
+    sensor's job."""
+    env = demo_env(tmp_path)
+    assert key("big_bids") not in env.defs.resolve_asset_graph().get_all_asset_keys()
+    server = Environment(
+        Config(data_dir=str(env.data_dir), background=False), pgwire_port=0, http_port=0
+    )
+    server.start()
+    try:
+        dsn = f"host=127.0.0.1 port={server.pgwire.port} user=materialize dbname=materialize"
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+            conn.execute(
+                "CREATE MATERIALIZED VIEW big_bids AS "
+                "SELECT auction_id, amount FROM bids WHERE amount > 50"
+            )
+    finally:
+        server.stop()
+
+    reloaded = build_definitions(DEFAULT_PROJECT, env.resource)
+    graph = reloaded.resolve_asset_graph()
+    node = graph.get(key("big_bids"))
+    assert node.parent_keys == {key("bids")}
+    assert node.kinds == {"spark", "sql", "view"}
+    assert [c.name for c in node.metadata["dagster/column_schema"].columns] == [
+        "auction_id",
+        "amount",
+    ]
+    assert "dagster/code_references" not in node.metadata  # not in the project's SQL
+    job = reloaded.get_repository_def().get_job("tidemark_views")
+    assert key("big_bids") in job.asset_layer.selected_asset_keys
+    # The old definitions are unchanged: only a reload shows it.
+    assert key("big_bids") not in env.defs.resolve_asset_graph().get_all_asset_keys()

@@ -7,6 +7,11 @@
 #   SQL (pgwire)    psql -h 127.0.0.1 -p 6875 -U materialize materialize
 #   HTTP / webhook  http://127.0.0.1:6876/api/sql, /api/webhook/<db>/<schema>/<source>
 #
+# Environment overrides: TIDEMARK_PROJECT (a project folder: its sql/, data
+# in <project>/data, Dagster in <project>/dagster_home unless
+# TIDEMARK_DATA_DIR / DAGSTER_HOME say otherwise), DAGSTER_PORT, PGWIRE_PORT,
+# HTTP_PORT. tests/ui/test_make_run.py runs it that way on a copy of demo/.
+#
 # Each runs as its own job (process group), so stopping reaches everything
 # it started (Dagster's webserver, daemon, code server and run workers, and
 # their JVMs): SIGINT first, SIGKILL for whatever is left after 20 s. Job

@@ -4,13 +4,17 @@ and seals at one timestamp; a sensor's coordinator refuses Spark."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
+from dagster_pyspark import LazyPySparkResource
 
 from coordinator_lib.adapter.client import serve
-from coordinator_lib.adapter.coordinator import Config
+from coordinator_lib.adapter.coordinator import Config, Coordinator
+from definitions import build_definitions
 from resources import CoordinatorResource, NoSparkInSensors, pyspark_resource
+from tests.assets.support import metadata_values, run_sql
 
 
 def test_sensor_coordinator_refuses_spark(tmp_path: Path) -> None:
@@ -62,3 +66,47 @@ def test_resource_sees_another_process_s_objects(tmp_path: Path) -> None:
     resource = CoordinatorResource(data_dir=str(tmp_path))
     with resource.open(spark=False) as coordinator:
         assert [str(i.name) for i in coordinator.catalog.items()] == ["materialize.public.t"]
+
+
+@pytest.mark.spark
+def test_a_run_takes_its_spark_session_from_the_pyspark_resource(
+    tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index hydrates on Spark: the session comes from dagster-pyspark's
+    LazyPySparkResource (the test session's JVM, reused: one Spark start)."""
+    asked: list[dict[str, Any]] = []
+    real = LazyPySparkResource.spark_session
+
+    def spark_session(self: LazyPySparkResource) -> Any:
+        asked.append(dict(self.spark_config))
+        return real.fget(self)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(LazyPySparkResource, "spark_session", property(spark_session))
+    project = tmp_path / "project"
+    (project / "sql").mkdir(parents=True)
+    (project / "sql" / "objects.sql").write_text(
+        "CREATE TABLE t (k text NOT NULL, v bigint);\n"
+        "CREATE MATERIALIZED VIEW totals AS SELECT k, sum(v) AS v FROM t GROUP BY k;\n"
+        "CREATE INDEX totals_by_k ON totals (k);\n"
+    )
+    resource = CoordinatorResource(data_dir=str(tmp_path / "data"), pyspark=pyspark_resource())
+    defs = build_definitions(project, resource)
+    other = Coordinator(Config(data_dir=str(tmp_path / "data"), background=False))
+    try:
+        run_sql(other, ["INSERT INTO t VALUES ('a', 1), ('a', 2), ('b', 5)"])
+    finally:
+        other.close()
+    assets = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)]
+    with dg.instance_for_test() as instance:
+        result = dg.materialize(assets, resources={"coordinator": resource}, instance=instance)
+    assert result.success
+    index = {
+        e.materialization.asset_key.path[-1]: metadata_values(e.materialization)
+        for e in result.get_asset_materialization_events()
+    }["totals_by_k"]
+    assert index["engine"] == "spark" and index["step_kind"] == "hydration"
+    assert isinstance(index["spark_seconds"], float) and index["spark_seconds"] > 0
+    assert index["total_rows"] == 2
+    assert asked, "the run never asked the pyspark resource for its session"
+    assert asked[0]["spark.app.name"] == "tidemark-dagster"
+    assert asked[0]["spark.sql.session.timeZone"] == "UTC"

@@ -142,6 +142,7 @@ def plan_tick(
     freshness reason."""
     keys = {obj.id: asset_key(obj).to_user_string() for obj in objects}
     frontiers = observed.frontiers
+    freshness = freshness_ms or {}
     observations, uppers = _observations(objects, observed, cursor)
     now = wall_clock_ms() if now_ms is None else now_ms
 
@@ -186,7 +187,7 @@ def plan_tick(
             reasons[key], newest[key] = HYDRATE, own.upper
         elif found is not None:
             reasons[key], newest[key] = NEW_ROWS, found
-        elif freshness_ms is not None and now - covered[key] > freshness_ms.get(key, now) // 2:
+        elif key in freshness and now - covered[key] > freshness[key] // 2:
             reasons[key], newest[key] = FRESHNESS, now
 
     # The on-commit views upstream of a requested one step too (to reach it).

@@ -250,11 +250,17 @@ def _reduce(
         values = tuple(aggregate_values(a, present, types) for a in aggregates)
         return key + values, 1
 
+    # The old rows with their keys, computed once for both uses below (the
+    # old output and the touched groups' old rows): key expressions are
+    # evaluated per row in Python, and a step may need both.
+    source = rendered.old
+    keyed_old = None if source is None else cache(lambda: [(key_of(r), r, d) for r, d in source()])
+
     def old_rows() -> OldRows:
-        assert rendered.old is not None
+        assert keyed_old is not None
         groups: dict[tuple, Counter] = defaultdict(Counter)
-        for row, diff in rendered.old():
-            groups[key_of(row)][row] += diff
+        for key, row, diff in keyed_old():
+            groups[key][row] += diff
         out = []
         for key, rows in groups.items():
             value = output(key, rows)
@@ -269,9 +275,8 @@ def _reduce(
     for update in rendered.delta:
         by_key[key_of(update.row)].append(update)
     before: dict[tuple, Counter] = defaultdict(Counter)
-    if rendered.old is not None:
-        for row, diff in rendered.old():
-            key = key_of(row)
+    if keyed_old is not None:
+        for key, row, diff in keyed_old():
             if key in by_key:
                 before[key][row] += diff
     changes: list[Update] = []

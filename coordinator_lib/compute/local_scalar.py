@@ -184,6 +184,23 @@ def _arith(func: BinaryFunc, a: Any, b: Any, st: ScalarType) -> Any:
     return math.fmod(a, b)
 
 
+def _scalar_type(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> ScalarType:
+    """`expr.typ(types).scalar_type`, remembered on the node for the last
+    `types` it was asked with. eval_scalar runs once per row with the same
+    types, and `typ` walks the node's whole subtree each time: without this,
+    typing took over half of a q5 step (bench/nexmark.py). `typ` is a pure
+    function of (node, types), so a hit for equal types is exact."""
+    slots = getattr(expr, "__dict__", None)
+    if slots is None:  # a node without instance attributes: no place to remember
+        return expr.typ(types).scalar_type
+    cached = slots.get("_local_scalar_type")
+    if cached is not None and (cached[0] is types or cached[0] == types):
+        return cached[1]
+    st = expr.typ(types).scalar_type
+    object.__setattr__(expr, "_local_scalar_type", (types, st))  # a cache, not a field
+    return st
+
+
 def eval_scalar(expr: ScalarExpr, row: Row, types: tuple[ColumnType, ...]) -> Any:
     """Evaluate `expr` on `row`, whose columns have `types`."""
     if isinstance(expr, Column):
@@ -228,7 +245,7 @@ def eval_scalar(expr: ScalarExpr, row: Row, types: tuple[ColumnType, ...]) -> An
             return value is False
         if value is None:
             return None
-        st = expr.expr.typ(types).scalar_type
+        st = _scalar_type(expr.expr, types)
         if func is UnaryFunc.NOT:
             return not value
         if func is UnaryFunc.NEG:
@@ -254,10 +271,10 @@ def eval_scalar(expr: ScalarExpr, row: Row, types: tuple[ColumnType, ...]) -> An
             return _like(left, right)
         if func is BinaryFunc.CONCAT:
             return left + right
-        return _arith(func, left, right, expr.typ(types).scalar_type)
+        return _arith(func, left, right, _scalar_type(expr, types))
     if isinstance(expr, Cast):
         value = eval_scalar(expr.expr, row, types)
-        return _cast(value, expr.expr.typ(types).scalar_type, expr.to)
+        return _cast(value, _scalar_type(expr.expr, types), expr.to)
     if isinstance(expr, CallFunction):
         args = [eval_scalar(arg, row, types) for arg in expr.args]
         try:

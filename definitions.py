@@ -4,8 +4,9 @@ A thin shell over coordinator_lib: the project's SQL files are applied
 (idempotently) and the catalog is read when the location loads, giving one
 asset per source, table, materialized view and index, their checks, the
 timestamp-assignment sensor (which also runs the views refreshed on commit
-when their inputs have new updates), the compaction sensor and the REFRESH
-EVERY schedules. Objects created over pgwire appear at the next reload.
+when their tables or sources have new updates), the automation sensor (the
+eager condition of on-commit views reading a view), the compaction sensor
+and the REFRESH EVERY schedules. Objects created over pgwire appear at the next reload.
 Runs use the in-process executor: one process, one coordinator and at most
 one JVM per run.
 

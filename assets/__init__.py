@@ -7,12 +7,24 @@ from __future__ import annotations
 import dagster as dg
 
 from assets.checks import build_checks
-from assets.factory import TARGETS_TAG, build_asset, current_id, is_on_commit_view, planned_upper
+from assets.factory import (
+    ON_VIEW_PARENTS,
+    TARGETS_TAG,
+    VIEWS,
+    build_asset,
+    current_id,
+    is_on_commit_view,
+    planned_upper,
+    reads_a_view,
+    reads_storage,
+)
 from assets.keys import asset_key, group_name
 from assets.project import Project, load_project
 
 __all__ = [
+    "ON_VIEW_PARENTS",
     "TARGETS_TAG",
+    "VIEWS",
     "Project",
     "asset_key",
     "build_asset",
@@ -23,6 +35,8 @@ __all__ = [
     "is_on_commit_view",
     "load_project",
     "planned_upper",
+    "reads_a_view",
+    "reads_storage",
 ]
 
 

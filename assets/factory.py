@@ -6,11 +6,16 @@ incremental step to its inputs' least upper (or the upper planned for it),
 an index hydrates its arrangement in the run's process (anew in every run:
 each run opens its own coordinator; assets/metadata.py says so).
 
-Views refreshed on commit carry no automation condition: the timestamp
-sensor (sensors/timestamps.py) is the one thing that requests them, when
-their inputs have new updates; REFRESH EVERY views have a schedule. (An
-eager condition as well would run them twice: once on the sensor's request,
-once when Dagster sees their inputs materialized.)
+Views refreshed on commit are run by two mechanisms, one per trigger. New
+rows in a storage input (table, webhook source, load generator subsource):
+the timestamp sensor (sensors/timestamps.py), which reads batch metadata
+Dagster cannot see. A view parent materialized: the `ON_VIEW_PARENTS`
+condition (eager, its dependency parts restricted to materialized views),
+carried by the on-commit views that read a view and evaluated by the
+`tidemark_automation` sensor. Sources and tables are never materialized in
+Dagster, only sealed and observed, so eager's `any_deps_missing` and
+`any_deps_updated` look at view parents only. REFRESH EVERY views have a
+schedule.
 """
 
 import json
@@ -35,14 +40,20 @@ from resources import CoordinatorResource
 
 __all__ = [
     "KINDS",
+    "ON_VIEW_PARENTS",
     "TARGETS_TAG",
+    "VIEWS",
     "build_asset",
     "current_id",
     "is_on_commit_view",
     "planned_upper",
+    "reads_a_view",
+    "reads_storage",
 ]
 
-# Run tag: JSON {asset key string: upper} of the views a sensor run steps.
+# Run tag: JSON {asset key string: upper} of the views a timestamp sensor
+# run steps (runs of the automation sensor have none: each view steps to its
+# inputs' least upper).
 TARGETS_TAG = "tidemark/targets"
 
 KINDS = {
@@ -53,9 +64,38 @@ KINDS = {
 }
 
 
+# Every materialized view's asset (kind "view"), resolved when a condition
+# is evaluated, so views created since the location loaded count too.
+VIEWS = dg.AssetSelection.kind("view")
+
+# Eager, with "a dependency updated" and "a dependency is missing" looking
+# at view parents only: Dagster never materializes sources and tables (the
+# timestamp sensor seals and observes them), so they would always count as
+# missing. `~in_progress` and `~any_deps_in_progress` (every parent) are
+# eager's own: no run while one stepping the view or a parent is under way.
+ON_VIEW_PARENTS = (
+    dg.AutomationCondition.eager()
+    .replace("any_deps_updated", dg.AutomationCondition.any_deps_updated().allow(VIEWS))
+    .replace("any_deps_missing", dg.AutomationCondition.any_deps_missing().allow(VIEWS))
+    .with_label("eager (view parents)")
+)
+
+
 def is_on_commit_view(obj: CatalogObject) -> bool:
     """A materialized view refreshed whenever its inputs change (no REFRESH EVERY)."""
     return obj.kind is ItemKind.MATERIALIZED_VIEW and obj.refresh_every_ms is None
+
+
+def reads_a_view(obj: CatalogObject, objects: Mapping[GlobalId, CatalogObject]) -> bool:
+    """An input is a materialized view (`objects` by id)."""
+    return any(objects[i].kind is ItemKind.MATERIALIZED_VIEW for i in obj.inputs if i in objects)
+
+
+def reads_storage(obj: CatalogObject, objects: Mapping[GlobalId, CatalogObject]) -> bool:
+    """An input is a table or a source (webhook, load generator subsource)."""
+    return any(
+        objects[i].kind in (ItemKind.SOURCE, ItemKind.TABLE) for i in obj.inputs if i in objects
+    )
 
 
 def current_id(coordinator: Coordinator, obj: CatalogObject) -> GlobalId:
@@ -93,6 +133,9 @@ def build_asset(obj: CatalogObject, project: Project) -> dg.AssetsDefinition:
         description=description(obj, project.definition(obj)),
         metadata=definition_metadata(
             obj, objects, project.definition(obj), project.freshness_of(obj)
+        ),
+        automation_condition=(
+            ON_VIEW_PARENTS if is_on_commit_view(obj) and reads_a_view(obj, objects) else None
         ),
     )
     def materialize(

@@ -1,7 +1,8 @@
 """Dagster sensors and schedules: timestamp assignment (which also runs the
-views refreshed on commit, when their inputs have new updates), compaction,
-and the REFRESH EVERY schedules. Sensors never start Spark (ticks time out
-at 60 s)."""
+views refreshed on commit whose storage inputs have new updates), the
+automation sensor (which runs the on-commit views reading a view when a view
+parent materializes: their eager condition), compaction, and the REFRESH
+EVERY schedules. Sensors never start Spark (ticks time out at 60 s)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import dagster as dg
 
 from assets import Project, asset_key, is_on_commit_view
 from sensors.compaction import build_compaction_sensor
-from sensors.schedules import build_refresh_schedules, cron_for_interval
+from sensors.schedules import build_automation_sensor, build_refresh_schedules, cron_for_interval
 from sensors.timestamps import TimestampCursor, build_timestamp_sensor, plan_tick
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TimestampCursor",
+    "build_automation_sensor",
     "build_compaction_sensor",
     "build_refresh_schedules",
     "build_sensors",
@@ -44,4 +46,11 @@ def views_job(project: Project) -> UnresolvedAssetJobDefinition | None:
 def build_sensors(
     project: Project, job: UnresolvedAssetJobDefinition | None
 ) -> list[dg.SensorDefinition]:
-    return [build_timestamp_sensor(project, job), build_compaction_sensor(project)]
+    sensors: list[dg.SensorDefinition] = [
+        build_timestamp_sensor(project, job),
+        build_compaction_sensor(project),
+    ]
+    automation = build_automation_sensor(project)
+    if automation is not None:
+        sensors.append(automation)
+    return sensors

@@ -1,5 +1,8 @@
-"""Schedules for views declared WITH (REFRESH EVERY '<interval>'). (Views
-refreshed on commit are run by the timestamp sensor, sensors/timestamps.py.)
+"""Schedules for views declared WITH (REFRESH EVERY '<interval>'), and the
+automation sensor that evaluates the eager condition of on-commit views
+reading a view (assets/factory.py, ON_VIEW_PARENTS). (The timestamp sensor,
+sensors/timestamps.py, runs on-commit views whose storage inputs have new
+rows.)
 
 Cron has minutes as its finest unit and only periods that divide the hour
 or the day evenly: an interval is mapped to the closest period at or below
@@ -10,10 +13,17 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets import Project, asset_key
+from assets import Project, asset_key, is_on_commit_view, reads_a_view
 from assets.keys import safe_name
 
-__all__ = ["build_refresh_schedules", "cron_for_interval"]
+__all__ = [
+    "AUTOMATION_SENSOR",
+    "build_automation_sensor",
+    "build_refresh_schedules",
+    "cron_for_interval",
+]
+
+AUTOMATION_SENSOR = "tidemark_automation"
 
 _MINUTE = 60_000
 _HOUR = 60 * _MINUTE
@@ -51,3 +61,27 @@ def build_refresh_schedules(project: Project) -> list[dg.ScheduleDefinition]:
             )
         )
     return schedules
+
+
+def build_automation_sensor(project: Project) -> dg.AutomationConditionSensorDefinition | None:
+    """Evaluates the eager condition of the on-commit views that read a view,
+    running by default (Dagster's default_automation_condition_sensor, which
+    it would otherwise add, starts switched off)."""
+    objects = project.by_id()
+    keys = [
+        asset_key(obj)
+        for obj in project.objects
+        if is_on_commit_view(obj) and reads_a_view(obj, objects)
+    ]
+    if not keys:
+        return None
+    return dg.AutomationConditionSensorDefinition(
+        AUTOMATION_SENSOR,
+        target=dg.AssetSelection.assets(*keys),
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=30,
+        run_tags={"tidemark/trigger": "automation"},
+        description="Runs the views refreshed on commit that read a view, when a view "
+        "they read materializes (eager); new rows in tables and sources are the "
+        "timestamp sensor's.",
+    )

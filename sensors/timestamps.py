@@ -1,28 +1,42 @@
-"""The timestamp-assignment sensor: the one mechanism that runs the views
-refreshed on commit.
+"""The timestamp-assignment sensor: seals the storage collections and runs
+the views refreshed on commit whose storage inputs have new rows.
 
 Each tick seals every table, webhook source and load generator at a fresh
 timestamp (operations.assign_timestamps: writes only, no dataflow step, no
 Spark) and records the sources that advanced as asset observations. Sealing
 moves every upper on every tick, so an advanced upper alone asks for
-nothing: a view is requested when an input has *new updates* it has not
-taken in, which the tick reads from the inputs' batch metadata
-(operations.update_spans: no data read, no Spark). A view is requested when
+nothing: a view is requested when a storage input (table, webhook source,
+load generator subsource) has *new updates* it has not taken in, which the
+tick reads from the inputs' batch metadata (operations.update_spans: no data
+read, no Spark). A view is requested when
 
-- `new-rows`: an input has updates at or after the upper the view has, or a
-  run requested earlier will give it (an upstream view requested in the
-  same tick counts as new updates);
+- `new-rows`: a storage input has updates at or after the upper the view
+  has, or a run requested earlier will give it;
 - `hydrate`: it has never been computed (nothing readable) and no run was
-  requested for it yet;
-- `freshness`: its upper (or the one requested) lags the wall clock by more
-  than half its declared freshness, so an idle view's frontier check keeps
-  passing.
+  requested for it yet (any on-commit view: Dagster's "missing" is not
+  Tidemark's);
+- `freshness`: it reads a storage input and its upper (or the one
+  requested) lags the wall clock by more than half its declared freshness,
+  so an idle view's frontier check keeps passing.
 
-The run also steps the on-commit views upstream of a requested one (with
-no new rows, a cheap step), so it can reach the time of its new rows. Each
-view steps to the upper planned here (the `tidemark/targets` run tag), not
-further, so the batches a view writes end where the views reading it start
-next time. The run key names each requested view with the upper of the newest input
+One trigger, one owner: a view parent's new rows are not this sensor's.
+On-commit views that read a view carry an eager condition
+(assets/factory.py, ON_VIEW_PARENTS) and the `tidemark_automation` sensor
+runs them when a view they read materializes, so this sensor never requests
+a view because of the views below it. What it does step besides the
+requested views is what lets the new rows reach every view: the on-commit
+views upstream of a requested one (an idle view parent's upper only moves
+when it is stepped; with no new rows the step is cheap), and the on-commit
+views read by the views downstream of a requested one, so that when eager
+steps those they find every input at the new time. Each view steps to the
+upper planned here (the `tidemark/targets` run tag), not further. Eager
+ignores a parent's update made by a run that also stepped the child (its
+`executed_with_root_target`), so a view in this sensor's run is not stepped
+again for it. A mixed view (a storage input and a view input) can still be
+requested by both in a rare interleaving; that is safe: compare_and_append
+on its upper decides and the later run's step is a no-op.
+
+The run key names each requested view with the upper of the newest input
 update it takes in (`<view>@<upper>`; the target upper if less): the same
 new updates give the same key, so a tick evaluated again with an old cursor
 asks for nothing Dagster has not seen, and new updates give a new key. The
@@ -146,6 +160,7 @@ def plan_tick(
     observations, uppers = _observations(objects, observed, cursor)
     now = wall_clock_ms() if now_ms is None else now_ms
 
+    by_id = {obj.id: obj for obj in objects}
     views = [
         obj
         for obj in objects
@@ -154,6 +169,19 @@ def plan_tick(
         and f.upper is not None
     ]
     view_keys = {keys[obj.id] for obj in views}
+    order = [keys[obj.id] for obj in views]  # inputs first
+    # The on-commit views each one reads (the edges its eager condition follows).
+    view_inputs = {
+        keys[obj.id]: [keys[i] for i in obj.inputs if keys.get(i) in view_keys] for obj in views
+    }
+    storage = {
+        keys[obj.id]: [
+            keys[i]
+            for i in obj.inputs
+            if i in by_id and by_id[i].kind in (ItemKind.SOURCE, ItemKind.TABLE)
+        ]
+        for obj in views
+    }
     # The upper each view has, or that a requested run will give it.
     covered: dict[str, int] = {}
     for obj in views:
@@ -162,6 +190,8 @@ def plan_tick(
         covered[keys[obj.id]] = max(own.upper, cursor.requested.get(keys[obj.id], own.upper))
 
     # Which views need a run, and the upper of the newest update they take in.
+    # Only storage inputs count: a view parent's new rows are the automation
+    # sensor's (eager) to follow.
     reasons: dict[str, str] = {}
     newest: dict[str, int] = {}
     for obj in views:
@@ -172,13 +202,7 @@ def plan_tick(
         never = not readable and key not in cursor.requested
         lower = None if never else covered[key]  # None: any update at all is new
         found: int | None = None
-        for input_id in obj.inputs:
-            input_key = keys.get(input_id)
-            if input_key is None:
-                continue
-            if reasons.get(input_key) in (NEW_ROWS, HYDRATE):  # upstream, in this run
-                found = max(found or 0, newest[input_key])
-                continue
+        for input_key in storage[key]:
             for span in observed.spans.get(input_key, ()):
                 if updates_in([span], lower):
                     end = span.upper if span.upper is not None else covered[key]
@@ -187,40 +211,62 @@ def plan_tick(
             reasons[key], newest[key] = HYDRATE, own.upper
         elif found is not None:
             reasons[key], newest[key] = NEW_ROWS, found
-        elif key in freshness and now - covered[key] > freshness[key] // 2:
+        elif storage[key] and key in freshness and now - covered[key] > freshness[key] // 2:
             reasons[key], newest[key] = FRESHNESS, now
 
-    # The on-commit views upstream of a requested one step too (to reach it).
-    stepped = set(reasons)
-    for obj in reversed(views):
-        if keys[obj.id] in stepped:
-            stepped |= {keys[i] for i in obj.inputs if keys.get(i) in view_keys}
+    def upstream(start: set[str]) -> set[str]:
+        out = set(start)
+        for key in reversed(order):
+            if key in out:
+                out.update(view_inputs[key])
+        return out
 
-    # Targets: each stepped view reaches its inputs' least (projected) upper.
-    projected: dict[str, int | None] = {k: (f.upper if f else None) for k, f in frontiers.items()}
-    projected.update(covered)
-    targets: dict[str, int] = {}
-    for obj in views:
-        key = keys[obj.id]
-        if key not in stepped:
-            continue
-        inputs = [projected.get(keys[i]) for i in obj.inputs if i in keys]
-        open_inputs = [u for u in inputs if u is not None]
-        if not inputs or not open_inputs or len(open_inputs) < len(inputs):
-            continue  # an input is missing or closed: nothing to step to
-        target = min(open_inputs)
-        if target > covered[key]:
-            targets[key] = target
-            projected[key] = target
+    def downstream(start: set[str]) -> set[str]:
+        out = set(start)
+        for key in order:
+            if any(i in out for i in view_inputs[key]):
+                out.add(key)
+        return out
 
-    chosen = {k: r for k, r in reasons.items() if k in targets}
-    selected = set(chosen)
-    for obj in reversed(views):
-        if keys[obj.id] in selected:
-            selected |= {keys[i] for i in obj.inputs if keys.get(i) in targets}
+    def stepped_for(requested: set[str]) -> set[str]:
+        """The requested views and the on-commit views upstream of them, so
+        they reach the time of their new rows; views downstream of those are
+        left to eager, and the views those read step here too, so that they
+        find every input there."""
+        up = upstream(requested)
+        down = downstream(requested) - up
+        return up | (upstream(down) - down)
+
+    def targets_for(stepped: set[str]) -> dict[str, int]:
+        """Each stepped view reaches its inputs' least (projected) upper."""
+        projected: dict[str, int | None] = {
+            k: (f.upper if f else None) for k, f in frontiers.items()
+        }
+        projected.update(covered)
+        targets: dict[str, int] = {}
+        for obj in views:
+            key = keys[obj.id]
+            if key not in stepped:
+                continue
+            inputs = [projected.get(keys[i]) for i in obj.inputs if i in keys]
+            open_inputs = [u for u in inputs if u is not None]
+            if not inputs or not open_inputs or len(open_inputs) < len(inputs):
+                continue  # an input is missing or closed: nothing to step to
+            target = min(open_inputs)
+            if target > covered[key]:
+                targets[key] = target
+                projected[key] = target
+        return targets
+
+    # A view with nothing to step to (its inputs are no further) is not run.
+    reachable = targets_for(upstream(set(reasons)))
+    chosen = {k: r for k, r in reasons.items() if k in reachable}
     new = TimestampCursor(uppers, dict(cursor.requested))
     request = None
     if chosen:
+        stepped = stepped_for(set(chosen))
+        targets = targets_for(stepped)  # the chosen views' are the same as above
+        selected = stepped & set(targets)
         for key in selected:
             new.requested[key] = targets[key]
         run_key = ",".join(f"{k}@{min(targets[k], newest[k])}" for k in sorted(chosen))
@@ -271,7 +317,8 @@ def build_timestamp_sensor(
         default_status=dg.DefaultSensorStatus.RUNNING,
         job=job,
         description="Seals tables, webhook sources and load generators at a fresh timestamp; "
-        "requests a run of the views refreshed on commit whose inputs have new updates.",
+        "requests a run of the views refreshed on commit whose tables or sources have new "
+        "updates (views over views follow by eager, tidemark_automation).",
     )
     def tidemark_timestamps(
         context: dg.SensorEvaluationContext, coordinator: CoordinatorResource

@@ -1,8 +1,10 @@
 """The timestamp-assignment sensor through build_sensor_context: it seals
 tables, webhook sources and load generators and steps nothing; it requests a
-run of the views refreshed on commit only when their inputs have new
-updates (sealing alone moves every upper and asks for nothing), under a run
-key made of frontiers, and never requests the same updates twice."""
+run of the views refreshed on commit only when their tables or sources have
+new updates (sealing alone moves every upper and asks for nothing; a view
+parent's new rows are eager's), under a run key made of frontiers, and never
+requests the same updates twice. The views over views then follow through
+their eager condition (dg.evaluate_automation_conditions), each once."""
 
 from __future__ import annotations
 
@@ -77,10 +79,29 @@ def _run(env: DemoEnv, instance: dg.DagsterInstance, request: dg.RunRequest) -> 
     assert result.success
 
 
+def _automation(
+    env: DemoEnv, instance: dg.DagsterInstance, previous: dg.EvaluateAutomationConditionsResult
+) -> tuple[dg.EvaluateAutomationConditionsResult, set[str]]:
+    """One evaluation of the eager conditions (what tidemark_automation does),
+    and the views it requests."""
+    result = dg.evaluate_automation_conditions(
+        defs=env.defs, instance=instance, cursor=previous.cursor
+    )
+    names = {k.path[-1] for k in env.defs.resolve_asset_graph().get_all_asset_keys()}
+    return result, {n for n in names if result.get_num_requested(key(n))}
+
+
+def _run_eager(env: DemoEnv, instance: dg.DagsterInstance, names: set[str]) -> None:
+    """The run the automation sensor would launch: no targets tag."""
+    _run(env, instance, dg.RunRequest(asset_selection=[key(n) for n in names]))
+
+
 def test_runs_follow_new_updates_not_sealing(tmp_path: Path) -> None:
     """Idle ticks ask for nothing; an INSERT, then a webhook POST, each give
-    exactly one run of the views that depend on them; the same updates are
-    never requested under a new key."""
+    exactly one run of the views over them (and of the other view that
+    `interest` reads, so it finds both at the new time); `interest`, over two
+    views, follows by eager, once; the same updates are never requested
+    under a new key."""
     env = project_env(tmp_path, SHOP)
     server = Environment(
         Config(data_dir=str(env.data_dir), background=False), pgwire_port=0, http_port=0
@@ -92,11 +113,14 @@ def test_runs_follow_new_updates_not_sealing(tmp_path: Path) -> None:
     try:
         with dg.instance_for_test() as instance:
             # Never computed: one run hydrates every view.
+            eager = dg.evaluate_automation_conditions(defs=env.defs, instance=instance)
             first = _tick(env, instance, None)
             (hydrate,) = first.run_requests
             assert _selected(hydrate) == {"order_counts", "click_counts", "interest"}
             assert hydrate.tags["tidemark/reasons"].count(":hydrate") == 3
             _run(env, instance, hydrate)
+            eager, requested = _automation(env, instance, eager)
+            assert requested == set()  # interest was in the run with its parents
 
             # Idle: sealing moved the table's and the webhook's uppers, but
             # nothing was written, so nothing is requested.
@@ -109,13 +133,14 @@ def test_runs_follow_new_updates_not_sealing(tmp_path: Path) -> None:
             assert set(moved) == {"orders", "clicks"}
             assert all(m["new_updates"].value == 0 for m in moved.values())
 
-            # An INSERT: one run for the views over the table (and click_counts,
-            # stepped without new rows so interest can reach the insert's time).
+            # An INSERT: one run for the view over the table (and click_counts,
+            # stepped without new rows so interest can reach the insert's time);
+            # interest reads views only: eager's.
             sql("INSERT INTO orders VALUES (1, 'kettle'), (2, 'kettle'), (3, 'lamp')")
             insert = _tick(env, instance, idle.cursor)
             (by_insert,) = insert.run_requests
-            assert set(_run_keys(by_insert)) == {"order_counts", "interest"}
-            assert _selected(by_insert) == {"order_counts", "interest", "click_counts"}
+            assert set(_run_keys(by_insert)) == {"order_counts"}
+            assert _selected(by_insert) == {"order_counts", "click_counts"}
             moved = {e.asset_key.path[-1]: e.metadata for e in insert.asset_events}
             assert moved["orders"]["new_updates"].value == 3
             assert moved["clicks"]["new_updates"].value == 0
@@ -123,13 +148,20 @@ def test_runs_follow_new_updates_not_sealing(tmp_path: Path) -> None:
             assert again.run_requests == []  # requested already: not twice
             _run(env, instance, by_insert)
             assert _tick(env, instance, again.cursor).run_requests == []
+            eager, requested = _automation(env, instance, eager)
+            assert requested == {"interest"}
+            _run_eager(env, instance, requested)
+            eager, requested = _automation(env, instance, eager)
+            assert requested == set()
+            assert _tick(env, instance, again.cursor).run_requests == []
 
-            # A webhook POST: one run for the views over the webhook source.
+            # A webhook POST: one run for the view over the webhook source.
             for _ in range(2):
                 assert requests.post(url, data=b"kettle", timeout=30).status_code == 200
             posted = _tick(env, instance, again.cursor)
             (by_post,) = posted.run_requests
-            assert set(_run_keys(by_post)) == {"click_counts", "interest"}
+            assert set(_run_keys(by_post)) == {"click_counts"}
+            assert _selected(by_post) == {"click_counts", "order_counts"}
             assert "order_counts" not in by_post.tags["tidemark/reasons"]
             # Evaluated again with the old cursor (a tick whose cursor was not
             # kept): the same updates give the same run key, which Dagster
@@ -140,7 +172,13 @@ def test_runs_follow_new_updates_not_sealing(tmp_path: Path) -> None:
             assert _tick(env, instance, posted.cursor).run_requests == []
 
             _run(env, instance, by_post)
-            target = TimestampCursor.parse(posted.cursor).requested["materialize/public/interest"]
+            eager, requested = _automation(env, instance, eager)
+            assert requested == {"interest"}
+            _run_eager(env, instance, requested)
+            eager, requested = _automation(env, instance, eager)
+            assert requested == set()
+            planned = TimestampCursor.parse(posted.cursor).requested
+            target = min(planned[key(n).to_user_string()] for n in ("order_counts", "click_counts"))
             rows = sql(f"SELECT item, orders, clicks FROM interest AS OF AT LEAST {target - 1}")
             assert rows == [("kettle", 2, 2)]
             assert _tick(env, instance, posted.cursor).run_requests == []
@@ -195,19 +233,31 @@ def test_plan_tick_views_over_views_freshness_and_keys(tmp_path: Path) -> None:
     assert quiet.run_request is None and not quiet.reasons
     assert len(quiet.observations) == len(SEALED)
 
-    # New bids: the views over them (and over those) run; watchlist is idle,
-    # so watched_items only because item_stats below it has new rows.
+    # New rows in a view only (auction_bids): its readers are eager's, not ours.
+    view_rows = observed(150, {"auction_bids": [UpdateSpan(120, 130, 3)]})
+    assert plan_tick(objects, view_rows, seen).run_request is None
+
+    # New bids: the view over them runs; item_stats and the views reading it
+    # follow by eager when auction_bids materializes.
     bids = observed(150, {"bids": [UpdateSpan(50, 90, 7), UpdateSpan(120, 130, 3)]})
     plan = plan_tick(objects, bids, seen)
     assert plan.run_request is not None
-    assert _selected(plan.run_request) == ON_COMMIT_VIEWS
-    assert _run_keys(plan.run_request) == {v: 130 for v in ON_COMMIT_VIEWS}
-    assert plan.cursor.requested == {k[v]: 150 for v in ON_COMMIT_VIEWS}
+    assert _selected(plan.run_request) == {"auction_bids"}
+    assert _run_keys(plan.run_request) == {"auction_bids": 130}
+    assert plan.cursor.requested == {**seen.requested, k["auction_bids"]: 150}
     assert plan_tick(objects, bids, plan.cursor).run_request is None
     # Later frontiers, the same bids, the old cursor: the same key.
     later = observed(170, {"bids": [UpdateSpan(50, 90, 7), UpdateSpan(120, 130, 3)]})
     repeat = plan_tick(objects, later, seen)
     assert repeat.run_request is not None and repeat.run_request.run_key == plan.run_request.run_key
+
+    # A watchlist INSERT: watched_items, with item_stats and auction_bids
+    # stepped (no new rows) so it can reach the insert's time.
+    watch = observed(150, {"watchlist": [UpdateSpan(140, 141, 1)]})
+    watched = plan_tick(objects, watch, seen)
+    assert watched.run_request is not None
+    assert set(_run_keys(watched.run_request)) == {"watched_items"}
+    assert _selected(watched.run_request) == {"watched_items", "item_stats", "auction_bids"}
 
     # A webhook update: item_interest, with item_stats and auction_bids
     # stepped (no new rows) so it can reach the update's time.
@@ -217,9 +267,13 @@ def test_plan_tick_views_over_views_freshness_and_keys(tmp_path: Path) -> None:
     assert set(_run_keys(webhook.run_request)) == {"item_interest"}
     assert _selected(webhook.run_request) == {"item_interest", "item_stats", "auction_bids"}
 
-    # Idle for longer than half the declared freshness: a run to keep it fresh.
+    # Idle for longer than half the declared freshness: a run to keep the
+    # views over tables and sources fresh (item_stats, over a view only,
+    # follows auction_bids by eager; it steps here as watched_items' input).
     freshness = {k[v]: 1_000 for v in ON_COMMIT_VIEWS}
     stale = plan_tick(objects, old, seen, freshness, now_ms=100 + 400)
     assert stale.run_request is None
     stale = plan_tick(objects, old, seen, freshness, now_ms=100 + 600)
-    assert stale.reasons == {k[v]: "freshness" for v in ON_COMMIT_VIEWS}
+    readers = ON_COMMIT_VIEWS - {"item_stats"}
+    assert stale.reasons == {k[v]: "freshness" for v in readers}
+    assert stale.run_request is not None and _selected(stale.run_request) == ON_COMMIT_VIEWS

@@ -2,9 +2,10 @@
 current_database(), current_user, pg_backend_pid(), mz_version(),
 current_setting('name'), and now() / current_timestamp (the system clock
 when the transaction began, as in PostgreSQL and Materialize; a statement
-outside BEGIN is its own transaction).
+outside BEGIN is its own transaction) and current_date (that time's date in
+UTC, the session's time zone).
 
-now() is replaced only in queries and DML: in a view it would be frozen at
+now() and current_date are replaced only in queries and DML: in a view it would be frozen at
 creation, so there it stays and the planner refuses it (it is not
 materializable; Materialize's mz_now() is the query time for temporal
 filters), and a webhook CHECK binds it to the request's receipt time.
@@ -71,6 +72,12 @@ def _now_literal(session: Session) -> exp.Expr:
     return exp.Cast(this=exp.Literal.string(text), to=exp.DataType.build("timestamptz"))
 
 
+def _today_literal(now: exp.Expr) -> exp.Expr:
+    """current_date: the date of now() in the session's time zone (UTC)."""
+    day = now.this.this[:10]
+    return exp.Cast(this=exp.Literal.string(day), to=exp.DataType.build("date"))
+
+
 def _is_now(node: exp.Expr) -> bool:
     if isinstance(node, exp.CurrentTimestamp):
         return not node.args.get("this")  # current_timestamp(precision): left to the planner
@@ -125,10 +132,13 @@ def _regtype(node: exp.Expr) -> exp.Expr | None:
 def substitute_session_functions(statement: exp.Expr, session: Session) -> exp.Expr:
     replace_now = isinstance(statement, exp.Query | exp.Insert | exp.Update | exp.Delete)
     now = _now_literal(session)  # one value for every call in the statement
+    today = _today_literal(now)
 
     def replace(node: exp.Expr) -> exp.Expr:
         if replace_now and _is_now(node):
             return now.copy()
+        if replace_now and isinstance(node, exp.CurrentDate) and not node.args:
+            return today.copy()
         if (
             isinstance(node, exp.Dot)
             and isinstance(node.expression, exp.Anonymous)

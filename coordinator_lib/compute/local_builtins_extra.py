@@ -5,10 +5,13 @@ binder is `sql/builtins_extra.py`):
   trunc(numeric, places)), sign, pi, div (numeric quotient truncated
   toward zero). numeric ln/exp/log are computed in double precision, as
   numeric sqrt and power are.
+- date/time: date +/- integer, date - date, make_date, make_timestamp,
+  AT TIME ZONE (zoneinfo). Spark renders the arithmetic and AT TIME ZONE
+  natively (`compute/spark_functions.py`) and runs the other two as UDFs.
 - text: regexp_replace, the regular expression match operators (`~`,
   `~*`; `!~` is NOT of them), initcap, ascii, chr, translate.
 
-Spark runs every one of them as a Python UDF of these functions
+Spark runs the others as a Python UDF of these functions
 (`compute/spark_functions.py`, as it does jsonb's): PostgreSQL's regular
 expressions are neither Java's nor Spark's, and one implementation keeps
 the engines identical.
@@ -26,10 +29,12 @@ runs; Materialize's are Unicode).
 
 from __future__ import annotations
 
+import datetime as dt
 import decimal
 import functools
 import math
 import re
+import zoneinfo
 from collections.abc import Callable
 from typing import Any
 
@@ -278,6 +283,112 @@ def translate(text: str, source: str, target: str) -> str:
     return "".join(table.get(c, c) for c in text)
 
 
+# --- date/time: date +/- integer, date - date, make_date, make_timestamp, AT TIME ZONE
+# (compute/spark_functions.py renders the arithmetic and AT TIME ZONE natively;
+# make_date and make_timestamp run there as UDFs of these).
+
+
+def date_add_days(value: dt.date, days: int) -> dt.date:
+    try:
+        return value + dt.timedelta(days=days)
+    except OverflowError:
+        raise FunctionError("date out of range", "22008") from None
+
+
+def date_sub_days(value: dt.date, days: int) -> dt.date:
+    return date_add_days(value, -days)
+
+
+def date_diff_days(a: dt.date, b: dt.date) -> int:
+    return (a - b).days
+
+
+def make_date(year: int, month: int, day: int) -> dt.date:
+    """Years before 1 (BC in PostgreSQL) and after 9999 are out of range here."""
+    try:
+        return dt.date(year, month, day)
+    except ValueError:
+        if year <= 0 or year > 9999:
+            raise FunctionError(
+                f"date out of range: {year}-{month:02d}-{day:02d}", "22008"
+            ) from None
+        raise FunctionError(
+            f"date field value out of range: {year}-{month:02d}-{day:02d}", "22008"
+        ) from None
+
+
+def make_timestamp(
+    year: int, month: int, day: int, hour: int, minute: int, seconds: float
+) -> dt.datetime:
+    """PostgreSQL's: the seconds rounded to microseconds, 24:00:00 and a
+    60th second allowed (they carry into the next day or minute)."""
+    date = make_date(year, month, day)
+    if (
+        hour < 0
+        or minute < 0
+        or minute > 59
+        or not 0 <= seconds <= 60
+        or hour > 24
+        or (hour == 24 and (minute > 0 or seconds > 0))
+    ):
+        raise FunctionError(
+            f"time field value out of range: {hour}:{minute:02d}:{seconds:02g}", "22008"
+        )
+    micros = round(seconds * 1_000_000)
+    try:
+        return dt.datetime(date.year, date.month, date.day) + dt.timedelta(
+            hours=hour, minutes=minute, microseconds=micros
+        )
+    except OverflowError:
+        raise FunctionError("timestamp out of range", "22008") from None
+
+
+@functools.lru_cache(maxsize=64)
+def _zone(name: str) -> zoneinfo.ZoneInfo:
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        pass
+    folded = {z.lower(): z for z in zoneinfo.available_timezones()}.get(name.lower())
+    if folded is None:
+        raise FunctionError(f'time zone "{name}" not recognized', "22023")
+    return zoneinfo.ZoneInfo(folded)
+
+
+def zone_name(name: str) -> str:
+    """The IANA name of a time zone PostgreSQL would take (case-insensitive),
+    or FunctionError 22023."""
+    return _zone(name).key
+
+
+def timezone_to_local(value: dt.datetime, zone: str) -> dt.datetime:
+    """`timestamptz AT TIME ZONE zone`: the wall-clock time there."""
+    try:
+        return value.astimezone(_zone(zone)).replace(tzinfo=None)
+    except OverflowError:
+        raise FunctionError("timestamp out of range", "22008") from None
+
+
+def timezone_from_local(value: dt.datetime, zone: str) -> dt.datetime:
+    """`timestamp AT TIME ZONE zone`: the instant whose wall-clock time there
+    is `value`. A time skipped by a DST change takes the offset before it;
+    a repeated one the later (standard-time) offset, as PostgreSQL does."""
+    tz = _zone(zone)
+    first = value.replace(tzinfo=tz, fold=0)
+    second = value.replace(tzinfo=tz, fold=1)
+    chosen = second if first.utcoffset() != second.utcoffset() and _is_real(first) else first
+    try:
+        return chosen.astimezone(dt.UTC)
+    except OverflowError:
+        raise FunctionError("timestamp out of range", "22008") from None
+
+
+def _is_real(local: dt.datetime) -> bool:
+    """Whether `local` exists on the zone's clock (is not in a DST gap)."""
+    back = local.astimezone(dt.UTC).astimezone(local.tzinfo)
+    return back.replace(tzinfo=None) == local.replace(tzinfo=None)
+
+
 EXTRA_BUILTINS: dict[str, Callable[..., Any]] = {
     "ln": ln,
     "log10": log10,
@@ -295,6 +406,13 @@ EXTRA_BUILTINS: dict[str, Callable[..., Any]] = {
     "ascii": ascii_,
     "chr": chr_,
     "translate": translate,
+    "date_add_days": date_add_days,
+    "date_sub_days": date_sub_days,
+    "date_diff_days": date_diff_days,
+    "make_date": make_date,
+    "make_timestamp": make_timestamp,
+    "timezone_to_local": timezone_to_local,
+    "timezone_from_local": timezone_from_local,
 }
 
-__all__ = ["EXTRA_BUILTINS"]
+__all__ = ["EXTRA_BUILTINS", "zone_name"]

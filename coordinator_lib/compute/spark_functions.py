@@ -199,6 +199,29 @@ def _field(unit: str, value: SparkColumn) -> SparkColumn:
     return fields[unit]().cast(dec)
 
 
+def _constant_text(expr: CallFunction, i: int) -> str:
+    value = expr.args[i]
+    if not isinstance(value, Literal) or not isinstance(value.value, str):
+        raise TypeError(f"{expr.name} needs a constant argument {i} on Spark")
+    return value.value
+
+
+def _at_time_zone(name: str, value: SparkColumn, zone: str) -> SparkColumn:
+    """AT TIME ZONE with a constant zone (the binder checked its name; the
+    session time zone is UTC, so timestamp <-> timestamp_ntz casts keep the
+    wall-clock fields)."""
+    if name == "timezone_to_local":
+        return F.from_utc_timestamp(value, zone).cast(T.TimestampNTZType())
+    wall = value.cast(T.TimestampType())
+    first = F.to_utc_timestamp(wall, zone)  # Java: a repeated time takes the earlier offset
+    # PostgreSQL takes the later one: the offset 3 hours on, if it gives `wall` too.
+    probe = first + F.expr("INTERVAL 3 HOURS")
+    offset = F.unix_micros(F.from_utc_timestamp(probe, zone)) - F.unix_micros(probe)
+    later = F.timestamp_micros(F.unix_micros(wall) - offset)
+    repeated = (later > first) & (F.from_utc_timestamp(later, zone) == wall)
+    return F.when(repeated, later).otherwise(first)
+
+
 def render_function(
     expr: CallFunction, args: list[SparkColumn], types: list[ColumnType]
 ) -> SparkColumn:
@@ -286,6 +309,16 @@ def _render(expr: CallFunction, args: list[SparkColumn], types: list[ColumnType]
         return out_value.cast(out)
     if name in ("extract", "date_part"):
         return _field(_constant_unit(expr), args[1]).cast(out)
+    if name in ("date_add_days", "date_sub_days"):
+        days = args[1] if name == "date_add_days" else -args[1]
+        moved = F.date_add(args[0], days)
+        year = F.year(moved)
+        out_of_range = _error("date out of range", "22008", out)  # Python's dates end at 9999
+        return F.when((year < 1) | (year > 9999), out_of_range).otherwise(moved)
+    if name == "date_diff_days":
+        return F.datediff(args[0], args[1]).cast(out)
+    if name in ("timezone_to_local", "timezone_from_local"):
+        return _at_time_zone(name, args[0], _constant_text(expr, 1))
     raise TypeError(f"cannot render function {name} on Spark")
 
 

@@ -66,6 +66,11 @@ BUILTIN_FUNCTIONS = frozenset(
         "extract",  # -> numeric
         "date_part",  # -> double precision
         "add_interval",  # (timestamp, months, days, microseconds): `+ interval '...'`
+        "date_add_days",  # date + integer
+        "date_sub_days",  # date - integer
+        "date_diff_days",  # date - date -> integer
+        "timezone_to_local",  # timestamptz AT TIME ZONE 'zone' -> timestamp
+        "timezone_from_local",  # timestamp AT TIME ZONE 'zone' -> timestamptz
     }
 )
 # More built-ins (compute/local_builtins_extra.py): Spark runs the Python
@@ -88,6 +93,8 @@ PYTHON_BUILTINS = frozenset(
         "ascii",
         "chr",
         "translate",
+        "make_date",
+        "make_timestamp",
     }
 )
 BUILTIN_FUNCTIONS = BUILTIN_FUNCTIONS | PYTHON_BUILTINS

@@ -533,8 +533,9 @@ NAMED: dict[str, Callable[[Any, Any], Typed]] = {
 }
 
 # More functions, bound in their own module (it imports this one's helpers).
-from coordinator_lib.sql.builtins_extra import EXTRA_BUILTINS  # noqa: E402
+from coordinator_lib.sql.builtins_extra import EXTRA_BUILTINS, EXTRA_NAMED  # noqa: E402
 
 BUILTINS.update(EXTRA_BUILTINS)
+NAMED.update(EXTRA_NAMED)
 
 __all__ = ["BUILTINS", "NAMED", "interval_arithmetic", "parse_interval"]

@@ -9,6 +9,9 @@ implements these):
 - regexp_replace(text, pattern, replacement [, flags]), `text ~ pattern`,
   `~*` (and `!~`, `!~*`, which sqlglot reads as NOT of them), initcap(text),
   ascii(text) -> integer, chr(integer) -> text, translate(text, from, to).
+- date +/- integer -> date, date - date -> integer (`date_arithmetic`, called
+  by the binder's `+`/`-`), make_date(y, m, d), make_timestamp(y, mo, d, h,
+  mi, sec double), `ts AT TIME ZONE 'zone'` (a constant zone name).
 """
 
 from __future__ import annotations
@@ -18,10 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
+from coordinator_lib.compute.local_builtins_extra import zone_name
 from coordinator_lib.expr.scalar import is_numeric
 from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.sql.builtins import _Args, _call, _float_or_numeric
+from coordinator_lib.sql.errors import InvalidParameter
 from coordinator_lib.sql.positions import position_of
+from coordinator_lib.sql.scalar import literal
 
 if TYPE_CHECKING:
     from coordinator_lib.sql.scalar import ScalarBinder, Typed
@@ -121,6 +127,67 @@ def _translate(b: ScalarBinder, node: exp.Translate) -> Typed:
     return _call("translate", [args.text(i) for i in range(3)], S.TEXT)
 
 
+# --- date/time ---------------------------------------------------------------------
+
+
+def date_arithmetic(b: ScalarBinder, node: exp.Add | exp.Sub, left: Typed, right: Typed) -> Typed:
+    """`date + integer`, `integer + date`, `date - integer` -> date and
+    `date - date` -> integer (days); smallint counts as integer, other
+    types are 42883 (PostgreSQL has no date + bigint)."""
+    symbol = "+" if isinstance(node, exp.Add) else "-"
+    lnode, rnode = node.this, node.expression
+    if isinstance(node, exp.Add) and right.scalar is S.DATE and left.scalar is not S.DATE:
+        left, right, lnode, rnode = right, left, rnode, lnode
+    if left.scalar is not S.DATE:
+        raise b.no_operator(node, symbol, left.scalar, right.scalar)
+    if right.scalar is S.DATE and symbol == "-":
+        return _call("date_diff_days", [left, right], S.INTEGER)
+    if right.scalar not in (S.SMALLINT, S.INTEGER):
+        raise b.no_operator(node, symbol, left.scalar, right.scalar)
+    days = b.cast_to(right, S.INTEGER, rnode)
+    name = "date_add_days" if symbol == "+" else "date_sub_days"
+    return _call(name, [left, days], S.DATE)
+
+
+def _make_date(b: ScalarBinder, node: exp.Anonymous) -> Typed:
+    args = _Args(b, node, "make_date", list(node.expressions))
+    args.count(3)
+    return _call("make_date", [args.integer(i) for i in range(3)], S.DATE)
+
+
+def _make_timestamp(b: ScalarBinder, node: exp.TimestampFromParts) -> Typed:
+    keys = ("year", "month", "day", "hour", "min", "sec")
+    nodes = [node.args.get(k) for k in keys]
+    extra = [k for k in node.args if k not in keys and node.args.get(k) is not None]
+    if any(n is None for n in nodes) or extra:
+        raise b.no_function(node, "make_timestamp", [b.bind(n) for n in nodes if n is not None])
+    args = _Args(b, node, "make_timestamp", nodes)
+    bound = [args.integer(i) for i in range(5)] + [args.float_or_numeric(5, prefer=S.DOUBLE)]
+    return _call("make_timestamp", bound, S.TIMESTAMP)
+
+
+def _at_time_zone(b: ScalarBinder, node: exp.AtTimeZone) -> Typed:
+    """`timestamptz AT TIME ZONE 'zone'` -> timestamp (the wall clock there),
+    `timestamp AT TIME ZONE 'zone'` -> timestamptz; a date is timestamptz.
+    The zone is a constant IANA name (case-insensitive), checked here."""
+    args = _Args(b, node, "timezone", [node.args["zone"], node.this])
+    zone = args.constant_text(0, "time zone")
+    value = args.values[1]
+    if value.unknown:
+        value = b.resolve_unknown(value, S.TIMESTAMPTZ, node.this)
+    elif value.scalar is S.DATE:
+        value = b.cast_to(value, S.TIMESTAMPTZ, node.this)
+    if value.scalar not in (S.TIMESTAMP, S.TIMESTAMPTZ):
+        raise args.fail()
+    try:
+        name = zone_name(zone)
+    except ValueError as error:
+        raise InvalidParameter(str(error), position_of(node.args["zone"])) from None
+    if value.scalar is S.TIMESTAMPTZ:
+        return _call("timezone_to_local", [value, literal(name, S.TEXT)], S.TIMESTAMP)
+    return _call("timezone_from_local", [value, literal(name, S.TEXT)], S.TIMESTAMPTZ)
+
+
 EXTRA_BUILTINS: dict[type, Callable[[Any, Any], Typed]] = {
     exp.Ln: _float_or_numeric("ln"),
     exp.Exp: _float_or_numeric("exp"),
@@ -136,6 +203,9 @@ EXTRA_BUILTINS: dict[type, Callable[[Any, Any], Typed]] = {
     exp.Ascii: _ascii,
     exp.Chr: _chr,
     exp.Translate: _translate,
+    exp.TimestampFromParts: _make_timestamp,
+    exp.AtTimeZone: _at_time_zone,
 }
+EXTRA_NAMED: dict[str, Callable[[Any, Any], Typed]] = {"make_date": _make_date}
 
-__all__ = ["EXTRA_BUILTINS"]
+__all__ = ["EXTRA_BUILTINS", "EXTRA_NAMED", "date_arithmetic"]

@@ -282,6 +282,12 @@ class ScalarBinder:
             raise UnsupportedFeature("window functions are not supported yet", position)
         if isinstance(node, exp.Interval):
             raise UnsupportedFeature("type interval is not supported", position)
+        if isinstance(node, exp.CurrentDate):
+            raise UnsupportedFeature(
+                "current_date is not allowed here: it is not materializable "
+                "(a view can use mz_now() in a temporal filter)",
+                position,
+            )
         if isinstance(node, exp.CurrentTimestamp):
             raise UnsupportedFeature(
                 "now() is not allowed here: it is not materializable "
@@ -475,6 +481,10 @@ class ScalarBinder:
             left = self.resolve_unknown(left, right.scalar, node.this)
         elif right.unknown:
             right = self.resolve_unknown(right, left.scalar, node.expression)
+        if isinstance(node, exp.Add | exp.Sub) and S.DATE in (left.scalar, right.scalar):
+            from coordinator_lib.sql.builtins_extra import date_arithmetic  # imports this module
+
+            return date_arithmetic(self, node, left, right)
         if not (is_numeric(left.scalar) and is_numeric(right.scalar)):
             raise self.no_operator(node, symbol, left.scalar, right.scalar)
         left, right, _ = self.operands(node, left, right, symbol)

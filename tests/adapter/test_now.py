@@ -41,6 +41,10 @@ def test_now_is_the_statement_or_transaction_start(local_handle: Handle) -> None
     ((second,),) = run("SELECT now() + interval '0 seconds'")
     run("COMMIT")
     assert first == second  # one transaction, one now()
+    ((today, at),) = run("SELECT current_date, now()")
+    assert isinstance(today, dt.date) and today == at.astimezone(dt.UTC).date()
+    ((days,),) = run("SELECT current_date - date '2000-01-01'")
+    assert days == (today - dt.date(2000, 1, 1)).days
 
 
 @pytest.mark.parametrize(
@@ -48,6 +52,7 @@ def test_now_is_the_statement_or_transaction_start(local_handle: Handle) -> None
     [
         "CREATE VIEW v AS SELECT now() AS at",
         "CREATE MATERIALIZED VIEW mv AS SELECT n FROM t WHERE at > now()",
+        "CREATE VIEW v AS SELECT current_date + n AS d FROM t",
     ],
 )
 def test_views_refuse_now(local_handle: Handle, sql: str) -> None:

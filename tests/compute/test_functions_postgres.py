@@ -263,6 +263,23 @@ EXPRESSIONS = [
     "tz - interval '1 year 2 months 10 seconds'",
     "date_trunc('month', ts) + interval '1 month' - interval '1 day'",  # the month's last day
     "ts + interval '0.001 seconds'",
+    "dd + n",
+    "n + dd",
+    "dd - n",
+    "dd - dd",
+    "dd - date '2020-01-01'",
+    "dd - abs(n - 3) * 3000000",  # before 4713 BC: date out of range
+    "make_date(2020, n, 1)",  # month 0, -2, 10: out of range
+    "make_date(2024, 2, 29)",
+    "make_timestamp(2020, 1, n + 1, 12, 30, x)",  # bad days and seconds: out of range
+    "make_timestamp(2021, 12, 31, 24, 0, 0)",
+    "tz AT TIME ZONE 'America/New_York'",
+    "ts AT TIME ZONE 'Asia/Kolkata'",
+    "tz AT TIME ZONE 'europe/berlin'",
+    "dd AT TIME ZONE 'UTC'",
+    "(ts AT TIME ZONE 'Europe/Berlin') AT TIME ZONE 'Europe/Berlin'",
+    "timestamp '2023-10-29 02:30' AT TIME ZONE 'Europe/Berlin'",  # happens twice
+    "timestamp '2023-03-26 02:30' AT TIME ZONE 'Europe/Berlin'",  # never happens
     # jsonb (a UDF on Spark)
     "j -> 'a'",
     "j ->> 'k'",
@@ -575,6 +592,18 @@ def test_date_functions_on_random_arguments(
         scalar, types = plan_scalar(sql)
         got = ("ok", eval_scalar(scalar, ROWS[0], types))
         assert got[0] == expected[0] and same(got[1], expected[1]), (sql, got, expected)
+
+
+def test_unknown_time_zone_fails_as_in_postgres(pg: Any) -> None:
+    from coordinator_lib.sql.errors import InvalidParameter
+
+    sql = "tz AT TIME ZONE 'Mars/Olympus'"
+    with pytest.raises(InvalidParameter) as ours:
+        plan_scalar(sql)
+    with pytest.raises(psycopg.Error) as theirs:
+        pg.execute(f"SELECT {sql} FROM f")
+    assert ours.value.code == theirs.value.sqlstate == "22023"
+    assert 'time zone "Mars/Olympus" not recognized' in str(ours.value)
 
 
 def test_regexp_flags_fail_as_in_postgres(pg: Any) -> None:

@@ -574,6 +574,13 @@ QUERIES: dict[str, tuple[str, str | None]] = {
         " '1 month') AS w FROM t WHERE k IS NOT NULL",
         None,
     ),
+    # date +/- integer -> date, date - date -> integer (days)
+    "fn_date_int": (
+        "SELECT k, CAST('2024-02-2' || (k % 2) AS date) + k AS a, CAST('2024-03-01' AS date) - k"
+        " AS b, CAST('2024-03-01' AS date) - CAST('2023-12-3' || (k % 2) AS date) AS c,"
+        " k + CAST('2024-12-31' AS date) AS e FROM t WHERE k IS NOT NULL",
+        None,
+    ),
     # more math and text functions (compute/local_builtins_extra.py; UDFs on Spark)
     "fn_math_extra": (
         "SELECT k, v, sign(v) AS a, trunc(v / 3.0, 1) AS b, div(v, 2) AS c, exp(k) AS d,"

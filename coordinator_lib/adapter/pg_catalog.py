@@ -35,6 +35,7 @@ class PgTypeRow:
     typcategory: str
     scalar_type: ScalarType | None = None
     aliases: tuple[str, ...] = ()
+    typelem: int = 0  # an array type's element type
 
 
 PG_TYPE_ROWS: tuple[PgTypeRow, ...] = (
@@ -57,6 +58,28 @@ PG_TYPE_ROWS: tuple[PgTypeRow, ...] = (
     ),
     PgTypeRow(1700, "numeric", "numeric", -1, 1231, "N", ScalarType.NUMERIC, ("decimal",)),
     PgTypeRow(3802, "jsonb", "jsonb", -1, 3807, "U", ScalarType.JSONB),
+)
+
+# The array types of the types above that have a ScalarType (array_agg's
+# results): `_int4`, `integer[]`, ... with typelem the element's OID.
+PG_TYPE_ROWS += tuple(
+    PgTypeRow(
+        row.typarray,
+        f"_{row.typname}",
+        f"{row.regtype}[]",
+        -1,
+        0,
+        "A",
+        row.scalar_type.array(),
+        tuple(
+            dict.fromkeys(
+                f"{name}[]" for name in (row.typname, row.scalar_type.value, *row.aliases)
+            )
+        ),
+        typelem=row.oid,
+    )
+    for row in PG_TYPE_ROWS
+    if row.scalar_type is not None
 )
 
 _BY_NAME: dict[str, PgTypeRow] = {}
@@ -86,7 +109,7 @@ def pg_type_rows() -> list[tuple]:
             "b",
             r.typcategory,
             ",",
-            0,
+            r.typelem,
             r.typarray,
             0,
             False,

@@ -43,6 +43,9 @@ _BITS = {ScalarType.SMALLINT: 16, ScalarType.INTEGER: 32, ScalarType.BIGINT: 64}
 def _fits(scalar_type: ScalarType, value: Any) -> bool:
     if value is None:
         return True
+    element = scalar_type.element
+    if element is not None:  # arrays are tuples of element values (NULLs allowed)
+        return isinstance(value, tuple) and all(_fits(element, v) for v in value)
     if isinstance(value, bool) and scalar_type is not ScalarType.BOOLEAN:
         return False
     if not isinstance(value, _PYTHON_TYPES[scalar_type]):

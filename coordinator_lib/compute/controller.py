@@ -51,7 +51,7 @@ from coordinator_lib.persist.shard import Shard
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.read_policy import LagWriteFrontier, ReadPolicy
-from coordinator_lib.repr.relation import DIFF_COLUMN
+from coordinator_lib.repr.relation import DIFF_COLUMN, column_pylist
 from coordinator_lib.repr.update import Row, Update
 from coordinator_lib.storage.controller import StorageController
 from coordinator_lib.storage.errors import StorageError
@@ -407,7 +407,7 @@ class ComputeController:
                         return []
                     table = frame.toArrow()
                     names = list(arrangement.desc.names)
-                    columns = [table.column(n).to_pylist() for n in names]
+                    columns = [column_pylist(table.column(n)) for n in names]
                     diffs = table.column(DIFF_COLUMN).to_pylist()
                     return [(tuple(c[i] for c in columns), diffs[i]) for i in range(table.num_rows)]
         with self.storage.acquire_read_hold(id, timestamp):
@@ -429,7 +429,7 @@ class ComputeController:
             return []
         table = delta.toArrow()
         names = list(description.desc.names)
-        columns = [table.column(i).to_pylist() for i in range(len(names))]
+        columns = [column_pylist(table.column(i)) for i in range(len(names))]
         diffs = table.column(DIFF_COLUMN).to_pylist()
         return [(tuple(c[i] for c in columns), diffs[i]) for i in range(table.num_rows)]
 

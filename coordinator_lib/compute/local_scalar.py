@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import math
 import re
 from typing import Any
@@ -30,11 +31,13 @@ from coordinator_lib.expr.scalar import (
     If,
     Literal,
     RaiseError,
+    Record,
     ScalarExpr,
     UnaryFunc,
     VariadicFunc,
     is_integer,
 )
+from coordinator_lib.repr.array import array_text
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.sql.coercion import INT_RANGES, parse_text_as
 
@@ -83,6 +86,9 @@ def _like(text: str, pattern: str) -> bool:
 
 
 def _to_text(value: Any, st: ScalarType) -> str:
+    element = st.element
+    if element is not None:
+        return array_text(value, lambda v: _to_text(v, element))
     if st is S.BOOLEAN:
         return "true" if value else "false"
     if st in (S.REAL, S.DOUBLE):
@@ -283,6 +289,8 @@ def eval_scalar(expr: ScalarExpr, row: Row, types: tuple[ColumnType, ...]) -> An
             raise EvalError(str(error), getattr(error, "code", "22000")) from None
     if isinstance(expr, RaiseError):
         raise EvalError(expr.message, expr.code)
+    if isinstance(expr, Record):
+        return tuple(eval_scalar(f, row, types) for f in expr.fields)
     raise EvalError(f"cannot evaluate {type(expr).__name__}")
 
 
@@ -290,6 +298,8 @@ def aggregate_values(
     agg: AggregateExpr, rows: list[tuple[Row, int]], types: tuple[ColumnType, ...]
 ) -> Any:
     """The aggregate over rows with positive multiplicities."""
+    if agg.func is AggregateFunc.ARRAY_AGG:
+        return _array_agg(agg, rows, types)
     values: list[Any] = []
     for row, count in rows:
         value = eval_scalar(agg.expr, row, types)
@@ -312,3 +322,44 @@ def aggregate_values(
         return to_numeric(sum((decimal.Decimal(v) for v in values), decimal.Decimal(0)))
     total = sum(values)
     return _check_range(total, out_type) if is_integer(out_type) else total
+
+
+def _compare_nullable(a: Any, b: Any, descending: bool, nulls_first: bool) -> int:
+    if a is None or b is None:
+        if a is None and b is None:
+            return 0
+        return (-1 if nulls_first else 1) if a is None else (1 if nulls_first else -1)
+    if a == b:
+        return 0
+    less = a < b
+    if descending:
+        less = not less
+    return -1 if less else 1
+
+
+def _array_agg(
+    agg: AggregateExpr, rows: list[tuple[Row, int]], types: tuple[ColumnType, ...]
+) -> tuple | None:
+    """array_agg: the records (value, keys...) of the rows, each as often as
+    its multiplicity, ordered by the keys then the value (ascending, NULLs
+    last); NULL records are rows FILTER left out. None for no rows. Spark's
+    rendering (`compute/render.py`) sorts with the same comparator."""
+    items: list[tuple] = []
+    for row, count in rows:
+        record = eval_scalar(agg.expr, row, types)
+        if record is not None:
+            items += [record] * count
+    if not items:
+        return None
+    directions = [*agg.order, (False, False)]
+
+    def compare(a: tuple, b: tuple) -> int:
+        fields = [*range(1, len(a)), 0]
+        for i, (descending, nulls_first) in zip(fields, directions, strict=True):
+            result = _compare_nullable(a[i], b[i], descending, nulls_first)
+            if result:
+                return result
+        return 0
+
+    items.sort(key=functools.cmp_to_key(compare))
+    return tuple(item[0] for item in items)

@@ -391,6 +391,10 @@ def _values_at_points(
     aggs = [F.sum("__m").alias("__rows")]
     for aggregate, col, out_type in zip(aggregates, agg_cols, output_types, strict=True):
         value = F.col(col)
+        if aggregate.func is AggregateFunc.ARRAY_AGG:  # a struct (value, keys...)
+            column = _array_agg(aggregate, value, present)
+            aggs.append(column.cast(spark_type(out_type.scalar_type)).alias(col))
+            continue
         if aggregate.func is not AggregateFunc.COUNT:
             # count's output type (bigint) is not its input's: count(text) counts text.
             value = value.cast(spark_type(out_type.scalar_type))
@@ -399,6 +403,44 @@ def _values_at_points(
     return grouped.select(
         *[F.col(f"__p{c}").alias(c) for c in key_cols], POINT, "__rows", *agg_cols
     )
+
+
+def _compare_field(
+    left: SparkColumn, right: SparkColumn, descending: bool, nulls_first: bool
+) -> SparkColumn:
+    before, after = F.lit(-1), F.lit(1)
+    return (
+        F.when(left.isNull() & right.isNull(), F.lit(0))
+        .when(left.isNull(), before if nulls_first else after)
+        .when(right.isNull(), after if nulls_first else before)
+        .when(left < right, after if descending else before)
+        .when(left > right, before if descending else after)
+        .otherwise(F.lit(0))
+    )
+
+
+def _array_agg(aggregate: AggregateExpr, record: SparkColumn, present: SparkColumn) -> SparkColumn:
+    """array_agg over structs (f0 the value, f1... the ORDER BY keys): each
+    non-NULL struct as often as its multiplicity, sorted by the keys then the
+    value (ascending, NULLs last), as `local_scalar._array_agg` does; NULL
+    for no rows. Collecting structs keeps NULL values."""
+    m = F.col("__m")
+    items = F.flatten(
+        F.collect_list(F.when(present & record.isNotNull(), F.array_repeat(record, m.cast("int"))))
+    )
+    fields = [*[f"f{i + 1}" for i in range(len(aggregate.order))], "f0"]
+    directions = [*aggregate.order, (False, False)]
+
+    def compare(left: SparkColumn, right: SparkColumn) -> SparkColumn:
+        result: SparkColumn | None = None
+        for name, (descending, nulls_first) in reversed(list(zip(fields, directions, strict=True))):
+            this = _compare_field(left[name], right[name], descending, nulls_first)
+            result = this if result is None else F.when(this != 0, this).otherwise(result)
+        assert result is not None
+        return result
+
+    ordered = F.array_sort(items, compare)
+    return F.when(F.size(items) > 0, F.transform(ordered, lambda item: item["f0"]))
 
 
 def _aggregate_column(

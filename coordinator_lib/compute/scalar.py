@@ -8,6 +8,8 @@ Integer division truncates toward zero (`div`), as PostgreSQL's does.
 
 from __future__ import annotations
 
+import datetime as dt
+
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -25,6 +27,7 @@ from coordinator_lib.expr.scalar import (
     If,
     Literal,
     RaiseError,
+    Record,
     ScalarExpr,
     UnaryFunc,
     VariadicFunc,
@@ -38,6 +41,27 @@ def column_name(index: int) -> str:
     return f"c{index}"
 
 
+def _array_to_text(column: SparkColumn, source: ScalarType) -> SparkColumn:
+    """`array::text` through the local engine's formatting (a Python UDF), so
+    both engines print `{1,2,NULL}` alike. timestamptz elements go as UTC
+    wall-clock times (the session time zone is UTC)."""
+    from coordinator_lib.compute.local_scalar import _to_text
+
+    element = source.element
+    assert element is not None
+    if element is ScalarType.TIMESTAMPTZ:
+        column = column.cast(T.ArrayType(T.TimestampNTZType()))
+
+    def text(values):  # type: ignore[no-untyped-def]  # (hints make Spark guess a pandas UDF)
+        if values is None:
+            return None
+        if element is ScalarType.TIMESTAMPTZ:
+            values = [None if v is None else v.replace(tzinfo=dt.UTC) for v in values]
+        return _to_text(tuple(values), source)
+
+    return F.udf(text, T.StringType())(column)
+
+
 def to_spark(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn:
     """Translate `expr` over input columns typed `types`."""
     if isinstance(expr, Column):
@@ -45,7 +69,14 @@ def to_spark(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn:
     if isinstance(expr, Literal):
         return F.lit(expr.value).cast(spark_type(expr.type.scalar_type))
     if isinstance(expr, Cast):
+        source = expr.expr.typ(types).scalar_type
+        if source.is_array and source is not expr.to:
+            return _array_to_text(to_spark(expr.expr, types), source)
         return to_spark(expr.expr, types).cast(spark_type(expr.to))
+    if isinstance(expr, Record):  # array_agg's input: fields f0 (the value), f1...
+        return F.struct(*[to_spark(f, types).alias(f"f{i}") for i, f in enumerate(expr.fields)])
+    if isinstance(expr, If) and isinstance(expr.then, Record):  # FILTER of array_agg
+        return F.when(to_spark(expr.cond, types), to_spark(expr.then, types))
     if isinstance(expr, If):
         cond = to_spark(expr.cond, types)
         out = expr.typ(types).scalar_type

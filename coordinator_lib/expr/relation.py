@@ -183,6 +183,12 @@ class AggregateFunc(StrEnum):
     # string_agg(text, separator): the non-NULL values in ascending order (or
     # `descending`), each as often as its multiplicity, joined by `separator`.
     STRING_AGG = "string_agg"
+    # array_agg(value [ORDER BY ...]): `expr` is a `Record` of the value and
+    # the ORDER BY keys (`order`: per key (descending, nulls_first)); every
+    # row whose record is not NULL, values NULL included, each as often as
+    # its multiplicity, ordered by the keys then by the value (ascending,
+    # NULLs last) so ties are the same on both engines; NULL for no rows.
+    ARRAY_AGG = "array_agg"
 
 
 @dataclass(frozen=True)
@@ -192,6 +198,7 @@ class AggregateExpr:
     distinct: bool = False
     separator: str | None = None  # STRING_AGG only
     descending: bool = False  # STRING_AGG only
+    order: tuple[tuple[bool, bool], ...] = ()  # ARRAY_AGG only
 
     def typ(self, input_types: tuple[ColumnType, ...]) -> ColumnType:
         inner = self.expr.typ(input_types).scalar_type
@@ -199,6 +206,8 @@ class AggregateExpr:
             return ColumnType(ScalarType.BIGINT, False)
         if self.func is AggregateFunc.STRING_AGG:
             return ColumnType(ScalarType.TEXT, True)
+        if self.func is AggregateFunc.ARRAY_AGG:
+            return ColumnType(inner.array(), True)
         if self.func is AggregateFunc.SUM:
             if inner in (ScalarType.SMALLINT, ScalarType.INTEGER):
                 return ColumnType(ScalarType.BIGINT, True)
@@ -214,6 +223,17 @@ class AggregateExpr:
         if self.func is AggregateFunc.STRING_AGG:
             order = " order by desc" if self.descending else ""
             return f"{self.func.value}({distinct}{self.expr!r}, {self.separator!r}{order})"
+        if self.func is AggregateFunc.ARRAY_AGG:
+            expr = self.expr
+            if type(expr).__name__ == "If":  # FILTER: If(condition, record, NULL)
+                expr = expr.children()[1]
+            fields = expr.children() or (expr,)
+            keys = [
+                f"{key!r}{' desc' if desc else ''}{' nulls first' if first else ' nulls last'}"
+                for key, (desc, first) in zip(fields[1:], self.order, strict=False)
+            ]
+            order = f" order by {', '.join(keys)}" if keys else ""
+            return f"{self.func.value}({distinct}{fields[0]!r}{order})"
         return f"{self.func.value}({distinct}{self.expr!r})"
 
 

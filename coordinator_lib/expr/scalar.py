@@ -274,3 +274,23 @@ class RaiseError(ScalarExpr):
 
     def __repr__(self) -> str:
         return f"error({self.message!r})"
+
+
+@dataclass(frozen=True)
+class Record(ScalarExpr):
+    """A tuple of values (a Spark struct): only as the input of array_agg
+    (`AggregateExpr` ARRAY_AGG), whose fields are the aggregated value then
+    its ORDER BY keys. It is never NULL itself; a NULL record (an `If` with a
+    NULL branch, as FILTER plans it) is a row the aggregate skips. It is typed
+    as its first field, the aggregated value."""
+
+    fields: tuple[ScalarExpr, ...]
+
+    def typ(self, column_types: tuple[ColumnType, ...]) -> ColumnType:
+        return ColumnType(self.fields[0].typ(column_types).scalar_type, True)
+
+    def children(self) -> tuple[ScalarExpr, ...]:
+        return self.fields
+
+    def __repr__(self) -> str:
+        return f"record({', '.join(map(repr, self.fields))})"

@@ -17,7 +17,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from coordinator_lib.persist.blob import fsync_dir
-from coordinator_lib.repr.relation import DIFF_COLUMN, TIME_COLUMN, RelationDesc, ScalarType
+from coordinator_lib.repr.relation import (
+    DIFF_COLUMN,
+    TIME_COLUMN,
+    RelationDesc,
+    ScalarType,
+    column_pylist,
+)
 from coordinator_lib.repr.update import Update
 
 
@@ -34,6 +40,8 @@ def updates_to_table(updates: Sequence[Update], desc: RelationDesc) -> pa.Table:
     for i, column_type in enumerate(desc.types):
         if column_type.scalar_type is ScalarType.TIMESTAMPTZ:
             columns[i] = [_utc(value) for value in columns[i]]
+        elif column_type.scalar_type is ScalarType.TIMESTAMPTZ_ARRAY:
+            columns[i] = [None if v is None else [_utc(x) for x in v] for v in columns[i]]
     schema = desc.arrow_schema(with_time_diff=True)
     arrays = [pa.array(col, type=schema.field(i).type) for i, col in enumerate(columns)]
     arrays.append(pa.array(times, type=pa.int64()))
@@ -50,7 +58,7 @@ def _utc(value: dt.datetime | None) -> dt.datetime | None:
 
 
 def table_to_updates(table: pa.Table, desc: RelationDesc) -> list[Update]:
-    data = [table.column(name).to_pylist() for name in desc.names]
+    data = [column_pylist(table.column(name)) for name in desc.names]
     times = table.column(TIME_COLUMN).to_pylist()
     diffs = table.column(DIFF_COLUMN).to_pylist()
     rows = list(zip(*data, strict=True)) if data else [() for _ in times]
@@ -95,7 +103,23 @@ def consolidate_table(table: pa.Table, desc: RelationDesc, as_of: int | None) ->
     if not keys:
         total = pc.sum(table.column(DIFF_COLUMN)).as_py() or 0
         return pa.table({DIFF_COLUMN: pa.array([total] if total else [], type=pa.int64())})
+    # Arrow cannot group by list (array) columns: group by a code per
+    # distinct value instead and put the values back afterwards.
+    decoded: dict[str, tuple[list, pa.DataType]] = {}
+    for name in keys:
+        column = table.column(name)
+        if pa.types.is_list(column.type):
+            codes: dict = {}
+            values = column_pylist(column)
+            code_column = [codes.setdefault(v, len(codes)) for v in values]
+            decoded[name] = (list(codes), column.type)
+            index = table.column_names.index(name)
+            table = table.set_column(index, name, pa.array(code_column, type=pa.int64()))
     # group_by puts the aggregate after the keys, named `__diff_sum`.
     grouped = table.group_by(keys, use_threads=False).aggregate([(DIFF_COLUMN, "sum")])
     grouped = grouped.rename_columns([*keys, DIFF_COLUMN])
+    for name, (values, list_type) in decoded.items():
+        index = grouped.column_names.index(name)
+        restored = [values[c] for c in grouped.column(name).to_pylist()]
+        grouped = grouped.set_column(index, name, pa.array(restored, type=list_type))
     return grouped.filter(pc.not_equal(grouped.column(DIFF_COLUMN), 0))

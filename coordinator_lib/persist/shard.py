@@ -40,7 +40,7 @@ from coordinator_lib.persist.state import (
 )
 from coordinator_lib.repr.errors import InvalidRow
 from coordinator_lib.repr.frontier import Frontier
-from coordinator_lib.repr.relation import DIFF_COLUMN, TIME_COLUMN, RelationDesc
+from coordinator_lib.repr.relation import DIFF_COLUMN, TIME_COLUMN, RelationDesc, column_pylist
 from coordinator_lib.repr.update import Row, Update
 
 DEFAULT_LEASE_MS = 60_000
@@ -329,7 +329,7 @@ class Shard:
     def snapshot(self, as_of: int) -> list[tuple[Row, int]]:
         """The consolidated contents at `as_of` as (row, diff) pairs."""
         table = self.snapshot_table(as_of)
-        rows = zip(*(table.column(n).to_pylist() for n in self.desc.names), strict=True)
+        rows = zip(*(column_pylist(table.column(n)) for n in self.desc.names), strict=True)
         if not self.desc.names:
             rows = iter([() for _ in range(table.num_rows)])
         return list(zip(rows, table.column(DIFF_COLUMN).to_pylist(), strict=True))

@@ -57,6 +57,9 @@ _TIMESTAMP_MICROS = "TIMESTAMP_MICROS"
 
 def spark_type(scalar_type: ScalarType) -> T.DataType:
     """The Spark type that round-trips through Parquet to `scalar_type.to_arrow()`."""
+    element = scalar_type.element
+    if element is not None:
+        return T.ArrayType(_SPARK_TYPES[element], containsNull=True)
     return _SPARK_TYPES[scalar_type]
 
 

@@ -41,9 +41,44 @@ class ScalarType(Enum):
     TIMESTAMP = "timestamp"
     TIMESTAMPTZ = "timestamp with time zone"
     JSONB = "jsonb"
+    # One-dimensional arrays of the types above (array_agg's results), values
+    # are tuples (rows stay hashable); elements may be NULL.
+    BOOLEAN_ARRAY = "boolean[]"
+    SMALLINT_ARRAY = "smallint[]"
+    INTEGER_ARRAY = "integer[]"
+    BIGINT_ARRAY = "bigint[]"
+    REAL_ARRAY = "real[]"
+    DOUBLE_ARRAY = "double precision[]"
+    NUMERIC_ARRAY = "numeric[]"
+    TEXT_ARRAY = "text[]"
+    BYTEA_ARRAY = "bytea[]"
+    DATE_ARRAY = "date[]"
+    TIMESTAMP_ARRAY = "timestamp[]"
+    TIMESTAMPTZ_ARRAY = "timestamp with time zone[]"
+    JSONB_ARRAY = "jsonb[]"
 
     def to_arrow(self) -> pa.DataType:
+        element = self.element
+        if element is not None:
+            return pa.list_(pa.field("item", element.to_arrow(), nullable=True))
         return _ARROW_TYPES[self]
+
+    @property
+    def element(self) -> ScalarType | None:
+        """The element type of an array type; None for other types."""
+        if not self.value.endswith("[]"):
+            return None
+        return ScalarType(self.value[:-2])
+
+    @property
+    def is_array(self) -> bool:
+        return self.value.endswith("[]")
+
+    def array(self) -> ScalarType:
+        """The array type of this (non-array) type."""
+        if self.is_array:
+            raise ValueError(f"no arrays of arrays: {self.value}")
+        return ScalarType(self.value + "[]")
 
 
 _ARROW_TYPES: dict[ScalarType, pa.DataType] = {
@@ -90,6 +125,8 @@ _ALIASES = {
 def parse_scalar_type(name: str) -> ScalarType:
     """A ScalarType from a PostgreSQL type name or common alias."""
     key = name.strip().lower()
+    if key.endswith("[]"):
+        return parse_scalar_type(key[:-2]).array()
     if key in _ALIASES:
         return _ALIASES[key]
     try:
@@ -193,6 +230,15 @@ def _check_value(value: Any, ty: ColumnType) -> str | None:
         return None if ty.nullable else "NULL in a NOT NULL column"
     st = ty.scalar_type
     expected = st.value
+    element = st.element
+    if element is not None:
+        if not isinstance(value, tuple):
+            return f"expected {expected} as a tuple, got {type(value).__name__} {value!r}"
+        for item in value:
+            problem = _check_value(item, ColumnType(element, True))
+            if problem:
+                return f"array element: {problem}"
+        return None
     if st is ScalarType.BOOLEAN:
         ok = isinstance(value, bool)
     elif st in _INT_RANGES:
@@ -230,3 +276,18 @@ def _check_value(value: Any, ty: ColumnType) -> str | None:
     if ok:
         return None
     return f"expected {expected}, got {type(value).__name__} {value!r}"
+
+
+def column_pylist(column: pa.ChunkedArray | pa.Array) -> list[Any]:
+    """`column.to_pylist()`, with list (array) values as tuples so rows that
+    hold them stay hashable."""
+    values = column.to_pylist()
+    if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+        return [None if v is None else tuple(v) for v in values]
+    return values
+
+
+def arrays_to_tuples(row: Any) -> tuple:
+    """A row read from Spark (or any sequence of values) with list values as
+    tuples."""
+    return tuple(tuple(v) if isinstance(v, list) else v for v in row)

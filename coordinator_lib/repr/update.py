@@ -25,6 +25,8 @@ def _sort_key(value: Any) -> tuple[int, str, Any]:
     # NULLs first, then by type name so mixed types still sort deterministically.
     if value is None:
         return (0, "", 0)
+    if isinstance(value, tuple):  # an array: element by element, NULLs first
+        return (1, "tuple", tuple(_sort_key(v) for v in value))
     return (1, type(value).__name__, value)
 
 

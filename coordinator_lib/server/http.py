@@ -489,6 +489,9 @@ def json_value(value: Any, scalar_type: ScalarType) -> Any:
     """
     if value is None:
         return None
+    element = scalar_type.element
+    if element is not None:  # an array: a JSON array of its elements' values
+        return [json_value(v, element) for v in value]
     match scalar_type:
         case ScalarType.BOOLEAN:
             return bool(value)

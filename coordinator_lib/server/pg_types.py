@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from coordinator_lib.repr.array import array_text
 from coordinator_lib.repr.relation import ScalarType
 
 
@@ -38,11 +39,26 @@ PG_TYPES: dict[ScalarType, PgType] = {
     ScalarType.TIMESTAMP: PgType(1114, "timestamp", 8),
     ScalarType.TIMESTAMPTZ: PgType(1184, "timestamptz", 8),
     ScalarType.JSONB: PgType(3802, "jsonb", -1),
+    # Arrays (array_agg's results): PostgreSQL's `_<element>` types.
+    ScalarType.BOOLEAN_ARRAY: PgType(1000, "_bool", -1),
+    ScalarType.SMALLINT_ARRAY: PgType(1005, "_int2", -1),
+    ScalarType.INTEGER_ARRAY: PgType(1007, "_int4", -1),
+    ScalarType.BIGINT_ARRAY: PgType(1016, "_int8", -1),
+    ScalarType.REAL_ARRAY: PgType(1021, "_float4", -1),
+    ScalarType.DOUBLE_ARRAY: PgType(1022, "_float8", -1),
+    ScalarType.NUMERIC_ARRAY: PgType(1231, "_numeric", -1),
+    ScalarType.TEXT_ARRAY: PgType(1009, "_text", -1),
+    ScalarType.BYTEA_ARRAY: PgType(1001, "_bytea", -1),
+    ScalarType.DATE_ARRAY: PgType(1182, "_date", -1),
+    ScalarType.TIMESTAMP_ARRAY: PgType(1115, "_timestamp", -1),
+    ScalarType.TIMESTAMPTZ_ARRAY: PgType(1185, "_timestamptz", -1),
+    ScalarType.JSONB_ARRAY: PgType(3807, "_jsonb", -1),
 }
 
 # OIDs a client may name for a parameter, mapped back to our types (varchar,
 # bpchar, name and json read as text / jsonb; unknown (705) and 0 stay None).
-TYPES_BY_OID: dict[int, ScalarType] = {t.oid: s for s, t in PG_TYPES.items()}
+# Array types are output only (no array parameters yet).
+TYPES_BY_OID: dict[int, ScalarType] = {t.oid: s for s, t in PG_TYPES.items() if not s.is_array}
 TYPES_BY_OID.update({1043: ScalarType.TEXT, 1042: ScalarType.TEXT, 19: ScalarType.TEXT})
 TYPES_BY_OID.update({114: ScalarType.JSONB})
 
@@ -260,6 +276,9 @@ def encode_text(value: Any, scalar_type: ScalarType) -> str | None:
     """A value in PostgreSQL's text output format (None stays None: SQL NULL)."""
     if value is None:
         return None
+    element = scalar_type.element
+    if element is not None:  # `{1,2,NULL}`, elements quoted as PostgreSQL does
+        return array_text(value, _TEXT_ENCODERS[element])
     return _TEXT_ENCODERS[scalar_type](value)
 
 
@@ -328,7 +347,28 @@ def encode_binary(value: Any, scalar_type: ScalarType) -> bytes | None:
     """A value in PostgreSQL's binary (`typsend`) format (None: SQL NULL)."""
     if value is None:
         return None
+    element = scalar_type.element
+    if element is not None:
+        return _array_to_binary(value, element)
     return _BINARY_ENCODERS[scalar_type](value)
+
+
+def _array_to_binary(values: tuple, element: ScalarType) -> bytes:
+    """array_send: ndim, has-NULLs flag, element OID, (length, lower bound 1)
+    per dimension, then each element as (length or -1, bytes); an empty
+    array has no dimensions."""
+    oid = PG_TYPES[element].oid
+    if not values:
+        return struct.pack(">iii", 0, 0, oid)
+    has_null = any(v is None for v in values)
+    parts = [struct.pack(">iiiii", 1, int(has_null), oid, len(values), 1)]
+    for value in values:
+        if value is None:
+            parts.append(struct.pack(">i", -1))
+        else:
+            data = _BINARY_ENCODERS[element](value)
+            parts.append(struct.pack(">i", len(data)) + data)
+    return b"".join(parts)
 
 
 # ---------------------------------------------------------------------------

@@ -22,7 +22,15 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from coordinator_lib.expr.relation import AggregateExpr, AggregateFunc
-from coordinator_lib.expr.scalar import BinaryFunc, CallBinary, Cast, Column, If, Literal
+from coordinator_lib.expr.scalar import (
+    BinaryFunc,
+    CallBinary,
+    Cast,
+    Column,
+    If,
+    Literal,
+    Record,
+)
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.sql.errors import UnsupportedFeature
 from coordinator_lib.sql.positions import position_of
@@ -75,11 +83,7 @@ def plan_extra_aggregate(
         exp.ArrayAgg: "array_agg",
     }[type(call)]
     if isinstance(call, exp.ArrayAgg):
-        raise UnsupportedFeature(
-            "aggregate function array_agg is not supported: Tidemark has no array types",
-            position_of(call),
-            hint="string_agg(value::text, ',') gives the values as text.",
-        )
+        return _plan_array_agg(call, binder, index, condition)
     arg_node, distinct, order = _argument(call)
     value = finalize(binder.bind(arg_node))
 
@@ -126,6 +130,50 @@ def plan_extra_aggregate(
         separator=text,
         descending=descending,
     )
+    return ("plain", (index(agg),), None)
+
+
+def _plan_array_agg(
+    call: exp.ArrayAgg,
+    binder: ScalarBinder,
+    index: Callable[[AggregateExpr], int],
+    condition: Typed | None,
+) -> Call:
+    """array_agg(value [ORDER BY key [ASC | DESC] [NULLS FIRST | LAST], ...])
+    [FILTER (WHERE ...)]: a Record of the value and the keys, NULL for the
+    rows FILTER leaves out."""
+    node = call.this
+    keys: list[exp.Ordered] = []
+    if isinstance(node, exp.Order):
+        keys = list(node.expressions)
+        node = node.this
+    if isinstance(node, exp.Distinct):
+        raise UnsupportedFeature("array_agg(DISTINCT ...) is not supported", position_of(call))
+    if node is None or call.expressions:
+        raise binder.no_function(call, "array_agg", [])
+    value = finalize(binder.bind(node))
+    if value.scalar.is_array:
+        raise UnsupportedFeature(
+            "array_agg of an array (a two-dimensional array) is not supported",
+            position_of(node),
+        )
+    fields: list[ScalarExpr] = [value.expr]
+    order: list[tuple[bool, bool]] = []
+    for key in keys:
+        bound = finalize(binder.bind(key.this))
+        if bound.scalar.is_array:
+            raise UnsupportedFeature(
+                "array_agg(... ORDER BY an array) is not supported", position_of(key)
+            )
+        descending = bool(key.args.get("desc"))
+        nulls_first = key.args.get("nulls_first")
+        # PostgreSQL: NULLs sort as larger than every value unless told.
+        order.append((descending, descending if nulls_first is None else bool(nulls_first)))
+        fields.append(bound.expr)
+    record: ScalarExpr = Record(tuple(fields))
+    if condition is not None:
+        record = If(condition.expr, record, null_of(value.scalar))
+    agg = AggregateExpr(AggregateFunc.ARRAY_AGG, record, order=tuple(order))
     return ("plain", (index(agg),), None)
 
 

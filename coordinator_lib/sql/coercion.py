@@ -88,6 +88,10 @@ def scalar_type_of(data_type: exp.DataType) -> ScalarType:
     kind = data_type.this
     if kind in _DTYPES:
         return _DTYPES[kind]
+    if kind is exp.DType.ARRAY and len(data_type.expressions) == 1:  # `integer[]`
+        element = data_type.expressions[0]
+        if isinstance(element, exp.DataType) and element.this is not exp.DType.ARRAY:
+            return scalar_type_of(element).array()
     name = data_type.sql(dialect="postgres").lower()
     raise UnsupportedFeature(f"type {name} is not supported")
 
@@ -137,7 +141,7 @@ def can_cast_explicitly(src: ScalarType, dst: ScalarType) -> bool:
     return (
         can_assign(src, dst)
         or dst in _EXPLICIT.get(src, set())
-        or src is S.TEXT
+        or (src is S.TEXT and not dst.is_array)  # no array input syntax yet
         or (is_numeric(src) and is_numeric(dst))
     )
 
@@ -156,6 +160,8 @@ _CATEGORY = {
     S.TIMESTAMP: "D",
     S.TIMESTAMPTZ: "D",
     S.JSONB: "U",
+    # Arrays (array_agg's results) compare only with the same array type.
+    **{st: "A" for st in ScalarType if st.is_array},
 }
 _PREFERRED = {S.DOUBLE, S.TIMESTAMPTZ, S.TEXT, S.BOOLEAN}
 

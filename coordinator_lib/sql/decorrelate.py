@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 
 from coordinator_lib.expr.relation import (
-    AggregateExpr,
     Constant,
     Distinct,
     Filter,
@@ -158,9 +157,7 @@ class _Apply:
             return Reduce(
                 self.apply(node.input),
                 keys + tuple(self.scalar(k) for k in node.group_key),
-                tuple(
-                    AggregateExpr(a.func, self.scalar(a.expr), a.distinct) for a in node.aggregates
-                ),
+                tuple(dataclasses.replace(a, expr=self.scalar(a.expr)) for a in node.aggregates),
                 self._names(node),
             )
         if isinstance(node, Distinct):
@@ -199,10 +196,8 @@ class _Apply:
         padding = Map(self.outer, (*nulls[self.k :], Literal(None, _NULL_BOOL.type)))
         marked = Union((Map(rows, (Literal(True, BOOL),)), padding))
         aggregates = tuple(
-            AggregateExpr(
-                a.func,
-                If(Column(marker), self.scalar(a.expr), _null_like(a.expr, rows, self)),
-                a.distinct,
+            dataclasses.replace(
+                a, expr=If(Column(marker), self.scalar(a.expr), _null_like(a.expr, rows, self))
             )
             for a in reduce.aggregates
         )

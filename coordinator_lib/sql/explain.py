@@ -45,6 +45,7 @@ from coordinator_lib.expr.scalar import (
     If,
     Literal,
     RaiseError,
+    Record,
     ScalarExpr,
     UnaryFunc,
     VariadicFunc,
@@ -135,6 +136,19 @@ def format_aggregate(agg: AggregateExpr) -> str:
     ):
         return "count(*)"
     distinct = "distinct " if agg.distinct else ""
+    if agg.func is AggregateFunc.ARRAY_AGG:
+        expr, condition = agg.expr, ""
+        if isinstance(expr, If) and isinstance(expr.then, Record):
+            condition = f" filter (where {format_scalar(expr.cond)})"
+            expr = expr.then
+        fields = expr.fields if isinstance(expr, Record) else (expr,)
+        keys = [
+            f"{format_scalar(key)}{' desc' if desc else ''}"
+            f"{' nulls first' if first else ' nulls last'}"
+            for key, (desc, first) in zip(fields[1:], agg.order, strict=False)
+        ]
+        order = f" order by {', '.join(keys)}" if keys else ""
+        return f"array_agg({format_scalar(fields[0])}{order}){condition}"
     return f"{agg.func.value}({distinct}{format_scalar(agg.expr)})"
 
 

@@ -444,7 +444,8 @@ class ScalarBinder:
         elif right.unknown:
             right = self.resolve_unknown(right, left.scalar, rnode)
         target = operator_type(left.scalar, right.scalar)
-        if target is None:
+        if target is None or (target.is_array and symbol not in ("=", "<>", "!=")):
+            # arrays (array_agg's results) have only = and <> for now
             raise self.no_operator(node, symbol, left.scalar, right.scalar)
         return self.cast_to(left, target, lnode), self.cast_to(right, target, rnode), target
 

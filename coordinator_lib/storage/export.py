@@ -21,7 +21,7 @@ from coordinator_lib.persist import batch as batch_io
 from coordinator_lib.persist.shard import Shard
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
-from coordinator_lib.repr.relation import DIFF_COLUMN, TIME_COLUMN
+from coordinator_lib.repr.relation import DIFF_COLUMN, TIME_COLUMN, column_pylist
 from coordinator_lib.repr.update import Update
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ def read_export(path: str) -> list[tuple[tuple[Any, ...], int, int]]:
     for file in sorted(Path(path).glob("*.parquet")):
         table = pq.read_table(file)
         names = [n for n in table.column_names if n not in (TIME_COLUMN, DIFF_COLUMN)]
-        columns = [table.column(n).to_pylist() for n in names]
+        columns = [column_pylist(table.column(n)) for n in names]
         times = table.column(TIME_COLUMN).to_pylist()
         diffs = table.column(DIFF_COLUMN).to_pylist()
         for i in range(table.num_rows):

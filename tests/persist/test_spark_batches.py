@@ -51,7 +51,7 @@ ALL_TYPES = RelationDesc.of(
     ("tz", "timestamp with time zone"),
     ("j", "jsonb"),
 )
-assert {t.scalar_type for t in ALL_TYPES.types} == set(ScalarType)
+assert {t.scalar_type for t in ALL_TYPES.types} == {s for s in ScalarType if not s.is_array}
 
 ALL_TYPES_UPDATES = [
     Update(

@@ -395,3 +395,39 @@ def test_serve_maintains_views_without_reads(local_environment: Environment) -> 
             uppers.append(conn.execute(query).fetchone()[0])
     assert uppers == sorted(uppers)  # never back
     assert len(set(uppers)) >= 4, uppers  # it kept moving, unread
+
+
+def test_array_agg_over_pgwire_and_http(local_environment: Environment) -> None:
+    """array_agg's arrays reach psycopg as Python lists (text and binary
+    results, int4[] and text[] OIDs, text elements quoted as PostgreSQL
+    does), from a query and a materialized view, and HTTP as JSON arrays."""
+    with psycopg.connect(dsn(local_environment), autocommit=True) as conn:
+        conn.execute("CREATE TABLE t (k int, v int, s text)")
+        conn.execute(
+            "INSERT INTO t VALUES (1, 3, 'b c'), (1, NULL, NULL), (1, 1, ''), (2, 5, 'NULL')"
+        )
+        query = (
+            "SELECT k, array_agg(v ORDER BY v DESC NULLS LAST) AS vs,"
+            " array_agg(s ORDER BY v NULLS FIRST) AS ss FROM t GROUP BY k ORDER BY k"
+        )
+        want = [(1, [3, 1, None], [None, "", "b c"]), (2, [5], ["NULL"])]
+        cursor = conn.execute(query)
+        assert cursor.fetchall() == want
+        assert cursor.description is not None
+        assert [d.type_code for d in cursor.description] == [23, 1007, 1009]
+        assert conn.cursor(binary=True).execute(query).fetchall() == want
+        text = conn.execute(
+            "SELECT array_agg(s ORDER BY v NULLS FIRST)::text FROM t WHERE k = 1"
+        ).fetchall()
+        assert text == [('{NULL,"","b c"}',)]
+        conn.execute(
+            "CREATE MATERIALIZED VIEW mv AS"
+            " SELECT k, array_agg(v ORDER BY v) AS vs FROM t GROUP BY k"
+        )
+        conn.execute("INSERT INTO t VALUES (2, 4, 'x')")
+        rows = conn.execute("SELECT k, vs FROM mv ORDER BY k").fetchall()
+        assert rows == [(1, [1, 3, None]), (2, [4, 5])]
+    url = f"http://127.0.0.1:{local_environment.http.port}/api/sql"
+    response = requests.post(url, json={"query": "SELECT vs FROM mv WHERE k = 1"}, timeout=30)
+    response.raise_for_status()
+    assert response.json()["results"][0]["rows"] == [[[1, 3, None]]]

@@ -205,3 +205,28 @@ def test_pg_type_rows_carry_the_oids_pgwire_sends() -> None:
         row = by_scalar[scalar]
         assert (row.oid, row.typname, row.typlen) == (pg.oid, pg.name, pg.size)
         assert type_oid(scalar.value) == pg.oid  # our SQL type names resolve
+
+
+def test_array_text_and_binary() -> None:
+    """array_agg's arrays: PostgreSQL's text output (elements quoted when
+    empty, holding `{},"\\` or whitespace, or spelling NULL) and array_send."""
+    assert encode_text((1, 2, None), T.INTEGER_ARRAY) == "{1,2,NULL}"
+    assert encode_text((), T.INTEGER_ARRAY) == "{}"
+    assert encode_text((True, False), T.BOOLEAN_ARRAY) == "{t,f}"
+    texts = ("a", "", "b c", 'q"x', "back\\slash", "null", "NuLL", "{x}", "a,b", "tab\t", None)
+    assert encode_text(texts, T.TEXT_ARRAY) == (
+        '{a,"","b c","q\\"x","back\\\\slash","null","NuLL","{x}","a,b","tab\t",NULL}'
+    )
+    assert encode_text((dt.datetime(2000, 1, 1, 12),), T.TIMESTAMP_ARRAY) == (
+        '{"2000-01-01 12:00:00"}'
+    )
+    assert encode_text((decimal.Decimal("1.50"),), T.NUMERIC_ARRAY) == "{1.50}"
+    assert encode_binary((1, None), T.INTEGER_ARRAY) == (
+        struct.pack(">iiiii", 1, 1, 23, 2, 1) + struct.pack(">ii", 4, 1) + struct.pack(">i", -1)
+    )
+    assert encode_binary((), T.TEXT_ARRAY) == struct.pack(">iii", 0, 0, 25)
+    assert encode_binary(("ab",), T.TEXT_ARRAY) == (
+        struct.pack(">iiiii", 1, 0, 25, 1, 1) + struct.pack(">i", 2) + b"ab"
+    )
+    assert PG_TYPES[T.INTEGER_ARRAY].oid == 1007
+    assert PG_TYPES[T.JSONB_ARRAY].oid == 3807

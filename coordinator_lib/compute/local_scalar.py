@@ -85,10 +85,25 @@ def _like(text: str, pattern: str) -> bool:
     return re.fullmatch("".join(regex), text, flags=re.DOTALL) is not None
 
 
+def _element_text(value: Any, st: ScalarType) -> str:
+    """An array element's text: its type's output function, which is not
+    always its `::text` (PostgreSQL prints booleans in arrays as t / f, and
+    timestamps without trailing zeros in the fraction, as pgwire does)."""
+    if st is S.BOOLEAN:
+        return "t" if value else "f"
+    text = _to_text(value, st)
+    if st in (S.TIMESTAMP, S.TIMESTAMPTZ):
+        body, zone = (text[:-3], text[-3:]) if st is S.TIMESTAMPTZ else (text, "")
+        if "." in body:
+            body = body.rstrip("0").rstrip(".")
+        text = body + zone
+    return text
+
+
 def _to_text(value: Any, st: ScalarType) -> str:
     element = st.element
     if element is not None:
-        return array_text(value, lambda v: _to_text(v, element))
+        return array_text(value, lambda v: _element_text(v, element))
     if st is S.BOOLEAN:
         return "true" if value else "false"
     if st in (S.REAL, S.DOUBLE):

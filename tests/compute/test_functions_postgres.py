@@ -417,6 +417,16 @@ AGGREGATE_QUERIES = [
     "SELECT n % 2 AS g, bool_and(b), bool_or(b), bool_and(x > 0) FROM f GROUP BY 1",
     "SELECT bool_and(b) FILTER (WHERE id < 3), bool_or(DISTINCT b) FROM f",
     "SELECT bool_and(b), bool_or(b) FROM f WHERE id = 4",
+    # array_agg: arrays come back as lists from PostgreSQL, tuples from Tidemark
+    "SELECT b, array_agg(s ORDER BY id), array_agg(d ORDER BY id DESC) FROM f GROUP BY b",
+    "SELECT array_agg(s ORDER BY id)::text, array_agg(n ORDER BY n DESC NULLS LAST, id)::text"
+    " FROM f",
+    "SELECT array_agg(ts ORDER BY id)::text, array_agg(b ORDER BY id)::text,"
+    " array_agg(dd ORDER BY id)::text, array_agg(j ORDER BY id)::text FROM f",
+    "SELECT array_agg(x ORDER BY id) FILTER (WHERE n > 0),"
+    " array_agg(id ORDER BY s NULLS FIRST, id), array_agg(id) IS NULL FROM f",
+    "SELECT array_agg(id ORDER BY id) = array_agg(id ORDER BY id DESC) FROM f WHERE id = 1",
+    "SELECT array_agg(s ORDER BY id) FROM f WHERE id > 100",
 ]
 
 
@@ -452,7 +462,9 @@ def test_aggregates_match_postgres(pg: Any, tidemark: Any, sql: str) -> None:
         else sql.replace("string_agg(s, ','", "string_agg(s, ',' ORDER BY s")
     )
     pg_sql = pg_sql.replace("string_agg(s, NULL)", "string_agg(s, NULL ORDER BY s)")
-    expected = _sorted_rows([tuple(r) for r in pg.execute(pg_sql).fetchall()])
+    expected = _sorted_rows(
+        [tuple(tuple(v) if isinstance(v, list) else v for v in r) for r in pg.execute(pg_sql)]
+    )
     assert _sorted_rows(tidemark(sql)) == expected
 
 

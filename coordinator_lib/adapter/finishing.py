@@ -21,8 +21,21 @@ def compare_values(a: Any, b: Any, desc: bool, nulls_last: bool) -> int:
         return (1 if a is None else -1) * (1 if nulls_last else -1)
     if a == b:
         return 0
-    result = -1 if a < b else 1
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        result = _compare_arrays(a, b)
+    else:
+        result = -1 if a < b else 1
     return -result if desc else result
+
+
+def _compare_arrays(a: tuple, b: tuple) -> int:
+    """PostgreSQL's array order: element by element, a NULL element above
+    every value, a prefix below the longer array."""
+    for x, y in zip(a, b, strict=False):
+        result = compare_values(x, y, False, True)
+        if result:
+            return result
+    return (len(a) > len(b)) - (len(a) < len(b))
 
 
 def finish_rows(rows: Iterable[tuple[Row, int]], finishing: RowSetFinishing) -> list[Row]:

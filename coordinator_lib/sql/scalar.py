@@ -179,7 +179,7 @@ _COMPARISON = {
 }
 _TEXT_FUNCS = {exp.Lower: UnaryFunc.LOWER, exp.Upper: UnaryFunc.UPPER}
 _NAMED_ALIASES = {"char_length": "length", "character_length": "length"}
-_NO_MIN_MAX = {S.BOOLEAN, S.JSONB, S.BYTEA}
+_NO_MIN_MAX = {S.BOOLEAN, S.JSONB, S.BYTEA, *(st for st in S if st.is_array)}
 
 
 class ScalarBinder:

@@ -93,6 +93,7 @@ def test_equality_is_null_and_text_cast() -> None:
         ("SELECT array_agg(a) = array_agg(h) FROM t", "42883", "integer[] = smallint[]"),
         ("SELECT array_agg(a) + array_agg(a) FROM t", "42883", "integer[] + integer[]"),
         ("SELECT array_agg(x) FROM (SELECT array_agg(a) AS x FROM t) q", "0A000", "array"),
+        ("SELECT max(x) FROM (SELECT array_agg(a) AS x FROM t) q", "42883", "max(integer[])"),
     ],
 )
 def test_refused(sql: str, code: str, message: str) -> None:
@@ -100,3 +101,21 @@ def test_refused(sql: str, code: str, message: str) -> None:
         select(sql)
     assert info.value.code == code
     assert message in str(info.value)
+
+
+def test_top_level_order_by_an_array_is_postgres_order() -> None:
+    """A query's ORDER BY (the adapter's finishing): element by element, a
+    NULL element above every value, a prefix first."""
+    from coordinator_lib.adapter.finishing import finish_rows
+    from coordinator_lib.sql.plans import ColumnOrder, RowSetFinishing
+
+    rows = [((v,), 1) for v in [(1, None), (1, 2), (1,), None, (0, 5), (1, 2)]]
+    finishing = RowSetFinishing(order_by=(ColumnOrder(0, False, True),), limit=None, offset=0)
+    assert [r[0] for r in finish_rows(rows, finishing)] == [
+        (0, 5),
+        (1,),
+        (1, 2),
+        (1, 2),
+        (1, None),
+        None,
+    ]

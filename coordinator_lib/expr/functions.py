@@ -95,6 +95,7 @@ PYTHON_BUILTINS = frozenset(
         "translate",
         "make_date",
         "make_timestamp",
+        "to_char",  # (timestamp, template, zone name TZ prints)
     }
 )
 BUILTIN_FUNCTIONS = BUILTIN_FUNCTIONS | PYTHON_BUILTINS

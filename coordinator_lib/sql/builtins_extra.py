@@ -11,7 +11,8 @@ implements these):
   ascii(text) -> integer, chr(integer) -> text, translate(text, from, to).
 - date +/- integer -> date, date - date -> integer (`date_arithmetic`, called
   by the binder's `+`/`-`), make_date(y, m, d), make_timestamp(y, mo, d, h,
-  mi, sec double), `ts AT TIME ZONE 'zone'` (a constant zone name).
+  mi, sec double), `ts AT TIME ZONE 'zone'` (a constant zone name),
+  to_char(timestamp | timestamptz | date, constant template) -> text.
 """
 
 from __future__ import annotations
@@ -21,11 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from coordinator_lib.compute.local_builtins_extra import zone_name
+from coordinator_lib.compute.local_builtins_extra import (
+    TO_CHAR_SUPPORTED,
+    to_char_template,
+    zone_name,
+)
 from coordinator_lib.expr.scalar import is_numeric
 from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.sql.builtins import _Args, _call, _float_or_numeric
-from coordinator_lib.sql.errors import InvalidParameter
+from coordinator_lib.sql.errors import InvalidParameter, UnsupportedFeature
 from coordinator_lib.sql.positions import position_of
 from coordinator_lib.sql.scalar import literal
 
@@ -188,6 +193,39 @@ def _at_time_zone(b: ScalarBinder, node: exp.AtTimeZone) -> Typed:
     return _call("timezone_from_local", [value, literal(name, S.TEXT)], S.TIMESTAMPTZ)
 
 
+def _to_char(b: ScalarBinder, node: exp.Anonymous) -> Typed:
+    """to_char(timestamp | timestamptz | date, template) -> text with a
+    constant template (0A000 otherwise, and for patterns not implemented,
+    `compute/local_builtins_extra.to_char`). A date is a timestamptz, as in
+    PostgreSQL; a timestamptz goes in as its UTC wall clock and TZ prints
+    "UTC" (the session's zone). to_char of a number is 0A000."""
+    args = _Args(b, node, "to_char", list(node.expressions))
+    args.count(2)
+    value = args.values[0]
+    if not value.unknown and is_numeric(value.scalar):
+        raise UnsupportedFeature(
+            f"to_char({value.scalar.value}, text) is not supported: only timestamps and "
+            "dates can be formatted",
+            position_of(node),
+        )
+    if value.unknown or value.scalar not in (S.TIMESTAMP, S.TIMESTAMPTZ, S.DATE):
+        raise args.fail()
+    template = args.constant_text(1, "template")
+    for kind, item, _ in to_char_template(template):
+        if kind == "suffix" or (kind == "key" and item not in TO_CHAR_SUPPORTED):
+            raise UnsupportedFeature(
+                f'to_char: template pattern "{item}" is not supported',
+                position_of(node.expressions[1]),
+            )
+    if template == "":
+        return literal(None, S.TEXT)  # PostgreSQL's to_char of an empty template is NULL
+    zone = ""
+    if value.scalar is not S.TIMESTAMP:
+        zone = "UTC"
+        value = b.cast_to(b.cast_to(value, S.TIMESTAMPTZ, node), S.TIMESTAMP, node)
+    return _call("to_char", [value, literal(template, S.TEXT), literal(zone, S.TEXT)], S.TEXT)
+
+
 EXTRA_BUILTINS: dict[type, Callable[[Any, Any], Typed]] = {
     exp.Ln: _float_or_numeric("ln"),
     exp.Exp: _float_or_numeric("exp"),
@@ -206,6 +244,6 @@ EXTRA_BUILTINS: dict[type, Callable[[Any, Any], Typed]] = {
     exp.TimestampFromParts: _make_timestamp,
     exp.AtTimeZone: _at_time_zone,
 }
-EXTRA_NAMED: dict[str, Callable[[Any, Any], Typed]] = {"make_date": _make_date}
+EXTRA_NAMED: dict[str, Callable[[Any, Any], Typed]] = {"make_date": _make_date, "to_char": _to_char}
 
 __all__ = ["EXTRA_BUILTINS", "EXTRA_NAMED", "date_arithmetic"]

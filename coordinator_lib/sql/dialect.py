@@ -144,6 +144,14 @@ def _subtree_start(node: exp.Expr | None) -> int | None:
 class TidemarkParser(StatementParser):
     """Materialize's parser with the statements listed in the module docstring."""
 
+    # TO_CHAR stays a plain call with its template text: sqlglot would turn
+    # the template into strftime codes (exp.TimeToStr), which cannot be read
+    # back reliably (sql/builtins_extra.py binds it).
+    FUNCTIONS: ClassVar[dict[str, Any]] = {
+        **StatementParser.FUNCTIONS,
+        "TO_CHAR": lambda args: exp.Anonymous(this="to_char", expressions=args),
+    }
+
     def _parse_date_part(self) -> exp.Expr:
         """date_part stays itself: sqlglot reads it as EXTRACT, whose result
         type differs (numeric, not double precision)."""

@@ -280,6 +280,21 @@ EXPRESSIONS = [
     "(ts AT TIME ZONE 'Europe/Berlin') AT TIME ZONE 'Europe/Berlin'",
     "timestamp '2023-10-29 02:30' AT TIME ZONE 'Europe/Berlin'",  # happens twice
     "timestamp '2023-03-26 02:30' AT TIME ZONE 'Europe/Berlin'",  # never happens
+    # to_char: PostgreSQL's template patterns (a UDF on Spark)
+    "to_char(ts, 'YYYY-MM-DD HH24:MI:SS.MS US')",
+    "to_char(ts, 'YYY YY Y DDD D Q WW W J CC SSSS SSSSS B.C. b.c.')",
+    "to_char(ts, 'HH HH12 AM PM am pm A.M. P.M. a.m. p.m.')",
+    "to_char(ts, 'Mon MON mon|Month|MONTH|month|')",
+    "to_char(ts, 'Dy DY dy|Day|DAY|day|')",
+    "to_char(ts, 'FMMonth FMDay FMDD FMMM FMHH12 FMDDD FMYYYY FMMS FMUS|FMmonth.')",
+    "to_char(ts, 'yyyy-mm-dd hh24:mi:ss Y,YYY AD bc A.D.')",
+    "to_char(tz, 'YYYY-MM-DD HH24:MI:SS TZ tz')",
+    "to_char(ts, 'HH24 TZ|')",  # no zone for a timestamp
+    "to_char(dd, 'Day, DD Month YYYY TZ')",
+    'to_char(ts, \'"Year" YYYY "quoted \\"DD\\"" DD \\"MM\\" \\HH x\')',
+    "to_char(ts, 'FM')",
+    "to_char(ts, '')",
+    "to_char(ts, 'Ééé! <HH24> % _')",
     # jsonb (a UDF on Spark)
     "j -> 'a'",
     "j ->> 'k'",
@@ -616,6 +631,26 @@ def test_unknown_time_zone_fails_as_in_postgres(pg: Any) -> None:
         pg.execute(f"SELECT {sql} FROM f")
     assert ours.value.code == theirs.value.sqlstate == "22023"
     assert 'time zone "Mars/Olympus" not recognized' in str(ours.value)
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        ("to_char(d, '999.99')", "to_char(numeric, text) is not supported"),
+        ("to_char(n, '999')", "to_char(integer, text) is not supported"),
+        ("to_char(ts, s)", "the template must be a constant"),
+        ("to_char(ts, 'IYYY-IW')", 'template pattern "IYYY" is not supported'),
+        ("to_char(ts, 'DDth')", 'template pattern "th" is not supported'),
+    ],
+)
+def test_to_char_refusals(pg: Any, sql: str, message: str) -> None:
+    """What to_char leaves out is 0A000 (PostgreSQL runs all of these)."""
+    from coordinator_lib.sql.errors import UnsupportedFeature
+
+    with pytest.raises(UnsupportedFeature) as ours:
+        plan_scalar(sql)
+    assert ours.value.code == "0A000" and message in str(ours.value)
+    assert pg_result(pg, sql, 1)[0] == "ok"
 
 
 def test_regexp_flags_fail_as_in_postgres(pg: Any) -> None:

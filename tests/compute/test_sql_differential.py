@@ -608,6 +608,15 @@ QUERIES: dict[str, tuple[str, str | None]] = {
         " k + CAST('2024-12-31' AS date) AS e FROM t WHERE k IS NOT NULL",
         None,
     ),
+    # to_char (a UDF on Spark); DuckDB's strftime codes for the same text
+    "fn_to_char": (
+        "SELECT k, to_char(CAST('2024-0' || (abs(k) % 9 + 1) || '-1' || (abs(k) % 10) || ' 1'"
+        " || (abs(k) % 10) || ':05:07' AS timestamp), 'FMDay DD Mon YYYY HH12:MI:SS AM') AS a"
+        " FROM t WHERE k IS NOT NULL",
+        "SELECT k, strftime(CAST('2024-0' || (abs(k) % 9 + 1) || '-1' || (abs(k) % 10) || ' 1'"
+        " || (abs(k) % 10) || ':05:07' AS timestamp), '%A %d %b %Y %I:%M:%S %p') FROM t"
+        " WHERE k IS NOT NULL",
+    ),
     # more math and text functions (compute/local_builtins_extra.py; UDFs on Spark)
     "fn_math_extra": (
         "SELECT k, v, sign(v) AS a, trunc(v / 3.0, 1) AS b, div(v, 2) AS c, exp(k) AS d,"

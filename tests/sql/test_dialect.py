@@ -52,7 +52,17 @@ ROUND_TRIPS = [
     "EXPLAIN CREATE MATERIALIZED VIEW mv AS SELECT 1",
     "CREATE TABLE t (a INT NOT NULL, b TEXT)",
     "CREATE VIEW v AS SELECT a FROM t",
+    "SELECT TO_CHAR(ts, 'FMDay \"at\" HH12:MI AM') FROM t",
 ]
+
+
+def test_to_char_keeps_its_template() -> None:
+    """sqlglot would read TO_CHAR as TimeToStr with strftime codes; the
+    binder needs PostgreSQL's template text."""
+    [tree] = parse_sql("SELECT to_char(ts, 'YYYY-MM-DD \"Q\"Q') FROM t")
+    call = tree.expressions[0]
+    assert isinstance(call, exp.Anonymous) and call.name.lower() == "to_char"
+    assert call.expressions[1].this == 'YYYY-MM-DD "Q"Q'
 
 
 @pytest.mark.parametrize("sql", ROUND_TRIPS)

@@ -967,7 +967,7 @@ def test_temporal_views_match_duckdb_at_every_time(
         session.close()
 
 
-@settings(max_examples=8, **SETTINGS)
+@settings(max_examples=4, **SETTINGS)
 @given(initial=initial_rows, rounds=st.lists(statements, min_size=2, max_size=4))
 def test_subquery_views_match_duckdb_at_every_time(
     spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
@@ -980,7 +980,7 @@ def test_subquery_views_match_duckdb_at_every_time(
         session.close()
 
 
-@settings(max_examples=8, **SETTINGS)
+@settings(max_examples=4, **SETTINGS)
 @given(initial=initial_rows, rounds=st.lists(statements, min_size=2, max_size=4))
 def test_outer_join_views_match_duckdb_at_every_time(
     spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any

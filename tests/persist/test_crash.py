@@ -21,7 +21,7 @@ from coordinator_lib.repr.update import Update
 from tests.persist.support import new_shard_id
 from tests.persist.workers import CRASH_DESC, CRASH_ROWS, CRASH_WRITER_LEASE_MS
 
-KILLS = 25
+KILLS = 12  # per backend; each kill lands at a random point of a write
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow

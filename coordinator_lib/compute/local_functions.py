@@ -21,7 +21,7 @@ from typing import Any
 from coordinator_lib.compute.local_builtins import BUILTINS
 from coordinator_lib.compute.local_builtins_extra import EXTRA_BUILTINS
 from coordinator_lib.expr.functions import NULL_TOLERANT
-from coordinator_lib.sql.coercion import canonical_jsonb
+from coordinator_lib.sql.coercion import canonical_jsonb, parse_bytea_escape
 
 # pgcrypto's hmac() types.
 _DIGESTS = {
@@ -60,7 +60,7 @@ def decode(text: str, format: str) -> bytes:
         except ValueError:
             raise ValueError("invalid hexadecimal data") from None
     if fmt == "escape":
-        return _unescape(text)
+        return parse_bytea_escape(text)
     raise ValueError(f"unrecognized encoding: {format!r}")
 
 
@@ -82,25 +82,6 @@ def encode(data: bytes, format: str) -> str:
                 out.append(chr(byte))
         return "".join(out)
     raise ValueError(f"unrecognized encoding: {format!r}")
-
-
-def _unescape(text: str) -> bytes:
-    out = bytearray()
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch != "\\":
-            out += ch.encode()
-            i += 1
-        elif text[i + 1 : i + 2] == "\\":
-            out.append(0x5C)
-            i += 2
-        elif re.fullmatch(r"[0-3][0-7]{2}", text[i + 1 : i + 4]):
-            out.append(int(text[i + 1 : i + 4], 8))
-            i += 4
-        else:
-            raise ValueError("invalid input syntax for type bytea")
-    return bytes(out)
 
 
 def constant_time_eq(a: str | bytes, b: str | bytes) -> bool:

@@ -317,6 +317,16 @@ def _parse_bytea(text: str) -> bytes:
             return bytes.fromhex(text[2:])
         except ValueError:
             raise InvalidTextRepresentation(f'invalid hexadecimal data: "{text}"') from None
+    try:
+        return parse_bytea_escape(text)
+    except ValueError:
+        raise InvalidTextRepresentation(f'invalid input syntax for type bytea: "{text}"') from None
+
+
+def parse_bytea_escape(text: str) -> bytes:
+    """bytea's escape format (`\\\\` and `\\nnn` octets, other characters as
+    UTF-8): the input of a text cast and of decode(text, 'escape').
+    Raises ValueError naming the type for a stray backslash."""
     out = bytearray()
     i = 0
     while i < len(text):
@@ -331,7 +341,7 @@ def _parse_bytea(text: str) -> bytes:
             out.append(int(text[i + 1 : i + 4], 8))
             i += 4
         else:
-            raise InvalidTextRepresentation(f'invalid input syntax for type bytea: "{text}"')
+            raise ValueError("invalid input syntax for type bytea")
     return bytes(out)
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from coordinator_lib.scheduler import (
     Agent,
     CaptureLease,
-    Checkpoint,
+    ClockWriter,
     FakeClock,
     InMemoryLeaseStore,
     InMemoryTableExecutor,
@@ -46,21 +46,6 @@ from coordinator_lib.scheduler import (
 RESULTS = Path(__file__).parent / "results"
 TICK_MS = 100
 TTL_MS = 10_000
-
-
-class _ClockWriter:
-    def __init__(self, clock: FakeClock) -> None:
-        self.clock = clock
-
-    def start(self, span: str, checkpoint: Checkpoint) -> object:
-        return span
-
-    def write(self, session: object) -> Checkpoint:
-        now = self.clock.now_ms()
-        return Checkpoint(now, now)
-
-    def stop(self, session: object) -> None:
-        pass
 
 
 class LocalCluster:
@@ -89,7 +74,7 @@ class LocalCluster:
             prepare_ticks=ticks,
             commit_ticks=ticks,
             stop_ticks=ticks,
-            writer=_ClockWriter(self.clock),
+            writer=ClockWriter(self.clock),
         )
         self.capture_leases[capture] = lease
         self.executors[capture] = executor

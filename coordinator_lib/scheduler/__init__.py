@@ -18,7 +18,7 @@ from coordinator_lib.scheduler.lease import (
     LeaseStore,
     OwnerLease,
 )
-from coordinator_lib.scheduler.memory_executor import InMemoryTableExecutor, TaskWriter
+from coordinator_lib.scheduler.memory_executor import ClockWriter, InMemoryTableExecutor, TaskWriter
 from coordinator_lib.scheduler.messages import (
     CHECKPOINT_CANNOT_PROCEED,
     AddTableRequest,
@@ -62,6 +62,7 @@ __all__ = [
     "CaptureLease",
     "Checkpoint",
     "Clock",
+    "ClockWriter",
     "ConsensusLeaseStore",
     "ConsensusTransport",
     "DispatchTableRequest",

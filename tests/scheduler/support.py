@@ -11,7 +11,7 @@ from coordinator_lib.scheduler import (
     Agent,
     Barrier,
     CaptureLease,
-    Checkpoint,
+    ClockWriter,
     FakeClock,
     InMemoryLeaseStore,
     InMemoryTableExecutor,
@@ -25,23 +25,6 @@ from coordinator_lib.scheduler import (
 
 TICK_MS = 100
 TTL_MS = 500
-
-
-class ClockWriter:
-    """A writer whose every write lands: progress is the clock."""
-
-    def __init__(self, clock: FakeClock) -> None:
-        self.clock = clock
-
-    def start(self, span: str, checkpoint: Checkpoint) -> object:
-        return span
-
-    def write(self, session: object) -> Checkpoint:
-        now = self.clock.now_ms()
-        return Checkpoint(now, now)
-
-    def stop(self, session: object) -> None:
-        pass
 
 
 class Cluster:

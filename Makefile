@@ -69,10 +69,13 @@ SLT_ARGS ?=
 slt: setup
 	$(BIN)/python -m coordinator_lib.sqllogictest --min-pass-rate $(SLT_MIN_PASS_RATE) $(SLT_ARGS) $(SLT_DIR)/*.test $(SLT_DIR)/evidence/*.test
 
-## lint: ruff check and ruff format --check; both must pass.
+## lint: ruff check, ruff format --check, the type check (mypy) and the layers
+## contract (lint-imports, [tool.importlinter] in pyproject.toml); all must pass.
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 ## format: rewrite files with ruff format, then apply ruff's safe fixes.
 format: setup

@@ -240,4 +240,4 @@ class ReplicationManager:
         if barrier is not None:
             checkpoint = min(checkpoint, barrier.min_table_barrier_ts)
             resolved = min(resolved, barrier.global_barrier_ts)
-        return Watermark(checkpoint, resolved)
+        return Watermark(int(checkpoint), int(resolved))

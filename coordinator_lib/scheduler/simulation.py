@@ -256,7 +256,8 @@ class _Writer:
         shard = sim.shards[session.span]
         if session.pending is None:
             if not self.fence.may_write():
-                return self._fenced(session)
+                self._fenced(session)
+                return None
             lower, now = shard.upper, sim.clock.now_ms()
             if now <= lower:
                 return Checkpoint(lower, lower)
@@ -269,7 +270,8 @@ class _Writer:
         if not shard.compare_and_append(lower, upper):
             sim.stats.lost_races += 1
             if not self.fence.after_lost_race():
-                return self._fenced(session)
+                self._fenced(session)
+                return None
             return Checkpoint(shard.upper, shard.upper)
         sim.stats.landed_writes += 1
         if sim.clock.now_ms() >= self.fence.lease.expires_at_ms:  # (renewals keep it current)
@@ -280,7 +282,6 @@ class _Writer:
     def _fenced(self, session: _Session) -> None:
         session.fenced = True
         self.sim.stats.fenced_writes += 1
-        return None
 
     def _record(self, shard: _Shard, session: _Session, lower: int, upper: int) -> None:
         if shard.last_landed is not None:
@@ -863,10 +864,10 @@ class Simulation:
             self._run_until(self._converged, "tasks did not settle after the drain")
 
         # Move some tasks, each to a capture other than its primary.
-        owner = self._owner_or_fail()
+        scheduler = self._scheduler_or_fail()
         moves = []
         for span in self.rng.sample(self.tables, min(3, len(self.tables))):
-            primary = owner.scheduler.replication_sets[span].primary
+            primary = scheduler.replication_sets[span].primary
             others = [c.capture_id for c in self.captures if c.capture_id != primary]
             if others:
                 moves.append((span, self.rng.choice(others)))
@@ -875,7 +876,7 @@ class Simulation:
             self.stats.moves_done += 1
 
         # Rebalance and wait until it is done.
-        self._run_until(lambda: self._owner_or_fail().scheduler.rebalance(), "no rebalance")
+        self._run_until(lambda: self._scheduler_or_fail().rebalance(), "no rebalance")
         self._run_until(self._rebalanced, "rebalance stuck")
         self._run_until(self._converged, "tasks did not settle after rebalance")
 
@@ -894,12 +895,13 @@ class Simulation:
             proc.stop(graceful=True)
         proc.down_until = self.step_no + 1
 
-    def _owner_or_fail(self) -> _OwnerProc:
+    def _scheduler_or_fail(self) -> Scheduler:
+        """The current owner's scheduler; the run fails if there is none."""
         owner = self.owner()
         if owner is None or owner.scheduler is None:
             self.fail("no owner")
-        assert owner is not None
-        return owner
+        assert owner is not None and owner.scheduler is not None
+        return owner.scheduler
 
     def _run_until(self, condition, what: str) -> None:
         bound = self.step_no + self.config.settle_bound
@@ -978,10 +980,10 @@ class Simulation:
                 lines.append(f"  {rep!r}")
             for c, s in owner.scheduler.capture_manager.captures.items():
                 lines.append(f"  capture {c}@{s.epoch} {s.state.name}")
-        for c in self.captures:
-            if c.executor is not None and c.lease is not None:
-                states = {s: t.state.name for s, t in c.executor.tables.items()}
-                lines.append(f"  {c.capture_id}@{c.lease.epoch}: {states}")
+        for proc in self.captures:
+            if proc.executor is not None and proc.lease is not None:
+                states = {s: t.state.name for s, t in proc.executor.tables.items()}
+                lines.append(f"  {proc.capture_id}@{proc.lease.epoch}: {states}")
         return "\n".join(lines)
 
 

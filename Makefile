@@ -63,7 +63,7 @@ bench-webhook: setup
 
 ## slt: the sqllogictest corpus (SLT_DIR) through the coordinator; per-file pass counts;
 ## fails below SLT_MIN_PASS_RATE percent (the issue's target, 95).
-SLT_DIR ?= ../shared/slt
+SLT_DIR ?= tests/slt
 SLT_MIN_PASS_RATE ?= 95
 SLT_ARGS ?=
 slt: setup

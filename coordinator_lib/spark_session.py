@@ -1,6 +1,6 @@
 """The one way Tidemark obtains a SparkSession.
 
-Settings and why (see DESIGN.md, "Facts about the stack"):
+Settings and why (measured on this stack):
 
 - Per-job overhead (0.1-0.3 s locally) dominates the small deltas we mostly
   process, and a 1k-row groupBy took 0.7 s with 200 shuffle partitions against

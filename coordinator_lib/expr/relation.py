@@ -3,7 +3,7 @@
 Each node's `desc` is its output RelationDesc. Column names in descs are for
 EXPLAIN and for the final output; operators refer to columns by index. The
 compute layer renders each operator with a delta rule where it has one (see
-DESIGN.md "Incremental maintenance") and otherwise by recompute-and-diff.
+docs/architecture.md, "How SQL becomes a plan") and otherwise by recompute-and-diff.
 """
 
 from __future__ import annotations

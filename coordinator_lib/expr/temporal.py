@@ -5,7 +5,7 @@ planner gives it the type of what it is compared with (a timestamp column
 makes it the timestamp `t` milliseconds after the epoch, a numeric one the
 number `t`), so a comparison is exact in that type. Alone (`SELECT mz_now()`)
 it is a bigint. Materialize's type for it is `mz_timestamp`; Tidemark has no
-such type (timestamps are int milliseconds, see DESIGN.md).
+such type (timestamps are int milliseconds, see repr/timestamp.py).
 
 A one-off query replaces every MzNow with its timestamp as a literal
 (`substitute_mz_now`) before evaluating. A maintained view cannot: its

@@ -1,6 +1,6 @@
 """Timestamp selection as a pure function: which time each isolation level
 and AS OF form picks, and the global watermark's part in serializable reads
-(DESIGN.md: reads at one time; issue 8: the scheduler's watermark is the
+(docs/architecture.md: reads at one time; issue 8: the scheduler's watermark is the
 freshest time all worker-maintained views can be read together)."""
 
 from __future__ import annotations

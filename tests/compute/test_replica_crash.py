@@ -1,6 +1,6 @@
 """Kill a replica mid-step (SIGKILL, many times), start another: the view is
 exact at every time and the steps resume from the output's durable upper,
-with no duplicated or missing updates (DESIGN.md invariants 3 and 7)."""
+with no duplicated or missing updates (docs/architecture.md, invariants 3 and 7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Real `tidemark worker` processes under the scheduler (DESIGN.md invariant
+"""Real `tidemark worker` processes under the scheduler (docs/architecture.md, invariant
 9): three workers maintain views; SIGKILL one and its views move to the
 others and stay exact at every time (checked against DuckDB); the global
 checkpoint never regresses; the supervisor restarts the dead worker."""

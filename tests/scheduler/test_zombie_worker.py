@@ -1,4 +1,4 @@
-"""A real `tidemark worker` frozen past its lease (DESIGN.md invariant 9):
+"""A real `tidemark worker` frozen past its lease (docs/architecture.md, invariant 9):
 SIGSTOP it, let its views move to the other worker, SIGCONT it. The
 resumed incarnation must stop acting as primary (its lease fence ends it;
 it comes back as a new epoch), and whatever it had in flight is decided by

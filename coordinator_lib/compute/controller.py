@@ -47,6 +47,7 @@ from coordinator_lib.compute.errors import (
 )
 from coordinator_lib.expr.relation import Get, RelationExpr
 from coordinator_lib.expr.temporal import substitute_mz_now
+from coordinator_lib.persist.read_scope import held_reads
 from coordinator_lib.persist.shard import Shard
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
@@ -328,17 +329,20 @@ class ComputeController:
 
     def _step_dataflow(self, dataflow: Dataflow, until: int | None) -> StepResult | None:
         inputs = {id: self.storage.shard(id) for id in dataflow.description.imports}
-        if dataflow.output is not None:
-            result = step(
-                self.spark,
-                dataflow.description,
-                inputs,
-                dataflow.output,
-                until,
-                local_max_rows=self.local_max_rows,
-            )
-        else:
-            result = self._step_index(dataflow, inputs, until)
+        # The step's Spark jobs run before it returns (its output is written,
+        # an index checkpoints eagerly): hold what they planned until then.
+        with held_reads():
+            if dataflow.output is not None:
+                result = step(
+                    self.spark,
+                    dataflow.description,
+                    inputs,
+                    dataflow.output,
+                    until,
+                    local_max_rows=self.local_max_rows,
+                )
+            else:
+                result = self._step_index(dataflow, inputs, until)
         if result is not None:
             dataflow.steps.append(result)
         self._downgrade_holds(dataflow)
@@ -424,10 +428,11 @@ class ComputeController:
         if stored_rows(inputs) <= self.local_max_rows:
             updates, _ = plan_step_local(description, inputs, timestamp, timestamp + 1)
             return [(u.row, u.diff) for u in updates]
-        delta, _ = plan_step(self.spark, description, inputs, timestamp, timestamp + 1)
-        if delta is None:
-            return []
-        table = delta.toArrow()
+        with held_reads():
+            delta, _ = plan_step(self.spark, description, inputs, timestamp, timestamp + 1)
+            if delta is None:
+                return []
+            table = delta.toArrow()
         names = list(description.desc.names)
         columns = [column_pylist(table.column(i)) for i in range(len(names))]
         diffs = table.column(DIFF_COLUMN).to_pylist()

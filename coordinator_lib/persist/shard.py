@@ -31,10 +31,13 @@ from coordinator_lib.persist.errors import (
     UpperMismatch,
 )
 from coordinator_lib.persist.machine import Machine
+from coordinator_lib.persist.read_scope import SEQNO_HOLD_LEASE_MS, current_scope
 from coordinator_lib.persist.state import (
     BatchMeta,
     CriticalReaderState,
     LeasedReaderState,
+    RetiredBatch,
+    SeqnoHold,
     ShardState,
     WriterState,
 )
@@ -289,9 +292,49 @@ class Shard:
         if state.upper_frontier.less_equal(as_of):
             raise ReadBeyondUpper(self.shard_id, as_of, state.upper_frontier)
 
+    def plan_read(self) -> ShardState:
+        """The state a deferred read (a lazy Spark job) plans from, with a seqno
+        hold keeping every blob it names until the read is done: released
+        when the enclosing `read_scope.held_reads()` ends, or lapsing after
+        its lease when there is none."""
+        scope = current_scope()
+        if scope is not None and scope.holds_shard(self.shard_id):
+            return self.state()  # the scope's older hold protects this state too
+        hold_id = new_id("h")
+        lease_ms = SEQNO_HOLD_LEASE_MS if scope is None else scope.lease_ms
+
+        def hold(state: ShardState, now: int) -> tuple[bool, ShardState]:
+            state.expire_leases(now)
+            # `state.seqno` is the state read here; the batches this
+            # transition returns are that state's.
+            state.seqno_holds[hold_id] = SeqnoHold(state.seqno, now, lease_ms)
+            return True, ShardState.from_bytes(state.to_bytes())
+
+        planned = self.machine.apply(hold)
+        if scope is not None:
+            scope.add(self, hold_id)
+        return planned
+
+    def heartbeat_seqno_hold(self, hold_id: str) -> None:
+        def heartbeat(state: ShardState, now: int) -> tuple[bool, None]:
+            hold = state.seqno_holds.get(hold_id)
+            if hold is None or hold.expired(now):
+                raise LeaseExpired(f"seqno hold {hold_id} of shard {self.shard_id} lapsed")
+            hold.heartbeat_ms = now
+            return True, None
+
+        self.machine.apply(heartbeat)
+
+    def release_seqno_hold(self, hold_id: str) -> None:
+        def release(state: ShardState, now: int) -> tuple[bool, None]:
+            return state.seqno_holds.pop(hold_id, None) is not None, None
+
+        self.machine.apply(release, allow_finalized=True)
+
     def batch_dirs_at(self, as_of: int) -> tuple[ShardState, list[str]]:
-        """The state and the batch directories a read at `as_of` needs."""
-        state = self.state()
+        """The state and the batch directories a read at `as_of` needs, held
+        (`plan_read`) so they outlive compaction until the read is done."""
+        state = self.plan_read()
         self.check_readable(state, as_of)
         dirs = [
             str(self.blob.batch_path(self.shard_id, b.key))
@@ -468,6 +511,8 @@ class Shard:
             state.batches = [b for b in state.batches if b.key not in keys]
             if new_meta is not None:
                 state.batches.insert(first, new_meta)
+            # The state written now (seqno + 1) is the first without them.
+            state.retired += [RetiredBatch(k, state.seqno + 1) for k in keys]
             return True, True
 
         landed = self.machine.apply(replace)
@@ -475,24 +520,43 @@ class Shard:
             if new_meta is not None:
                 self.blob.delete_batch(self.shard_id, new_meta.key)
             return 0
+        self.delete_retired()
+        return len(run)
+
+    def delete_retired(self) -> list[str]:
+        """Delete the blobs of replaced batches that no seqno hold protects
+        any more (all of them when nobody holds one). Returns their keys."""
+
+        def forget(state: ShardState, now: int) -> tuple[bool, list[str]]:
+            keys = state.deletable_retired(now)
+            if not keys:
+                return False, []
+            state.retired = [r for r in state.retired if r.key not in keys]
+            state.expire_leases(now)
+            return True, keys
+
+        # Forgotten first, deleted after: a crash in between leaves an orphan
+        # that `collect_garbage` takes once its writer's lease is gone.
+        keys = self.machine.apply(forget, allow_finalized=True)
         for key in keys:
             self.blob.delete_batch(self.shard_id, key)
-        return len(run)
+        return keys
 
     # -------------------------------------------------------- gc / finalize
     def collect_garbage(self) -> list[str]:
-        """Delete blob batches no state names whose writer is gone (crashed
+        """Delete replaced batches no seqno hold protects (`delete_retired`)
+        and blob batches no state names whose writer is gone (crashed
         writers' orphans, leftovers of compaction). Returns the deleted keys."""
         # Take the time, then list, then read the state: a batch listed here
         # was written after its writer registered, so the (later) state names
         # it or shows its writer, and a writer already expired at `now` cannot
         # have named a batch since (its commit would fail on the lease).
+        deleted = self.delete_retired()
         now = int(time.time() * 1000)
         listed = self.blob.list_batches(self.shard_id)
         state = self.state()
-        named = {b.key for b in state.batches}
+        named = {b.key for b in state.batches} | {r.key for r in state.retired}
         live_writers = {wid for wid, w in state.writers.items() if not w.expired(now)}
-        deleted = []
         for key in listed:
             if key in named:
                 continue

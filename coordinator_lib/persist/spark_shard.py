@@ -7,8 +7,9 @@ new_upper), no NULL in NOT NULL columns) read the Parquet footers' statistics,
 so they cost no extra Spark job.
 
 A snapshot DataFrame is lazy: it reads the batches the state named when it
-was planned. Compaction deletes the batches it replaces, so run the job
-promptly (or cache it) while compaction of the shard may happen elsewhere.
+was planned. Planning takes a seqno hold (`Shard.plan_read`), so compaction
+in any process keeps those batches' blobs until the hold is released: run
+the job inside `read_scope.held_reads()`, or it keeps them for a lease.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def snapshot_dataframe(shard: Shard, spark: SparkSession, as_of: int) -> DataFra
 
 def updates_dataframe(shard: Shard, spark: SparkSession) -> DataFrame:
     """Every stored update (data columns, `__time`, `__diff`), unconsolidated."""
-    state = shard.state()
+    state = shard.plan_read()
     dirs = [str(shard.blob.batch_path(shard.shard_id, b.key)) for b in state.batches]
     return read_batches_dataframe(spark, dirs, shard.desc)
 
@@ -65,7 +66,7 @@ def updates_between_dataframe(
     """Updates with times in [lower, upper) (unconsolidated), or None when the
     batch metadata shows there are none (no Spark job spent on finding out).
     Exact as long as `lower` is at or after the shard's since."""
-    state = shard.state()
+    state = shard.plan_read()
     chosen = [
         b
         for b in state.batches

@@ -1,7 +1,9 @@
 """The durable state record of one shard, stored in consensus as JSON.
 
 It names every live batch (blob data written before the state names it), the
-shard's `since` and `upper`, and the leases of its readers and writers. The
+shard's `since` and `upper`, the leases of its readers and writers, the seqno
+holds of readers that planned reads, and the batches compaction replaced
+whose blobs such a reader may still read. The
 state only changes through `Machine.apply` (compare-and-set on its seqno).
 """
 
@@ -60,6 +62,31 @@ class WriterState:
 
 
 @dataclass
+class SeqnoHold:
+    """A reader that planned a read from the state at `seqno` (listed the
+    blobs it names, e.g. for a lazy Spark job): no blob named by any state
+    at or after `seqno` is deleted while the hold is held and its lease live.
+    It lives in the state, so it binds garbage collection in every process."""
+
+    seqno: int
+    heartbeat_ms: int
+    lease_ms: int
+
+    def expired(self, now_ms: int) -> bool:
+        return self.heartbeat_ms + self.lease_ms < now_ms
+
+
+@dataclass
+class RetiredBatch:
+    """A batch compaction replaced; `seqno` is the first state that no longer
+    names it. Its blob is deleted only once every seqno hold is at or after
+    `seqno` (no reader can still plan it)."""
+
+    key: str
+    seqno: int
+
+
+@dataclass
 class ShardState:
     shard_id: str
     desc: RelationDesc
@@ -70,6 +97,8 @@ class ShardState:
     leased_readers: dict[str, LeasedReaderState] = field(default_factory=dict)
     critical_readers: dict[str, CriticalReaderState] = field(default_factory=dict)
     writers: dict[str, WriterState] = field(default_factory=dict)
+    seqno_holds: dict[str, SeqnoHold] = field(default_factory=dict)
+    retired: list[RetiredBatch] = field(default_factory=list)
     finalized: bool = False
     # Identifies the transition that wrote this state, so a writer whose
     # compare-and-set had an unknown outcome can tell whether it landed.
@@ -89,7 +118,15 @@ class ShardState:
             rid: r for rid, r in self.leased_readers.items() if not r.expired(now_ms)
         }
         self.writers = {wid: w for wid, w in self.writers.items() if not w.expired(now_ms)}
+        self.seqno_holds = {hid: h for hid, h in self.seqno_holds.items() if not h.expired(now_ms)}
         self.recompute_since()
+
+    def deletable_retired(self, now_ms: int) -> list[str]:
+        """Keys of retired batches no live seqno hold can have planned: every
+        live hold read a state at or after the one that dropped them."""
+        holds = [h.seqno for h in self.seqno_holds.values() if not h.expired(now_ms)]
+        least = min(holds, default=None)
+        return [r.key for r in self.retired if least is None or r.seqno <= least]
 
     def recompute_since(self) -> None:
         """since = the least hold of any reader, capped at the upper (since <=
@@ -113,6 +150,8 @@ class ShardState:
             "leased_readers": {k: asdict(v) for k, v in self.leased_readers.items()},
             "critical_readers": {k: asdict(v) for k, v in self.critical_readers.items()},
             "writers": {k: asdict(v) for k, v in self.writers.items()},
+            "seqno_holds": {k: asdict(v) for k, v in self.seqno_holds.items()},
+            "retired": [asdict(r) for r in self.retired],
             "finalized": self.finalized,
             "op_id": self.op_id,
         }
@@ -133,6 +172,8 @@ class ShardState:
                 k: CriticalReaderState(**v) for k, v in data["critical_readers"].items()
             },
             writers={k: WriterState(**v) for k, v in data["writers"].items()},
+            seqno_holds={k: SeqnoHold(**v) for k, v in data.get("seqno_holds", {}).items()},
+            retired=[RetiredBatch(**r) for r in data.get("retired", [])],
             finalized=data["finalized"],
             op_id=data.get("op_id", ""),
         )

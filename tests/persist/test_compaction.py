@@ -331,3 +331,65 @@ def test_finalize_refused_while_since_held(client: PersistClient) -> None:
     assert shard.since() == Frontier.empty()
     assert shard.finalize() is True
     assert blob_files(client.blob.root, shard.shard_id) == {}
+
+
+def _read_planned(dirs: list[str]) -> list[tuple[tuple, int]]:
+    """Read planned batch directories as a lazy engine would, later: straight
+    from the files, without asking the state again."""
+    import pyarrow.parquet as pq
+
+    rows = []
+    for directory in dirs:
+        for file in sorted(Path(directory).glob("*.parquet")):
+            table = pq.read_table(file)
+            for k, v, _t, d in zip(*(table.column(i).to_pylist() for i in range(4)), strict=True):
+                rows.append(((k, v), d))
+    return rows
+
+
+def test_planned_read_survives_compaction_and_gc_elsewhere(
+    client: PersistClient, consensus_url: str, tmp_path: Path
+) -> None:
+    """A read that planned its batches (as a Spark snapshot does) reads them
+    after another client compacted the shard and collected garbage; once the
+    hold is released, GC deletes the replaced blobs."""
+    from coordinator_lib.persist.read_scope import held_reads
+
+    shard = client.open_shard(new_shard_id(), DESC)
+    written = append_all(shard, [[Update((i, "x"), 0, 1)] for i in range(6)])
+    shard.downgrade_critical_since("c", Frontier(5))
+    other = PersistClient.open(consensus_url=consensus_url, blob_root=tmp_path / "blob")
+    try:
+        compactor = other.open_shard(shard.shard_id, DESC)
+        with held_reads():
+            _, dirs = shard.batch_dirs_at(5)
+            planned_keys = {Path(d).name for d in dirs}
+            assert compactor.compact() == 6
+            compactor.collect_garbage()
+            assert not planned_keys & named_keys(shard)  # replaced in the state
+            assert canonical(_read_planned(dirs)) == model_snapshot(written, 5)
+        # Released: the next GC pass (any process) takes the replaced blobs.
+        assert set(compactor.collect_garbage()) == planned_keys
+    finally:
+        other.close()
+    assert set(client.blob.list_batches(shard.shard_id)) == named_keys(shard)
+
+
+def test_lapsed_seqno_hold_no_longer_protects(
+    client: PersistClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hold whose holder stopped heart-beating (a killed process) lapses
+    with its lease; GC then deletes what it protected."""
+    import coordinator_lib.persist.shard as shard_module
+
+    shard = client.open_shard(new_shard_id(), DESC)
+    append_all(shard, [[Update((i, "x"), 0, 1)] for i in range(3)])
+    shard.downgrade_critical_since("c", Frontier(2))
+    old_keys = named_keys(shard)
+    monkeypatch.setattr(shard_module, "SEQNO_HOLD_LEASE_MS", 200)
+    shard.batch_dirs_at(2)  # no scope: a hold nobody releases
+    assert shard.compact() == 3
+    assert old_keys <= set(client.blob.list_batches(shard.shard_id))
+    time.sleep(0.3)  # the lease lapses
+    assert set(shard.collect_garbage()) == old_keys
+    assert set(client.blob.list_batches(shard.shard_id)) == named_keys(shard)

@@ -96,3 +96,27 @@ def test_spark_write_that_outlives_its_lease_is_written_again(
     assert sorted(shard.snapshot(1)) == [((k, "x"), 1) for k in range(5)]
     # Only the second attempt's files remain.
     assert len(shard.blob.list_batches(shard.shard_id)) == 1
+
+
+def test_planned_spark_snapshot_survives_compaction_elsewhere(
+    spark: SparkSession, shard, tmp_path: Path
+) -> None:
+    """A Spark snapshot planned before another client compacts the shard and
+    collects its garbage still runs (Spark listed the replaced files when it
+    planned; before seqno holds this failed with FILE_NOT_EXIST)."""
+    from coordinator_lib.persist.read_scope import held_reads
+
+    for t in range(6):
+        shard.compare_and_append([((t, "x"), t, 1)], Frontier.at(t), Frontier.at(t + 1))
+    shard.downgrade_critical_since("c", Frontier.at(5))
+    other = PersistClient.open(tmp_path)
+    try:
+        compactor = other.open_shard("spark", DESC)
+        with held_reads():
+            df = snapshot_dataframe(shard, spark, 5)
+            assert compactor.compact() == 6
+            compactor.collect_garbage()
+            assert sorted(_rows(df)) == [(k, "x", 1) for k in range(6)]
+        assert len(compactor.collect_garbage()) == 6  # released: now they go
+    finally:
+        other.close()

@@ -11,12 +11,14 @@ import datetime as dt
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from coordinator_lib.persist.blob import fsync_dir
+from coordinator_lib.repr.errors import InvalidRow
 from coordinator_lib.repr.relation import (
     DIFF_COLUMN,
     TIME_COLUMN,
@@ -28,7 +30,10 @@ from coordinator_lib.repr.update import Update
 
 
 def updates_to_table(updates: Sequence[Update], desc: RelationDesc) -> pa.Table:
-    """Rows must already be validated against `desc`."""
+    """Rows must already be validated against `desc`. A value its column's
+    Arrow type cannot hold (a numeric with more digits than decimal128(38,
+    10) keeps) raises InvalidRow naming it: encoding is the last check before
+    anything is written."""
     columns: list[list] = [[] for _ in range(desc.arity)]
     times: list[int] = []
     diffs: list[int] = []
@@ -43,10 +48,40 @@ def updates_to_table(updates: Sequence[Update], desc: RelationDesc) -> pa.Table:
         elif column_type.scalar_type is ScalarType.TIMESTAMPTZ_ARRAY:
             columns[i] = [None if v is None else [_utc(x) for x in v] for v in columns[i]]
     schema = desc.arrow_schema(with_time_diff=True)
-    arrays = [pa.array(col, type=schema.field(i).type) for i, col in enumerate(columns)]
+    arrays = [_encode_column(col, schema.field(i)) for i, col in enumerate(columns)]
     arrays.append(pa.array(times, type=pa.int64()))
     arrays.append(pa.array(diffs, type=pa.int64()))
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _encode_column(values: list[Any], field: pa.Field) -> pa.Array:
+    try:
+        return pa.array(values, type=field.type)
+    except (pa.ArrowException, ValueError, TypeError, OverflowError) as error:
+        bad = next((v for v in values if not _encodes(v, field.type)), None)
+        shown = "a value" if bad is None else repr(bad) if isinstance(bad, str) else str(bad)
+        if pa.types.is_decimal(field.type):
+            raise InvalidRow(
+                "numeric field overflow",
+                sqlstate="22003",
+                detail=(
+                    f'{shown} in column "{field.name}" does not fit: numeric values are stored'
+                    f" with precision {field.type.precision} and scale {field.type.scale}"
+                    f" (at most {field.type.precision - field.type.scale} digits before the"
+                    f" decimal point and {field.type.scale} after it)"
+                ),
+            ) from error
+        raise InvalidRow(
+            f'{shown} in column "{field.name}" cannot be stored as {field.type}: {error}'
+        ) from error
+
+
+def _encodes(value: Any, arrow_type: pa.DataType) -> bool:
+    try:
+        pa.array([value], type=arrow_type)
+    except (pa.ArrowException, ValueError, TypeError, OverflowError):
+        return False
+    return True
 
 
 def _utc(value: dt.datetime | None) -> dt.datetime | None:

@@ -9,6 +9,7 @@ and PostgreSQL (scale-out); `open_consensus(url)` picks one.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 SeqNo = int
@@ -18,6 +19,16 @@ SeqNo = int
 class VersionedData:
     seqno: SeqNo
     data: bytes
+
+
+@dataclass(frozen=True)
+class KeyChange:
+    """One key's part of `compare_and_set_all`: set `key` to `new` iff its
+    seqno is `expected` (None: the key does not exist)."""
+
+    key: str
+    expected: SeqNo | None
+    new: VersionedData
 
 
 class ConsensusError(RuntimeError):
@@ -32,6 +43,21 @@ def check_key(key: str) -> None:
         raise ValueError("consensus keys must not contain NUL characters")
 
 
+def check_changes(changes: Sequence[KeyChange]) -> None:
+    """Refuse what no backend may do: a repeated key (one change would see
+    the other's write), a bad key or a seqno that does not increase."""
+    keys = [change.key for change in changes]
+    if len(set(keys)) != len(keys):
+        raise ValueError("compare_and_set_all names a key more than once")
+    for change in changes:
+        check_key(change.key)
+        if change.expected is not None and change.new.seqno <= change.expected:
+            raise ValueError(
+                f"new seqno {change.new.seqno} of {change.key!r} must be greater than"
+                f" expected {change.expected}"
+            )
+
+
 class Consensus(ABC):
     """A key-value store where each key holds one current value and its seqno."""
 
@@ -44,6 +70,13 @@ class Consensus(ABC):
         """Set `key` to `new` iff its current seqno is `expected` (None: the key
         does not exist). `new.seqno` must be greater than `expected`. Returns
         True on success, False (changing nothing) on a seqno mismatch."""
+
+    @abstractmethod
+    def compare_and_set_all(self, changes: Sequence[KeyChange]) -> bool:
+        """Every change's compare_and_set in one atomic step (one database
+        transaction): all land, or none does (False) if any key's seqno is
+        not its expected one. Keys must be distinct. This is what makes a
+        commit to several shards all or nothing."""
 
     @abstractmethod
     def list_keys(self, prefix: str = "") -> list[str]:

@@ -3,6 +3,7 @@ written, or after a compare-and-set that changed nothing."""
 
 from __future__ import annotations
 
+from coordinator_lib.repr.errors import InvalidRow
 from coordinator_lib.repr.frontier import Frontier
 
 
@@ -24,7 +25,12 @@ class UpperMismatch(PersistError):
 
 class InvalidUpdates(PersistError):
     """Updates or bounds that can never be appended (a time outside
-    [expected_upper, new_upper), a row that does not fit the schema, ...)."""
+    [expected_upper, new_upper), a row that does not fit the schema, ...).
+    `row_error` is the bad row's InvalidRow, if a row was the problem."""
+
+    def __init__(self, message: str, row_error: InvalidRow | None = None) -> None:
+        super().__init__(message)
+        self.row_error = row_error
 
 
 class ReadBeforeSince(PersistError):

@@ -3,17 +3,24 @@
 `apply(transition)` reads the state, runs a pure transition on a copy and
 writes it back with compare-and-set on the seqno, retrying on a lost race.
 A transition either returns a result with no change, changes the state, or
-raises (and then nothing is written).
+raises (and then nothing is written). `apply_all` does the same for several
+shards at once: one compare-and-set of all their states, so a commit to many
+shards lands everywhere or nowhere.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
-from coordinator_lib.persist.consensus import Consensus, ConsensusError, VersionedData
+from coordinator_lib.persist.consensus import (
+    Consensus,
+    ConsensusError,
+    KeyChange,
+    VersionedData,
+)
 from coordinator_lib.persist.errors import ShardFinalized
 from coordinator_lib.persist.state import ShardState
 from coordinator_lib.repr.timestamp import now_ms
@@ -60,28 +67,8 @@ class Machine:
                 return initial
 
     def apply(self, transition: Transition[T], *, allow_finalized: bool = False) -> T:
-        while True:
-            head = self.consensus.head(self.key)
-            if head is None:
-                raise KeyError(f"shard {self.shard_id} does not exist")
-            state = ShardState.from_bytes(head.data)
-            if state.finalized and not allow_finalized:
-                raise ShardFinalized(f"shard {self.shard_id} is finalized")
-            changed, result = transition(state, now_ms())
-            if not changed:
-                return result
-            state.seqno = head.seqno + 1
-            state.op_id = uuid.uuid4().hex
-            new = VersionedData(state.seqno, state.to_bytes())
-            try:
-                if self.consensus.compare_and_set(self.key, head.seqno, new):
-                    return result
-            except ConsensusError:
-                # Unknown outcome: it landed iff the head now carries our op_id.
-                if self._landed(state.op_id):
-                    return result
-                raise
-            time.sleep(0)  # lost a race: re-read and retry
+        result: T = apply_all([(self, transition)], allow_finalized=allow_finalized)[0]
+        return result
 
     def _landed(self, op_id: str) -> bool:
         for _ in range(10):
@@ -92,3 +79,47 @@ class Machine:
                 continue
             return current is not None and current.op_id == op_id
         return False
+
+
+def apply_all(
+    steps: Sequence[tuple[Machine, Transition[Any]]], *, allow_finalized: bool = False
+) -> list[Any]:
+    """Run one transition per shard (all in one consensus, each shard once)
+    and write every changed state in one `Consensus.compare_and_set_all`:
+    all of them land or none does. A lost race on any shard re-reads them
+    all and runs every transition again; a transition that raises writes
+    nothing anywhere. Returns the transitions' results in order."""
+    consensus = steps[0][0].consensus
+    while True:
+        now = now_ms()
+        op_id = uuid.uuid4().hex
+        results: list[Any] = []
+        changes: list[KeyChange] = []
+        landed_on: Machine | None = None
+        for machine, transition in steps:
+            head = consensus.head(machine.key)
+            if head is None:
+                raise KeyError(f"shard {machine.shard_id} does not exist")
+            state = ShardState.from_bytes(head.data)
+            if state.finalized and not allow_finalized:
+                raise ShardFinalized(f"shard {machine.shard_id} is finalized")
+            changed, result = transition(state, now)
+            results.append(result)
+            if changed:
+                state.seqno = head.seqno + 1
+                state.op_id = op_id
+                new = VersionedData(state.seqno, state.to_bytes())
+                changes.append(KeyChange(machine.key, head.seqno, new))
+                landed_on = landed_on or machine
+        if landed_on is None:
+            return results
+        try:
+            if consensus.compare_and_set_all(changes):
+                return results
+        except ConsensusError:
+            # Unknown outcome: it landed iff a changed shard's head now
+            # carries our op_id (one is enough: all landed or none did).
+            if landed_on._landed(op_id):
+                return results
+            raise
+        time.sleep(0)  # lost a race: re-read and retry

@@ -6,7 +6,9 @@ carries the expected seqno (`UPDATE ... WHERE key = k AND seqno = e`, or
 `INSERT ... ON CONFLICT DO NOTHING` for a new key). Under READ COMMITTED a
 statement that waits on a concurrent writer of the same row re-checks its
 WHERE clause against the row that writer committed, so of two racers with
-the same expected seqno exactly one updates a row. Durability is the
+the same expected seqno exactly one updates a row. A change of several keys
+runs those statements in one transaction, rolled back at the first key whose
+seqno is not the expected one. Durability is the
 server's (`synchronous_commit` on by default).
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import select
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -25,8 +27,10 @@ from coordinator_lib.persist.connection_pool import ConnectionPool
 from coordinator_lib.persist.consensus import (
     Consensus,
     ConsensusError,
+    KeyChange,
     SeqNo,
     VersionedData,
+    check_changes,
     check_key,
 )
 
@@ -71,6 +75,25 @@ def _alive(conn: psycopg.Connection[Any]) -> bool:
 def _close_quietly(conn: psycopg.Connection[Any]) -> None:
     with contextlib.suppress(psycopg.Error):
         conn.close()
+
+
+def _cas(conn: psycopg.Connection[Any], change: KeyChange) -> bool:
+    """One key's compare-and-set as one statement: under READ COMMITTED a
+    statement that waited on a concurrent writer of the row re-checks its
+    WHERE clause against what that writer committed."""
+    data = bytes(change.new.data)
+    if change.expected is None:
+        cur = conn.execute(
+            "INSERT INTO consensus (key, seqno, data) VALUES (%s, %s, %s)"
+            " ON CONFLICT (key) DO NOTHING",
+            (change.key, change.new.seqno, data),
+        )
+    else:
+        cur = conn.execute(
+            "UPDATE consensus SET seqno = %s, data = %s WHERE key = %s AND seqno = %s",
+            (change.new.seqno, data, change.key, change.expected),
+        )
+    return cur.rowcount == 1
 
 
 def _like_prefix(prefix: str) -> str:
@@ -166,26 +189,26 @@ class PostgresConsensus(Consensus):
         return self._run(read, retry=True)
 
     def compare_and_set(self, key: str, expected: SeqNo | None, new: VersionedData) -> bool:
-        check_key(key)
-        if expected is not None and new.seqno <= expected:
-            raise ValueError(f"new seqno {new.seqno} must be greater than expected {expected}")
-        data = bytes(new.data)
+        return self.compare_and_set_all([KeyChange(key, expected, new)])
 
-        def cas(conn: psycopg.Connection[Any]) -> bool:
-            if expected is None:
-                cur = conn.execute(
-                    "INSERT INTO consensus (key, seqno, data) VALUES (%s, %s, %s)"
-                    " ON CONFLICT (key) DO NOTHING",
-                    (key, new.seqno, data),
-                )
-            else:
-                cur = conn.execute(
-                    "UPDATE consensus SET seqno = %s, data = %s WHERE key = %s AND seqno = %s",
-                    (new.seqno, data, key, expected),
-                )
-            return cur.rowcount == 1
+    def compare_and_set_all(self, changes: Sequence[KeyChange]) -> bool:
+        check_changes(changes)
+        # Rows are locked in key order, so two multi-key changes never wait
+        # for each other in a cycle (a deadlock).
+        ordered = sorted(changes, key=lambda change: change.key)
 
-        return self._run(cas, retry=False)
+        def cas_all(conn: psycopg.Connection[Any]) -> bool:
+            if len(ordered) == 1:
+                return _cas(conn, ordered[0])  # one autocommit statement
+            landed = True
+            with conn.transaction():
+                for change in ordered:
+                    if not _cas(conn, change):
+                        landed = False
+                        raise psycopg.Rollback()  # leaves the block, rolled back
+            return landed
+
+        return self._run(cas_all, retry=False)
 
     def list_keys(self, prefix: str = "") -> list[str]:
         check_key(prefix)

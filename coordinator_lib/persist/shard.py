@@ -30,7 +30,7 @@ from coordinator_lib.persist.errors import (
     ShardFinalized,
     UpperMismatch,
 )
-from coordinator_lib.persist.machine import Machine
+from coordinator_lib.persist.machine import Machine, Transition, apply_all
 from coordinator_lib.persist.read_scope import SEQNO_HOLD_LEASE_MS, current_scope
 from coordinator_lib.persist.state import (
     BatchMeta,
@@ -138,8 +138,9 @@ class Shard:
 
     def validate_updates(
         self, updates: Sequence[Update], expected_upper: Frontier, new_upper: Frontier
-    ) -> list[Update]:
-        """Check bounds, times and rows; return the updates as `Update`s."""
+    ) -> None:
+        """Check an append's bounds and that every update's time lies in them
+        (`encode` checks the rows)."""
         if expected_upper.is_empty:
             raise InvalidUpdates(
                 f"shard {self.shard_id}: the upper is closed; nothing can be written"
@@ -149,9 +150,7 @@ class Shard:
                 f"shard {self.shard_id}: new upper {new_upper!r} must be after"
                 f" expected upper {expected_upper!r}"
             )
-        checked: list[Update] = []
-        for position, update in enumerate(updates):
-            row, t, diff = update
+        for position, (_, t, diff) in enumerate(updates):
             if not isinstance(t, int) or not isinstance(diff, int):
                 raise InvalidUpdates(f"update {position}: time and diff must be integers")
             if not _in_range(t, expected_upper, new_upper):
@@ -159,11 +158,43 @@ class Shard:
                     f"shard {self.shard_id}: update {position} has time {t}, outside"
                     f" {_range_text(expected_upper, new_upper)}"
                 )
+
+    def encode(self, updates: Sequence[Update]) -> pa.Table | None:
+        """Check the rows of `updates` and encode them as a batch table (None
+        if there are none); `check_table` checks their times against an
+        append's bounds. After both, nothing about them can fail."""
+        checked: list[Update] = []
+        for position, update in enumerate(updates):
+            row, t, diff = update
+            if not isinstance(t, int) or not isinstance(diff, int):
+                raise InvalidUpdates(f"update {position}: time and diff must be integers")
             try:
                 checked.append(Update(self.desc.validate_row(row, position), t, diff))
             except InvalidRow as error:
-                raise InvalidUpdates(f"shard {self.shard_id}: {error}") from error
-        return checked
+                raise InvalidUpdates(f"shard {self.shard_id}: {error}", error) from error
+        if not checked:
+            return None
+        try:
+            return batch_io.updates_to_table(checked, self.desc)
+        except InvalidRow as error:
+            raise InvalidUpdates(f"shard {self.shard_id}: {error}", error) from error
+
+    def check_table(
+        self, table: pa.Table | None, expected_upper: Frontier, new_upper: Frontier
+    ) -> pa.Table | None:
+        """Check the bounds of an append and its Arrow table in the batch
+        schema (data columns, `__time`, `__diff`): the bulk path, no per-row
+        Python. Returns the table cast to the schema, None if it is empty."""
+        self.validate_updates([], expected_upper, new_upper)
+        if table is None:
+            return None
+        schema = self.desc.arrow_schema(with_time_diff=True)
+        try:
+            table = table.select(schema.names).cast(schema)
+        except (KeyError, ValueError, TypeError) as error:  # Arrow's errors subclass these
+            raise InvalidUpdates(f"shard {self.shard_id}: table does not fit: {error}") from error
+        self._check_table(table, expected_upper, new_upper)
+        return table if table.num_rows else None
 
     def compare_and_append(
         self, updates: Sequence[Update], expected_upper: Frontier, new_upper: Frontier
@@ -171,23 +202,16 @@ class Shard:
         """Append `updates` and advance the upper from `expected_upper` to
         `new_upper`, or raise UpperMismatch (carrying the current upper) and
         change nothing. Raises InvalidUpdates for updates that could never land."""
-        checked = self.validate_updates(updates, expected_upper, new_upper)
-        table = batch_io.updates_to_table(checked, self.desc) if checked else None
-        self._append_with(table, expected_upper, new_upper)
+        self.validate_updates(updates, expected_upper, new_upper)
+        table = self.check_table(self.encode(updates), expected_upper, new_upper)
+        compare_and_append_all([Append(self, table, expected_upper, new_upper)])
 
     def compare_and_append_table(
         self, table: pa.Table, expected_upper: Frontier, new_upper: Frontier
     ) -> None:
-        """Like compare_and_append for an Arrow table in the batch schema
-        (data columns, `__time`, `__diff`): the bulk path, no per-row Python."""
-        self.validate_updates([], expected_upper, new_upper)
-        schema = self.desc.arrow_schema(with_time_diff=True)
-        try:
-            table = table.select(schema.names).cast(schema)
-        except (KeyError, ValueError, TypeError) as error:  # Arrow's errors subclass these
-            raise InvalidUpdates(f"shard {self.shard_id}: table does not fit: {error}") from error
-        self._check_table(table, expected_upper, new_upper)
-        self._append_with(table if table.num_rows else None, expected_upper, new_upper)
+        """Like compare_and_append for an Arrow table in the batch schema."""
+        checked = self.check_table(table, expected_upper, new_upper)
+        compare_and_append_all([Append(self, checked, expected_upper, new_upper)])
 
     def _check_table(self, table: pa.Table, expected_upper: Frontier, new_upper: Frontier) -> None:
         if table.num_rows == 0:
@@ -214,38 +238,23 @@ class Shard:
         if state.upper_frontier != expected_upper:
             raise UpperMismatch(self.shard_id, expected_upper, state.upper_frontier)
 
-    def _append_with(
-        self, table: pa.Table | None, expected_upper: Frontier, new_upper: Frontier
-    ) -> None:
-        self.check_upper(expected_upper)
-        if table is None:
-            self._commit(None, expected_upper, new_upper)
-            return
+    def _write_batch(
+        self, table: pa.Table, expected_upper: Frontier, new_upper: Frontier
+    ) -> BatchMeta:
+        """Write `table` as a new blob batch under this (registered) writer;
+        nothing names it yet."""
         if not self._writer_registered:
             self._register_writer()
-        for _attempt in range(3):
-            key = f"{self.writer_id}-{uuid.uuid4().hex}"
-            size = batch_io.write_batch_table(table, self.blob.batch_path(self.shard_id, key))
-            meta = BatchMeta(
-                key=key,
-                lower=expected_upper.time,  # type: ignore[arg-type]
-                upper=new_upper.time,
-                since=0,
-                rows=table.num_rows,
-                bytes=size,
-            )
-            try:
-                self._commit(meta, expected_upper, new_upper)
-                return
-            except LeaseExpired:
-                # Our lease lapsed, so GC may have taken the blob: re-register
-                # and write it again.
-                self.blob.delete_batch(self.shard_id, key)
-                self._register_writer()
-            except BaseException:
-                self.blob.delete_batch(self.shard_id, key)
-                raise
-        raise LeaseExpired(f"shard {self.shard_id}: writer lease keeps expiring")
+        key = f"{self.writer_id}-{uuid.uuid4().hex}"
+        size = batch_io.write_batch_table(table, self.blob.batch_path(self.shard_id, key))
+        return BatchMeta(
+            key=key,
+            lower=expected_upper.time,  # type: ignore[arg-type]
+            upper=new_upper.time,
+            since=0,
+            rows=table.num_rows,
+            bytes=size,
+        )
 
     def add_written_batch(
         self, key: str, rows: int, size: int, expected_upper: Frontier, new_upper: Frontier
@@ -255,7 +264,7 @@ class Shard:
         handle's writer id (see `reserve_batch_key`)."""
         meta = BatchMeta(key, expected_upper.time, new_upper.time, 0, rows, size)  # type: ignore[arg-type]
         try:
-            self._commit(meta, expected_upper, new_upper)
+            self.machine.apply(self._commit(meta, expected_upper, new_upper))
         except BaseException:
             self.blob.delete_batch(self.shard_id, key)
             raise
@@ -268,7 +277,9 @@ class Shard:
 
     def _commit(
         self, meta: BatchMeta | None, expected_upper: Frontier, new_upper: Frontier
-    ) -> None:
+    ) -> Transition[None]:
+        """The transition that names `meta` (if any) and moves the upper."""
+
         def commit(state: ShardState, now: int) -> tuple[bool, None]:
             if state.upper_frontier != expected_upper:
                 raise UpperMismatch(self.shard_id, expected_upper, state.upper_frontier)
@@ -283,7 +294,7 @@ class Shard:
             state.expire_leases(now)
             return True, None
 
-        self.machine.apply(commit)
+        return commit
 
     # ------------------------------------------------------------------ read
     def check_readable(self, state: ShardState, as_of: int) -> None:
@@ -602,6 +613,54 @@ class Shard:
         if done:
             self.blob.delete_shard(self.shard_id)
         return done
+
+
+@dataclass(frozen=True)
+class Append:
+    """One shard's part of `compare_and_append_all`: a batch table checked
+    by `Shard.check_table` (None: only advance the upper)."""
+
+    shard: Shard
+    table: pa.Table | None
+    expected_upper: Frontier
+    new_upper: Frontier
+
+
+def compare_and_append_all(appends: Sequence[Append]) -> None:
+    """Append to several shards of one environment as one atomic step
+    (Materialize does this with its txn-wal): every batch is written to blob
+    first, then one compare-and-set of all the shards' states names them all
+    and moves every upper, or none of them (UpperMismatch if any shard's
+    upper is not the expected one). A crash at any point leaves either all of
+    it visible or only unnamed blobs, which garbage collection takes."""
+    if len({a.shard.shard_id for a in appends}) != len(appends):
+        raise InvalidUpdates("an atomic append names a shard more than once")
+    for append in appends:
+        append.shard.check_upper(append.expected_upper)
+    for _attempt in range(3):
+        written: list[tuple[Shard, str]] = []
+        try:
+            steps: list[tuple[Machine, Transition[None]]] = []
+            for append in appends:
+                shard, meta = append.shard, None
+                if append.table is not None:
+                    meta = shard._write_batch(append.table, append.expected_upper, append.new_upper)
+                    written.append((shard, meta.key))
+                commit = shard._commit(meta, append.expected_upper, append.new_upper)
+                steps.append((shard.machine, commit))
+            apply_all(steps)
+            return
+        except LeaseExpired:
+            # A writer's lease lapsed, so GC may have taken its blob:
+            # re-register and write everything again.
+            for shard, key in written:
+                shard.blob.delete_batch(shard.shard_id, key)
+                shard._writer_registered = False
+        except BaseException:
+            for shard, key in written:
+                shard.blob.delete_batch(shard.shard_id, key)
+            raise
+    raise LeaseExpired("writer leases keep expiring")
 
 
 def _in_range(t: int, lower: Frontier, upper: Frontier) -> bool:

@@ -3,10 +3,11 @@ an environment on one host.
 
 Why it is safe across processes: every change runs in a `BEGIN IMMEDIATE`
 transaction, which takes SQLite's single write lock before reading the
-current seqno, so two racing compare_and_sets are serialized and exactly one
-sees the expected seqno. Why it is durable: WAL journal with
-`synchronous=FULL` fsyncs the log before a commit returns, so an acknowledged
-change survives SIGKILL and power loss (as far as the disk honours fsync).
+current seqnos, so two racing compare_and_sets are serialized and exactly one
+sees the expected seqno; a change of several keys commits as one
+transaction. Why it is durable: WAL journal with `synchronous=FULL` fsyncs
+the log before a commit returns, so an acknowledged change survives SIGKILL
+and power loss (as far as the disk honours fsync).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -23,8 +24,10 @@ from coordinator_lib.persist.connection_pool import ConnectionPool
 from coordinator_lib.persist.consensus import (
     Consensus,
     ConsensusError,
+    KeyChange,
     SeqNo,
     VersionedData,
+    check_changes,
     check_key,
 )
 
@@ -139,30 +142,35 @@ class SqliteConsensus(Consensus):
         return self._run(read)
 
     def compare_and_set(self, key: str, expected: SeqNo | None, new: VersionedData) -> bool:
-        check_key(key)
-        if expected is not None and new.seqno <= expected:
-            raise ValueError(f"new seqno {new.seqno} must be greater than expected {expected}")
-        data = bytes(new.data)
+        return self.compare_and_set_all([KeyChange(key, expected, new)])
+
+    def compare_and_set_all(self, changes: Sequence[KeyChange]) -> bool:
+        check_changes(changes)
 
         def cas(conn: sqlite3.Connection) -> bool:
-            # IMMEDIATE takes the write lock before the read, so no other
-            # process can change the row between our check and our write.
+            # IMMEDIATE takes the write lock before the reads, so no other
+            # process can change a row between our check and our write, and
+            # COMMIT makes every row's change visible at once, or none.
             conn.execute("BEGIN IMMEDIATE")
-            row = conn.execute("SELECT seqno FROM consensus WHERE key = ?", (key,)).fetchone()
-            current = None if row is None else int(row[0])
-            if current != expected:
-                conn.execute("ROLLBACK")
-                return False
-            if expected is None:
-                conn.execute(
-                    "INSERT INTO consensus (key, seqno, data) VALUES (?, ?, ?)",
-                    (key, new.seqno, data),
-                )
-            else:
-                conn.execute(
-                    "UPDATE consensus SET seqno = ?, data = ? WHERE key = ?",
-                    (new.seqno, data, key),
-                )
+            for change in changes:
+                row = conn.execute(
+                    "SELECT seqno FROM consensus WHERE key = ?", (change.key,)
+                ).fetchone()
+                if (None if row is None else int(row[0])) != change.expected:
+                    conn.execute("ROLLBACK")
+                    return False
+            for change in changes:
+                data = bytes(change.new.data)
+                if change.expected is None:
+                    conn.execute(
+                        "INSERT INTO consensus (key, seqno, data) VALUES (?, ?, ?)",
+                        (change.key, change.new.seqno, data),
+                    )
+                else:
+                    conn.execute(
+                        "UPDATE consensus SET seqno = ?, data = ? WHERE key = ?",
+                        (change.new.seqno, data, change.key),
+                    )
             conn.execute("COMMIT")
             return True
 

@@ -13,9 +13,10 @@ is the least of them all.
 Deviations from seed 002, and why:
 - Methods are synchronous: `append` and `snapshot` return when the work is
   durable/read instead of returning a oneshot or a future.
-- `append` is atomic per collection, not across collections (Materialize uses
-  its txn-wal for that). Everything is validated before anything is written,
-  so bad input never leaves a partial write; only a lost race can.
+- `append` is atomic across collections by one compare-and-set of all their
+  shards' states (consensus `compare_and_set_all`), where Materialize uses
+  its txn-wal; everything is validated and encoded before anything is
+  written.
 - `update_read_capabilities` takes changes to this process's holds; the
   implied capability changes through `update_write_frontiers` and
   `set_read_policy`, where the seed folds both into one change batch.
@@ -40,7 +41,7 @@ from pydantic import BaseModel, Field
 from coordinator_lib.persist import errors as persist_errors
 from coordinator_lib.persist.client import PersistClient
 from coordinator_lib.persist.consensus import VersionedData
-from coordinator_lib.persist.shard import LeasedReader, Shard
+from coordinator_lib.persist.shard import Append, LeasedReader, Shard, compare_and_append_all
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.read_policy import ReadPolicy
@@ -95,10 +96,11 @@ class StorageParameters(BaseModel):
 
 class AppendCommand(NamedTuple):
     """Append `updates` to `id` and advance its upper to `upper`. Without
-    `expected_upper`, the controller's known write frontier is expected."""
+    `expected_upper`, the controller's known write frontier is expected.
+    `updates` may be an Arrow table in the batch schema (`encode`'s)."""
 
     id: GlobalId
-    updates: Sequence[Update]
+    updates: Sequence[Update] | pa.Table
     upper: Timestamp | Frontier
     expected_upper: Timestamp | Frontier | None = None
 
@@ -436,16 +438,17 @@ class StorageController:
 
     # ---------------------------------------------------------- reads/writes
     def append(self, commands: Sequence[AppendCommand | tuple]) -> None:
-        """Append to tables (and webhook or introspection collections).
-        Everything is checked before anything is written."""
+        """Append to tables (and webhook or introspection collections) as one
+        atomic step: every command is checked and encoded first, then one
+        compare-and-set makes all of them visible, or none
+        (`persist.shard.compare_and_append_all`). InvalidUppers means
+        nothing landed."""
         with self._lock:
-            planned: list[tuple[GlobalId, list[Update], Frontier, Frontier]] = []
+            planned: list[tuple[GlobalId, Append]] = []
             for raw in commands:
                 command = raw if isinstance(raw, AppendCommand) else AppendCommand(*raw)
                 state = self._state(command.id)
-                if any(command.id == id for id, *_ in planned):
-                    # Both would expect the same upper: the second could only
-                    # fail after the first had landed (a partial write).
+                if any(command.id == id for id, _ in planned):
                     raise StorageError(f"append names collection {command.id} more than once")
                 kind = state.description.data_source.kind
                 if kind not in WRITABLE_KINDS:
@@ -453,43 +456,59 @@ class StorageController:
                 expected = _frontier(command.expected_upper) or state.write_frontier
                 new_upper = _frontier(command.upper)
                 assert new_upper is not None
-                checked = self._check_updates(command.id, command.updates, expected, new_upper)
-                planned.append((command.id, checked, expected, new_upper))
+                table = self._checked(command.id, command.updates, expected, new_upper)
+                shard = self._shards[command.id]
+                planned.append((command.id, Append(shard, table, expected, new_upper)))
             mismatches = []
-            for id, _, expected, _ in planned:
-                current = self._shards[id].upper()
-                if current != expected:
-                    mismatches.append((id, expected, current))
+            for id, append in planned:
+                current = append.shard.upper()
+                if current != append.expected_upper:
+                    mismatches.append((id, append.expected_upper, current))
+            if not mismatches:
+                try:
+                    compare_and_append_all([append for _, append in planned])
+                except persist_errors.UpperMismatch as error:
+                    id = next(id for id, a in planned if a.shard.shard_id == error.shard_id)
+                    mismatches.append((id, error.expected, error.current))
             if mismatches:
                 self.update_write_frontiers([(id, current) for id, _, current in mismatches])
                 raise InvalidUppers(mismatches)
-            for n, (id, updates, expected, new_upper) in enumerate(planned):
-                try:
-                    self._shards[id].compare_and_append(updates, expected, new_upper)
-                except persist_errors.UpperMismatch as error:
-                    self.update_write_frontiers([(id, error.current)])
-                    mismatch = InvalidUppers([(id, expected, error.current)])
-                    if n == 0:  # nothing landed: the caller may retry at a later time
-                        raise mismatch from None
-                    raise mismatch from error  # a partial write: __cause__ says so
-                self.update_write_frontiers([(id, new_upper)])
+            self.update_write_frontiers([(id, append.new_upper) for id, append in planned])
 
-    def _check_updates(
-        self, id: GlobalId, updates: Sequence[Update], expected: Frontier, new_upper: Frontier
-    ) -> list[Update]:
-        for position, (_, t, _) in enumerate(updates):
-            if new_upper.less_equal(t):
-                raise UpdateBeyondUpper(
-                    id, f"update {position} at time {t} is not before the new upper {new_upper!r}"
-                )
-            if not expected.less_equal(t):
-                raise InvalidUpdate(
-                    id, f"update {position} at time {t} is before the upper {expected!r}"
-                )
+    def encode(self, id: GlobalId, updates: Sequence[Update]) -> pa.Table | None:
+        """`updates` to `id` checked and encoded as a batch table (None if
+        there are none), or InvalidUpdate naming the row that can never be
+        written (its `row_error` says why). Group commit encodes each
+        writer's changes apart, so a bad value fails only its own writer."""
         try:
-            return self._shards[id].validate_updates(updates, expected, new_upper)
+            return self.shard(id).encode(updates)
         except persist_errors.InvalidUpdates as error:
-            raise InvalidUpdate(id, str(error)) from error
+            raise InvalidUpdate(id, str(error), error.row_error) from error
+
+    def _checked(
+        self,
+        id: GlobalId,
+        updates: Sequence[Update] | pa.Table,
+        expected: Frontier,
+        new_upper: Frontier,
+    ) -> pa.Table | None:
+        """One command's updates checked against its bounds and encoded."""
+        if not isinstance(updates, pa.Table):
+            for position, (_, t, _) in enumerate(updates):
+                if new_upper.less_equal(t):
+                    raise UpdateBeyondUpper(
+                        id,
+                        f"update {position} at time {t} is not before the new upper {new_upper!r}",
+                    )
+                if not expected.less_equal(t):
+                    raise InvalidUpdate(
+                        id, f"update {position} at time {t} is before the upper {expected!r}"
+                    )
+        table = updates if isinstance(updates, pa.Table) else self.encode(id, updates)
+        try:
+            return self._shards[id].check_table(table, expected, new_upper)
+        except persist_errors.InvalidUpdates as error:
+            raise InvalidUpdate(id, str(error), error.row_error) from error
 
     def snapshot(self, id: GlobalId, as_of: Timestamp) -> list[tuple[Row, int]]:
         """The consolidated contents of `id` at `as_of` (since <= as_of < upper)."""

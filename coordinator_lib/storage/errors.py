@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from coordinator_lib.repr.errors import InvalidRow
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
 
@@ -51,11 +52,13 @@ class UpdateBeyondUpper(StorageError):
 
 class InvalidUpdate(StorageError):
     """An appended update can never land: its row does not fit the collection's
-    RelationDesc, or its time is before the expected upper."""
+    RelationDesc (`row_error` says how), or its time is before the expected
+    upper."""
 
-    def __init__(self, id: GlobalId, detail: str) -> None:
+    def __init__(self, id: GlobalId, detail: str, row_error: InvalidRow | None = None) -> None:
         super().__init__(f"invalid update to {id}: {detail}")
         self.id = id
+        self.row_error = row_error
 
 
 class ReadBeforeSince(StorageError):

@@ -33,6 +33,7 @@ from coordinator_lib.adapter.errors import (
     InvalidPassword,
     QueryCanceled,
 )
+from coordinator_lib.adapter.pg_class import substitute_table_visibility
 from coordinator_lib.adapter.responses import (
     ExecuteResponse,
     ExecuteResponseKind,
@@ -177,6 +178,7 @@ class SessionClient:
             bound = bind_parameters(bound, list(params), types)
         # After binding: to_regtype($1) needs its argument's value.
         bound = substitute_session_functions(bound, self.session)
+        bound = substitute_table_visibility(bound, coordinator, self.session)
         return plan_parsed(bound, catalog, sql), catalog
 
     def _execute_one(

@@ -531,7 +531,10 @@ class Coordinator:
             determination = self.determine_timestamp(session, expr, as_of)
             timestamp = determination.timestamp
             holds = self.hold(inputs, timestamp)
-            if transaction is not None:
+            # Only a read of stored data fixes the transaction's time (and
+            # makes it read-only); a catalog lookup (SQLAlchemy's has_table
+            # before an INSERT) or a constant does not.
+            if transaction is not None and inputs:
                 transaction.timestamp = timestamp
                 transaction.holds += holds
                 holds = []

@@ -85,8 +85,14 @@ def _commit(coord: Coordinator, change: Callable[[Record], None]) -> None:
 
 
 def _no_ddl_in_transaction(session: Session) -> None:
-    if session.transaction is not None:
-        raise InvalidTransactionState("DDL cannot run inside a transaction block", code="25001")
+    """DDL inside BEGIN runs (and stays, whatever the transaction's end) only
+    before the transaction has written: SQLAlchemy and pandas' `to_sql` send
+    BEGIN, a catalog lookup, CREATE TABLE, then the INSERTs."""
+    transaction = session.transaction
+    if transaction is not None and any(transaction.writes.values()):
+        raise InvalidTransactionState(
+            "DDL cannot run inside a transaction block after it has written", code="25001"
+        )
 
 
 _CREATED = {

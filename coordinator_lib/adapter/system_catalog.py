@@ -16,6 +16,12 @@ from urllib.parse import quote
 
 from coordinator_lib.adapter.catalog import system_item
 from coordinator_lib.adapter.pg_catalog import PG_TYPE_COLUMNS, pg_type_rows
+from coordinator_lib.adapter.pg_class import (
+    PG_CLASS_COLUMNS,
+    PG_NAMESPACE_COLUMNS,
+    pg_class_rows,
+    pg_namespace_rows,
+)
 from coordinator_lib.repr.relation import RelationDesc
 from coordinator_lib.sql.catalog import CatalogItem, ItemKind
 from coordinator_lib.sql.plan_webhook import CreateWebhookSourcePlan
@@ -109,6 +115,9 @@ _RELATIONS: list[tuple[str, str, RelationDesc]] = [
     ),
     # What client libraries look up when they connect (adapter/pg_catalog.py).
     ("pg_catalog", "pg_type", RelationDesc.of(*PG_TYPE_COLUMNS)),
+    # What SQLAlchemy's has_table (pandas to_sql) asks (adapter/pg_class.py).
+    ("pg_catalog", "pg_namespace", RelationDesc.of(*PG_NAMESPACE_COLUMNS)),
+    ("pg_catalog", "pg_class", RelationDesc.of(*PG_CLASS_COLUMNS)),
 ]
 
 SYSTEM_ITEMS: list[CatalogItem] = [
@@ -220,6 +229,8 @@ _ROWS: dict[str, Callable[[Coordinator], list[Row]]] = {
     "mz_secrets": _of_kind(ItemKind.SECRET),
     "mz_webhook_sources": _webhook_sources,
     "pg_type": lambda coord: pg_type_rows(),
+    "pg_namespace": pg_namespace_rows,
+    "pg_class": pg_class_rows,
 }
 
 

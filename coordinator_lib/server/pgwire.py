@@ -46,6 +46,7 @@ from coordinator_lib.server.pg_types import (
     encode_binary,
     encode_text,
 )
+from coordinator_lib.server.sql_prepare import Prepare, parse_execute, parse_prepare
 
 if TYPE_CHECKING:
     # Types only: importing client.py at run time would load the whole coordinator.
@@ -811,12 +812,46 @@ class _Connection:
         if deallocate is not None:
             self.deallocate(deallocate.group("name"))
             return
-        responses = self.session.execute(sql)
+        prepare = parse_prepare(sql)
+        if prepare is not None:
+            self.prepare(prepare)
+            return
+        execute = parse_execute(sql)
+        if execute is not None:
+            statement = self.statements.get(execute.name)
+            if statement is None or not execute.name:
+                raise AdapterError(
+                    f'prepared statement "{execute.name}" does not exist', code="26000"
+                )
+            if len(execute.values) != statement.param_count:
+                raise AdapterError(
+                    f'wrong number of parameters for prepared statement "{execute.name}"',
+                    code="42601",
+                    detail=f"Expected {statement.param_count} parameters but got "
+                    f"{len(execute.values)}.",
+                )
+            types = [statement.param_type(i) for i in range(statement.param_count)]
+            responses = self.session.execute(statement.sql, execute.values, types)
+        else:
+            responses = self.session.execute(sql)
         try:
             for response in self.running(responses):
                 self.send_response(response)
         finally:
             _close_iterator(responses)
+        self.send(_ready_for_query(self.transaction_status()))
+        self.flush()
+
+    def prepare(self, prepare: Prepare) -> None:
+        """SQL PREPARE: a prepared statement as Parse makes one."""
+        if prepare.name in self.statements:
+            raise AdapterError(f'prepared statement "{prepare.name}" already exists', code="42P05")
+        assert self.session is not None
+        param_types = [TYPES_BY_OID.get(oid) for oid in prepare.param_oids]
+        with self.busy():
+            description = self.session.describe(prepare.body, param_types)
+        self.statements[prepare.name] = _Statement(prepare.body, prepare.param_oids, description)
+        self.send(_command_complete("PREPARE"))
         self.send(_ready_for_query(self.transaction_status()))
         self.flush()
 

@@ -43,6 +43,7 @@ from sqlglot.dialects.materialize import Materialize
 from sqlglot.errors import ParseError as SqlglotParseError
 from sqlglot.errors import TokenError
 from sqlglot.generators.materialize import MaterializeGenerator
+from sqlglot.tokenizer_core import TokenizerCore
 from sqlglot.tokens import Token, TokenType
 
 from coordinator_lib.sql.cluster_syntax import TRANSFORMS as CLUSTER_TRANSFORMS
@@ -151,6 +152,38 @@ class TidemarkParser(StatementParser):
         **StatementParser.FUNCTIONS,
         "TO_CHAR": lambda args: exp.Anonymous(this="to_char", expressions=args),
     }
+
+    # A dollar-quoted string is a string constant like any other (sqlglot
+    # makes it a RawString, which the planner does not know).
+    PRIMARY_PARSERS: ClassVar[dict[TokenType, Any]] = {
+        **StatementParser.PRIMARY_PARSERS,
+        TokenType.HEREDOC_STRING: lambda self, token: self.expression(
+            exp.Literal(this=token.text, is_string=True), token
+        ),
+    }
+
+    def _parse_primary(self) -> exp.Expr | None:
+        """Adjacent quoted strings concatenate only across a newline, as in
+        PostgreSQL (`'a' 'b'` on one line is a syntax error); sqlglot joins
+        them always."""
+        tokens, i = self._tokens, self._index
+        while (
+            i + 1 < len(tokens)
+            and tokens[i].token_type == TokenType.STRING
+            and tokens[i + 1].token_type == TokenType.STRING
+        ):
+            if "\n" not in (self.sql or "")[tokens[i].end + 1 : tokens[i + 1].start]:
+                self.raise_error("syntax error", tokens[i + 1])
+            i += 1
+        return super()._parse_primary()
+
+    def _parse_expressions(self) -> list[exp.Expr]:
+        """An expression list (a select list) may not end in a comma, as in
+        PostgreSQL; sqlglot drops a trailing one."""
+        items = super()._parse_expressions()
+        if self._prev is not None and self._prev.token_type == TokenType.COMMA:
+            self.raise_error("syntax error", self._curr or self._prev)
+        return items
 
     def _parse_date_part(self) -> exp.Expr:
         """date_part stays itself: sqlglot reads it as EXTRACT, whose result
@@ -263,6 +296,11 @@ class TidemarkParser(StatementParser):
     def _parse_alias(self, this: exp.Expr | None, explicit: bool = False) -> exp.Expr | None:
         if self._match_text_seq("AS", "OF", advance=False):
             return this
+        if self._curr is not None and self._curr.token_type in (
+            TokenType.PARAMETER,
+            TokenType.STRING,
+        ):
+            return this  # `'a' $1`, `1 'b'`: syntax errors in PostgreSQL, not aliases
         return super()._parse_alias(this, explicit)
 
     def _parse_create(self) -> exp.Expr:  # type: ignore[override]
@@ -570,10 +608,64 @@ class TidemarkGenerator(MaterializeGenerator):
         return f"{head} {target}"
 
 
+# PostgreSQL's scan.l: a dollar-quote delimiter is `$tag$` with an optional tag
+# that starts like an identifier and has no `$`; a parameter is `$` and digits.
+_DOLLAR_DELIMITER = re.compile(r"\$(?:[A-Za-z_\x80-\U0010ffff][A-Za-z0-9_\x80-\U0010ffff]*)?\$")
+_PARAMETER = re.compile(r"\$([0-9]+)")
+_IDENT_START = re.compile(r"[A-Za-z_\x80-\U0010ffff]")
+
+
+class _PostgresDollarTokenizer(TokenizerCore):
+    """sqlglot's tokenizer with `$` read as PostgreSQL reads it.
+
+    Upstream takes everything up to the next `$` as a dollar-quote tag unless
+    it is all digits, so `$1,$2` opened a string (`$1,$ ... `) that never
+    closed. Here `$` followed by digits is a parameter (a PARAMETER token,
+    then the number), `$tag$` / `$$` opens a dollar-quoted string closed by
+    the same delimiter, and any other `$` is a syntax error, as in
+    PostgreSQL (`$1abc` is its "trailing junk after parameter")."""
+
+    __slots__ = ()
+
+    def _scan_string(self, start: str) -> bool:
+        if start != "$":
+            return super()._scan_string(start)
+        sql = self.sql
+        at = self._current - 1
+        parameter = _PARAMETER.match(sql, at)
+        if parameter is not None:
+            end = parameter.end()
+            if end < self.size and _IDENT_START.match(sql, end):
+                raise TokenError(
+                    f'trailing junk after parameter at or near "{sql[at : end + 1]}" from 1:{at}'
+                )
+            self._add(TokenType.PARAMETER)
+            self._start = self._current
+            self._advance(end - self._current)
+            self._add(TokenType.NUMBER)
+            return True
+        delimiter = _DOLLAR_DELIMITER.match(sql, at)
+        if delimiter is None:
+            raise TokenError(f'syntax error at or near "$" from 1:{at}')
+        close = sql.find(delimiter.group(0), delimiter.end())
+        if close < 0:
+            raise TokenError(f"Missing {delimiter.group(0)} from 1:{at}")
+        text = sql[delimiter.end() : close]
+        self._advance(close + len(delimiter.group(0)) - self._current)
+        self._line += text.count("\n")
+        self._add(TokenType.HEREDOC_STRING, text)
+        return True
+
+
 class Tidemark(Materialize):
     """sqlglot dialect `tidemark`: Materialize plus the statements above."""
 
     class Tokenizer(Materialize.Tokenizer):
+        def _init_core(self) -> TokenizerCore:
+            core = super()._init_core()
+            core.__class__ = _PostgresDollarTokenizer  # same slots, PostgreSQL's `$`
+            return core
+
         # EXPLAIN, DECLARE, RESET, SHOW and FETCH are COMMAND words upstream (the
         # rest of the statement becomes one string); as plain words or keywords our
         # parser can parse what follows them.
@@ -628,6 +720,8 @@ def _convert_token_error(error: TokenError, text: str) -> ParseError:
         position = offset + 1 if 0 <= offset < len(text) else None
     if "Missing" in cause:
         return ParseError("unterminated quoted string or identifier", position, detail=cause)
+    if cause.startswith(("trailing junk", "syntax error at or near")):
+        return ParseError(cause[: cause.rindex(" from ")], position)
     return ParseError(f"syntax error: {cause}", position)
 
 

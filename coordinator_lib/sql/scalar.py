@@ -528,6 +528,15 @@ class ScalarBinder:
         self, node: exp.Binary, func: BinaryFunc, symbol: str, right: exp.Any | exp.All
     ) -> Typed:
         query = right.this
+        array = query.unnest() if isinstance(query, exp.Paren) else query
+        if isinstance(array, exp.Array) and array.expressions:
+            # `x op ANY (ARRAY[a, b])` is `x op a OR x op b` (ALL: AND), with
+            # PostgreSQL's NULL rules (what SQLAlchemy's has_table sends).
+            parts = [
+                type(node)(this=node.this.copy(), expression=e.copy()) for e in array.expressions
+            ]
+            joined = exp.and_(*parts) if isinstance(right, exp.All) else exp.or_(*parts)
+            return self.bind(exp.Paren(this=joined))
         if self.scope.context is None or not isinstance(query, exp.Query):
             word = "ANY" if isinstance(right, exp.Any) else "ALL"
             raise UnsupportedFeature(f"{symbol} {word} (...) needs a subquery", position_of(right))

@@ -222,6 +222,8 @@ class SessionCatalog:
         self.state = state
         self.database = database
         self.search_path = tuple(search_path) or (DEFAULT_SCHEMA,)
+        # Every item a name resolved to while planning (adapter/privileges.py checks them).
+        self.resolved: set[GlobalId] = set()
 
     def schema_exists(self, database: str, schema: str) -> bool:
         if schema in SYSTEM_SCHEMAS:
@@ -249,6 +251,7 @@ class SessionCatalog:
         for candidate in candidates:
             item = self.index.lookup(candidate)
             if item is not None:
+                self.resolved.add(item.id)
                 return item
         raise UnknownObject(f"unknown catalog item '{_display(name)}'")
 

@@ -41,6 +41,7 @@ from coordinator_lib.adapter.responses import (
     StartupResponse,
     StatementDescription,
 )
+from coordinator_lib.adapter.privileges import authorize, current_role
 from coordinator_lib.adapter.sequence import CatalogConflict, sequence
 from coordinator_lib.adapter.session import Session
 from coordinator_lib.adapter.session_functions import substitute_session_functions
@@ -57,6 +58,7 @@ from coordinator_lib.sql.plans import (
     Plan,
     SavepointPlan,
 )
+from coordinator_lib.sql.plan_role import redact
 from coordinator_lib.sql.webhook_syntax import SENSITIVE
 from coordinator_lib.storage import StorageError
 
@@ -68,9 +70,14 @@ class Client:
         self.coordinator = coordinator
 
     def password_required(self, user: str, loopback: bool) -> bool:
-        """Configured users always give their password; anyone else only
-        connects on loopback, without one (the embedded default)."""
-        return user in self.coordinator.config.users or not loopback
+        """Whether `user` must give a password: once any user has one, and
+        always off loopback (adapter/roles.py)."""
+        return self.coordinator.authenticator.password_required(user, loopback)
+
+    def scram_verifier(self, user: str) -> str | None:
+        """The SCRAM-SHA-256 verifier `user` authenticates against (pgwire);
+        None: `user` may not log in with a password."""
+        return self.coordinator.authenticator.verifier(user)
 
     def startup(
         self,
@@ -79,17 +86,21 @@ class Client:
         password: str | None = None,
         options: Mapping[str, str] | None = None,
         loopback: bool = True,
+        authenticated: bool = False,
+        internal: bool = False,
     ) -> SessionClient:
-        users = self.coordinator.config.users
-        if user in users:
-            if password is None or not hmac.compare_digest(password, users[user]):
-                raise InvalidPassword(f'password authentication failed for user "{user}"')
-        elif not loopback:
+        """Start a session. The password is checked when one is needed or
+        given, unless the server already `authenticated` the user (SCRAM);
+        an `internal` session (in-process: Dagster) is a trusted superuser."""
+        authenticator = self.coordinator.authenticator
+        needed = password is not None or authenticator.password_required(user, loopback)
+        trusted = authenticated or internal
+        if needed and not trusted and not authenticator.check_password(user, password):
             raise InvalidPassword(f'password authentication failed for user "{user}"')
         self.coordinator.refresh_catalog()
         if database not in self.coordinator.catalog.databases():
             raise AdapterError(f'database "{database}" does not exist', code="3D000")
-        session = Session(user, database)
+        session = Session(user, database, internal=internal)
         for name, value in (options or {}).items():
             try:
                 session.set(name, value)
@@ -148,7 +159,7 @@ class SessionClient:
         for statement in statements:
             # The log keeps the text, except a secret's value (printed as '********').
             whole = len(statements) == 1 and not isinstance(statement, SENSITIVE)
-            text = sql if whole else statement.sql(dialect=Tidemark)
+            text = redact(sql if whole else statement.sql(dialect=Tidemark))
             yield self._execute_one(statement, sql, text, params, param_types)
 
     def _check(self, deadline: float | None) -> Callable[[], None]:
@@ -217,6 +228,8 @@ class SessionClient:
                         "transaction block"
                     )
                 try:
+                    authorize(coordinator, self.session, plan, catalog)
+                    current_role.set(self.session.user)  # owner of what it creates
                     response = sequence(coordinator, self.session, plan, catalog, check)
                     break
                 except CatalogConflict:

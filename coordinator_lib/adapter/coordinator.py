@@ -35,6 +35,7 @@ from coordinator_lib.adapter.errors import AdapterError, QueryCanceled
 from coordinator_lib.adapter.finishing import finish_rows
 from coordinator_lib.adapter.group_commit import Changes, GroupCommitter
 from coordinator_lib.adapter.oracle import TimestampOracle, wall_clock_ms
+from coordinator_lib.adapter.roles import Authenticator
 from coordinator_lib.adapter.session import SERIALIZABLE, Session
 from coordinator_lib.adapter.statement_log import StatementLog
 from coordinator_lib.adapter.stream import RowStream
@@ -83,8 +84,9 @@ class Config(BaseModel):
     consensus_url: str | None = None
     blob_root: str | None = None
     spark_master: str | None = None
-    # Users that must give a password; anyone else is accepted on loopback
-    # (the embedded default: user `materialize`, no password).
+    # Superusers configured outside the catalog, with their passwords; any
+    # user (or catalog role with a password) turns on password authentication
+    # for every connection (adapter/roles.py).
     users: dict[str, str] = {}
     # Materialize's default compaction window: history kept behind the upper.
     default_retain_history_ms: int = 1000
@@ -119,6 +121,7 @@ class Coordinator:
             spark = LazySparkSession(config.spark_master or "local[2]")
         self.compute = ComputeController(self.storage, spark, config.local_max_rows)
         self.catalog = Catalog(consensus, SYSTEM_ITEMS)
+        self.authenticator = Authenticator(self)  # who may connect (adapter/roles.py)
         self.oracle = TimestampOracle(consensus)
         self.statement_log = StatementLog()
         self.metrics = _metrics()

@@ -110,7 +110,7 @@ def apply_sql(
     (each statement runs as CREATE ... IF NOT EXISTS), so applying a project
     twice changes nothing. Anything but CREATE is refused: a project file
     declares objects, it does not write data on every load."""
-    session = Client(coordinator).startup(user)
+    session = Client(coordinator).startup(user, internal=True)
     defined: list[Defined] = []
     try:
         for sql, line in split_statements(text):

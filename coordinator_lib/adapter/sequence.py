@@ -12,7 +12,7 @@ import fnmatch
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from coordinator_lib.adapter import clusters, secrets
+from coordinator_lib.adapter import clusters, privileges, roles, secrets
 from coordinator_lib.adapter.catalog import SYSTEM_SCHEMAS, CatalogEntry, SessionCatalog
 from coordinator_lib.adapter.cursor import Cursor
 from coordinator_lib.adapter.durable import Record
@@ -78,7 +78,9 @@ def sequence(
 # --------------------------------------------------------------- catalog DDL
 def _commit(coord: Coordinator, change: Callable[[Record], None]) -> None:
     seqno, state = coord.catalog.snapshot()
+    before = privileges.object_keys(state)
     change(state)
+    privileges.stamp_owners(before, state)  # the current role owns what it created
     if not coord.catalog.commit(seqno, state):
         raise CatalogConflict()
     coord.reconcile()
@@ -797,6 +799,8 @@ _HANDLERS: dict[type, Callable[..., ExecuteResponse]] = {
     CreateContinualTaskPlan: _create_item,
     **secrets.HANDLERS,
     **clusters.HANDLERS,
+    **roles.HANDLERS,
+    **privileges.HANDLERS,
     p.DropPlan: _drop,
     p.CreateDatabasePlan: _create_database,
     p.CreateSchemaPlan: _create_schema,

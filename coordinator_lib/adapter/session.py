@@ -155,10 +155,12 @@ class Transaction:
 
 
 class Session:
-    def __init__(self, user: str, database: str) -> None:
+    def __init__(self, user: str, database: str, internal: bool = False) -> None:
         self.id = next(_next_session)
         self.secret_key = random.getrandbits(31)
         self.user = user
+        # Opened in-process (Dagster, project loading): a superuser, never authenticated.
+        self.internal = internal
         self.connected_at = time.time()
         self.vars: dict[str, str] = {}
         self.vars["database"] = database

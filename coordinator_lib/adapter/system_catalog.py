@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from coordinator_lib.adapter import privileges
 from coordinator_lib.adapter.catalog import system_item
 from coordinator_lib.adapter.pg_catalog import PG_TYPE_COLUMNS, pg_type_rows
 from coordinator_lib.adapter.pg_class import (
@@ -108,6 +109,10 @@ _RELATIONS: list[tuple[str, str, RelationDesc]] = [
         ),
     ),
     ("mz_catalog", "mz_secrets", RelationDesc.of(("id", "text", False), *_NAME)),
+    # Roles and privileges (adapter/privileges.py).
+    ("mz_catalog", "mz_roles", RelationDesc.of(*privileges.ROLE_COLUMNS)),
+    ("pg_catalog", "pg_roles", RelationDesc.of(*privileges.PG_ROLES_COLUMNS)),
+    ("mz_internal", "mz_show_all_privileges", RelationDesc.of(*privileges.PRIVILEGE_COLUMNS)),
     (
         "mz_internal",
         "mz_webhook_sources",
@@ -227,6 +232,9 @@ _ROWS: dict[str, Callable[[Coordinator], list[Row]]] = {
     "mz_statement_log": _statement_log,
     "mz_sessions": _sessions,
     "mz_secrets": _of_kind(ItemKind.SECRET),
+    "mz_roles": privileges.mz_roles_rows,
+    "pg_roles": privileges.pg_roles_rows,
+    "mz_show_all_privileges": privileges.mz_privileges_rows,
     "mz_webhook_sources": _webhook_sources,
     "pg_type": lambda coord: pg_type_rows(),
     "pg_namespace": pg_namespace_rows,

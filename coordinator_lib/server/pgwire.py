@@ -13,8 +13,8 @@ SUBSCRIBE over COPY blocks forever otherwise) and cancels the statement.
 Protocol notes (PostgreSQL's behaviour unless said otherwise):
 - SSLRequest / GSSENCRequest are answered 'N'; protocol 3.x with x > 0 gets
   NegotiateProtocolVersion back to 3.0.
-- Password authentication is cleartext: SCRAM needs the server to hold a
-  verifier per user, and `Client` only checks a password it is given.
+- Password authentication is SCRAM-SHA-256 (no channel binding), asked
+  whenever `Client.password_required` says so (adapter/roles.py).
 - Extended protocol: Parse describes the statement (errors surface at Parse),
   Execute runs it once and keeps the rows on the portal for row-limited
   Executes; after an error every message up to Sync is discarded; Sync
@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from coordinator_lib.adapter.errors import AdapterError, AdapterNotice
 from coordinator_lib.adapter.responses import ExecuteResponse, ExecuteResponseKind, ResultColumn
+from coordinator_lib.adapter.scram import MECHANISM, ScramExchange, ScramFailure
 from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.server.pg_types import (
     PG_TYPES,
@@ -76,6 +77,8 @@ class AdapterClient(Protocol):
 
     def password_required(self, user: str, loopback: bool) -> bool: ...
 
+    def scram_verifier(self, user: str) -> str | None: ...
+
     def startup(
         self,
         user: str,
@@ -83,6 +86,7 @@ class AdapterClient(Protocol):
         password: str | None = None,
         options: Mapping[str, str] = ...,
         loopback: bool = True,
+        authenticated: bool = False,
     ) -> AdapterSession: ...
 
     def cancel_request(self, session_id: int, secret_key: int) -> None: ...
@@ -203,7 +207,6 @@ def _ready_for_query(status: str) -> bytes:
 
 
 _AUTH_OK = _message(b"R", struct.pack(">i", 0))
-_AUTH_CLEARTEXT = _message(b"R", struct.pack(">i", 3))
 _PARSE_COMPLETE = _message(b"1")
 _BIND_COMPLETE = _message(b"2")
 _CLOSE_COMPLETE = _message(b"3")
@@ -330,6 +333,9 @@ class _Body:
         chunk = self.data[self.pos : self.pos + n]
         self.pos += n
         return chunk
+
+    def take_rest(self) -> bytes:
+        return self.take(len(self.data) - self.pos)
 
     def int16(self) -> int:
         return struct.unpack(">h", self.take(2))[0]
@@ -675,24 +681,47 @@ class _Connection:
         options = {k: v for k, v in params.items() if k not in _NOT_SETTINGS}
         options.update(parse_options(params.get("options", "")))
         loopback = _is_loopback(self.address)
-        password = None
+        authenticated = False
         if self.client.password_required(user, loopback):
-            self.send(_AUTH_CLEARTEXT)
-            self.flush()
-            message = _read_message(self.rfile)
-            if message is None:
-                raise _Fatal("connection closed during authentication", code="08006")
-            tag, raw = message
-            if tag != b"p":
-                raise ProtocolViolation(
-                    f"expected password response, got message type {tag.decode('latin-1')!r}"
-                )
-            body = _Body(raw)
-            password = body.cstr()
-            body.end()
+            self.scram(user)
+            authenticated = True
         return self.client.startup(
-            user, database, password=password, options=options, loopback=loopback
+            user, database, options=options, loopback=loopback, authenticated=authenticated
         )
+
+    def sasl_message(self) -> _Body:
+        """The client's next SASLInitialResponse / SASLResponse ('p')."""
+        message = _read_message(self.rfile)
+        if message is None:
+            raise _Fatal("connection closed during authentication", code="08006")
+        tag, raw = message
+        if tag != b"p":
+            raise ProtocolViolation(
+                f"expected SASL response, got message type {tag.decode('latin-1')!r}"
+            )
+        return _Body(raw)
+
+    def scram(self, user: str) -> None:
+        """SCRAM-SHA-256 (adapter/scram.py); an unknown user runs the same
+        exchange and fails like a wrong password (28P01)."""
+        failed = _Fatal(f'password authentication failed for user "{user}"', code="28P01")
+        exchange = ScramExchange(self.client.scram_verifier(user))
+        self.send(_message(b"R", struct.pack(">i", 10) + _cstr(MECHANISM) + b"\0"))
+        self.flush()
+        body = self.sasl_message()
+        if body.cstr() != MECHANISM:
+            raise _Fatal("client selected an invalid SASL authentication mechanism", code="28000")
+        length = body.int32()
+        client_first = body.take(length).decode("utf-8", "replace") if length >= 0 else ""
+        try:
+            server_first = exchange.first(client_first)
+            self.send(_message(b"R", struct.pack(">i", 11) + server_first.encode()))
+            self.flush()
+            client_final = self.sasl_message().take_rest().decode("utf-8", "replace")
+            server_final = exchange.final(client_final)
+        except ScramFailure:
+            raise failed from None
+        self.send(_message(b"R", struct.pack(">i", 12) + server_final.encode()))
 
     # -- message loop ---------------------------------------------------------
 

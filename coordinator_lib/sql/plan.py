@@ -142,12 +142,16 @@ def plan_in_context(statement: exp.Expr, ctx: PlanContext) -> Plan:
         plan_catalog,
         plan_cluster,
         plan_continual_task,
+        plan_role,
         plan_session,
         plan_webhook,
     )
 
     if isinstance(statement, QUERY_TYPES):
         return plan_select_statement(statement, ctx)
+    role_text = plan_role.role_statement_text(statement)
+    if role_text is not None:
+        return plan_role.plan_role_command(role_text, ctx)
     planner = (
         plan_session.PLANNERS.get(type(statement))
         or plan_catalog.PLANNERS.get(type(statement))

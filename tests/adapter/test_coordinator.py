@@ -656,11 +656,14 @@ def test_wrong_password_and_unknown_database(tmp_path: Path, spark: Any) -> None
         assert error.value.code == "28P01"
         handle.client.startup("alice", "materialize", password="s3cret").terminate()
         with pytest.raises(AdapterError) as error:
-            handle.client.startup("materialize", "nodb")
+            handle.client.startup("alice", "nodb", password="s3cret")
         assert error.value.code == "3D000"
+        # With a user configured, everybody gives a password (issue 18).
         assert handle.client.password_required("alice", loopback=True)
-        assert not handle.client.password_required("materialize", loopback=True)
-        assert handle.client.password_required("materialize", loopback=False)
+        assert handle.client.password_required("materialize", loopback=True)
+        with pytest.raises(AdapterError) as error:
+            handle.client.startup("materialize", "materialize")
+        assert error.value.code == "28P01"
     finally:
         handle.shutdown()
 

@@ -40,6 +40,7 @@ from coordinator_lib.adapter.responses import (
     StartupResponse,
     StatementDescription,
 )
+from coordinator_lib.adapter.scram import make_verifier
 from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.server.pgwire import PgwireServer
 
@@ -404,6 +405,10 @@ class FakeClient:
     def password_required(self, user: str, loopback: bool) -> bool:
         return user in self.passwords
 
+    def scram_verifier(self, user: str) -> str | None:
+        password = self.passwords.get(user)
+        return None if password is None else make_verifier(password)
+
     def startup(
         self,
         user: str,
@@ -411,11 +416,12 @@ class FakeClient:
         password: str | None = None,
         options: Mapping[str, str] = {},
         loopback: bool = True,
+        authenticated: bool = False,
     ) -> FakeSession:
         self.startups.append(
             {"user": user, "database": database, "options": dict(options), "loopback": loopback}
         )
-        if user in self.passwords and password != self.passwords[user]:
+        if user in self.passwords and password != self.passwords[user] and not authenticated:
             raise InvalidPassword(f'password authentication failed for user "{user}"')
         if database not in self.databases:
             raise AdapterError(f'database "{database}" does not exist', code="3D000")

@@ -50,6 +50,7 @@ from coordinator_lib.adapter.webhook import install_webhook_source
 from coordinator_lib.adapter.write_lock import WriteLock
 from coordinator_lib.compute import ComputeController, DataflowDescription
 from coordinator_lib.compute.dataflow import LOCAL_MAX_ROWS
+from coordinator_lib.compute.local_scalar import EvalError
 from coordinator_lib.expr.relation import Constant, Get, RelationExpr, replace_gets
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
@@ -484,7 +485,19 @@ class Coordinator:
                 return
             check()
             self.step_once()
+            self._raise_failures(lagging)
             time.sleep(0.005)
+
+    def _raise_failures(self, ids: list[GlobalId]) -> None:
+        """A read waiting for a dataflow whose steps fail with an evaluation
+        error its error collection does not cover (compute/spark_errors.py)
+        answers with it instead of waiting forever; other failures (a race
+        with compaction) are retried. Reads of other views are not affected."""
+        for id in ids:
+            found = self.compute.find_dataflow(id)
+            failure = None if found is None else found[1].failure
+            if isinstance(failure, EvalError):
+                raise AdapterError(failure.message, code=failure.code)
 
     def evaluate(
         self, expr: RelationExpr, timestamp: int, check: Callable[[], None] = lambda: None
@@ -492,7 +505,9 @@ class Coordinator:
         """`expr` at `timestamp` (inputs held and complete), fast paths first;
         also says which path answered (the statement log's strategy). An
         index that can answer at `timestamp` is waited for (it is stepped
-        meanwhile), as Materialize's peeks wait for their index."""
+        meanwhile), as Materialize's peeks wait for their index. A view whose
+        error collection is non-empty at `timestamp` answers with its error."""
+        self.compute.raise_errors(expr.depends_on(), timestamp)
         if isinstance(expr, Get) and expr.id.kind != "s":
             index = self.compute.index_of(expr.id)
             if index is not None:

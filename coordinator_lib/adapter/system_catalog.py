@@ -23,6 +23,7 @@ from coordinator_lib.adapter.pg_class import (
     pg_class_rows,
     pg_namespace_rows,
 )
+from coordinator_lib.compute.error_collection import errors_at
 from coordinator_lib.repr.relation import RelationDesc
 from coordinator_lib.sql.catalog import CatalogItem, ItemKind
 from coordinator_lib.sql.plan_webhook import CreateWebhookSourcePlan
@@ -108,6 +109,19 @@ _RELATIONS: list[tuple[str, str, RelationDesc]] = [
             ("connected_at", "timestamp with time zone", False),
         ),
     ),
+    # Each materialized view's errors at its newest complete time (its error
+    # collection, compute/error_collection.py): one row per distinct error.
+    (
+        "mz_internal",
+        "mz_compute_error_counts",
+        RelationDesc.of(
+            ("object_id", "text", False),
+            ("name", "text", False),
+            ("code", "text", False),
+            ("error", "text", False),
+            ("count", "bigint", False),
+        ),
+    ),
     ("mz_catalog", "mz_secrets", RelationDesc.of(("id", "text", False), *_NAME)),
     # Roles and privileges (adapter/privileges.py).
     ("mz_catalog", "mz_roles", RelationDesc.of(*privileges.ROLE_COLUMNS)),
@@ -175,6 +189,20 @@ def _frontiers(coord: Coordinator) -> list[Row]:
     return rows
 
 
+def _error_counts(coord: Coordinator) -> list[Row]:
+    rows = []
+    for item in coord.catalog.items():
+        frontiers = coord.frontiers_of(item.id)
+        if item.kind is not ItemKind.MATERIALIZED_VIEW or frontiers is None:
+            continue
+        upper = frontiers[1].time
+        if upper is None or upper == 0:
+            continue
+        for code, message, count in errors_at(coord.storage.shard(item.id), upper - 1):
+            rows.append((str(item.id), item.name.item, code, message, count))
+    return rows
+
+
 def _webhook_sources(coord: Coordinator) -> list[Row]:
     """Webhook sources and the path they take requests on (HTTP port 6876)."""
     plans = coord.catalog.index.plans
@@ -229,6 +257,7 @@ _ROWS: dict[str, Callable[[Coordinator], list[Row]]] = {
     ],
     "mz_object_dependencies": _dependencies,
     "mz_frontiers": _frontiers,
+    "mz_compute_error_counts": _error_counts,
     "mz_statement_log": _statement_log,
     "mz_sessions": _sessions,
     "mz_secrets": _of_kind(ItemKind.SECRET),

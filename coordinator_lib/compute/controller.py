@@ -19,6 +19,7 @@ loop (the seed's `ready`/`process` pair folded into one).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -37,6 +38,7 @@ from coordinator_lib.compute.dataflow import (
     step,
     stored_rows,
 )
+from coordinator_lib.compute.error_collection import raise_errors
 from coordinator_lib.compute.errors import (
     CollectionMissing,
     DataflowCreationError,
@@ -45,6 +47,7 @@ from coordinator_lib.compute.errors import (
     PeekError,
     ReplicaMissing,
 )
+from coordinator_lib.compute.local_scalar import EvalError
 from coordinator_lib.expr.relation import Get, RelationExpr
 from coordinator_lib.expr.temporal import substitute_mz_now
 from coordinator_lib.persist.read_scope import held_reads
@@ -58,6 +61,8 @@ from coordinator_lib.storage.controller import StorageController
 from coordinator_lib.storage.errors import StorageError
 from coordinator_lib.storage.read_hold import DependencyHold, ReadHold
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class Dataflow:
@@ -69,6 +74,9 @@ class Dataflow:
     steps: list[StepResult] = field(default_factory=list)
     # Times peeks are waiting to read the arrangement at: it does not compact past them.
     peek_holds: list[int] = field(default_factory=list)
+    # Why the last step failed, if it did (process() logs each new one once;
+    # reads waiting for the dataflow answer with it).
+    failure: Exception | None = None
 
     @property
     def write_frontier(self) -> Frontier:
@@ -302,7 +310,15 @@ class ComputeController:
                 if hydrating_one:
                     continue  # one hydration at a time, in creation order
                 hydrating_one = True
-            result = self._step_dataflow(dataflow, until)
+            try:
+                result = self._step_dataflow(dataflow, until)
+            except Exception as error:
+                # One dataflow's failure (an error its error collection does
+                # not cover) stops only that dataflow, and is logged once.
+                self._failed(dataflow, error)
+                hydrating_one = hydrating_one and id in replica.hydrated
+                continue
+            dataflow.failure = None
             if result is not None:
                 results.append(result)
             if dataflow.write_frontier.time is not None and (
@@ -310,6 +326,18 @@ class ComputeController:
             ):
                 replica.hydrated.add(id)
         return results
+
+    @staticmethod
+    def _failed(dataflow: Dataflow, error: Exception) -> None:
+        previous = dataflow.failure
+        if previous is None or (type(previous), str(previous)) != (type(error), str(error)):
+            log.warning(
+                "dataflow %s failed to step: %s: %s",
+                dataflow.description.id,
+                type(error).__name__,
+                error,
+            )
+        dataflow.failure = error
 
     def step_dataflow(self, id: GlobalId, until: int | None = None) -> StepResult | None:
         """Step one dataflow once (its hydration, if it has none yet), on
@@ -358,7 +386,7 @@ class ComputeController:
         upper = next_step_bounds(lower, inputs, until)
         if upper is None or lower is None:
             return None
-        delta, rules = plan_step(self.spark, dataflow.description, inputs, lower, upper)
+        delta, _, rules = plan_step(self.spark, dataflow.description, inputs, lower, upper)
         arrangement.apply(delta, lower, upper)
         policy_since = dataflow.read_policy.frontier(arrangement.upper)
         if dataflow.peek_holds:
@@ -426,10 +454,12 @@ class ComputeController:
         inputs = {id: self.storage.shard(id) for id in expr.depends_on()}
         description = DataflowDescription(GlobalId.transient(0), expr, timestamp)
         if stored_rows(inputs) <= self.local_max_rows:
-            updates, _ = plan_step_local(description, inputs, timestamp, timestamp + 1)
+            updates, errors, _ = plan_step_local(description, inputs, timestamp, timestamp + 1)
+            _raise_first(errors)
             return [(u.row, u.diff) for u in updates]
         with held_reads():
-            delta, _ = plan_step(self.spark, description, inputs, timestamp, timestamp + 1)
+            delta, errors, _ = plan_step(self.spark, description, inputs, timestamp, timestamp + 1)
+            _raise_first(errors)
             if delta is None:
                 return []
             table = delta.toArrow()
@@ -437,6 +467,11 @@ class ComputeController:
         columns = [column_pylist(table.column(i)) for i in range(len(names))]
         diffs = table.column(DIFF_COLUMN).to_pylist()
         return [(tuple(c[i] for c in columns), diffs[i]) for i in range(table.num_rows)]
+
+    def raise_errors(self, ids: set[GlobalId], timestamp: int) -> None:
+        """A read of `ids` at `timestamp` fails with the first error of any of
+        their error collections (compute/error_collection.py)."""
+        raise_errors([self.storage.shard(id) for id in sorted(ids)], timestamp)
 
     def subscribe(
         self,
@@ -481,3 +516,11 @@ class ComputeController:
                 listen.close()
         finally:
             hold.release()
+
+
+def _raise_first(errors: list[Update]) -> None:
+    """A one-shot query answers with its first error, as PostgreSQL does."""
+    for update in errors:
+        if update.diff > 0:
+            code, message = update.row
+            raise EvalError(message, code)

@@ -10,6 +10,10 @@ The first step (u0 == as_of) hydrates: every input's snapshot at as_of counts
 as a delta at as_of, on top of its updates in (as_of, u1). A restarted
 replica resumes at the output's durable upper: nothing is recomputed from
 scratch, nothing is written twice.
+
+A step also lands the view's error collection (compute/error_collection.py):
+the updates of the rows its scalars fail on, and its inputs' errors, land
+in the view's error shard just before its output.
 """
 
 from __future__ import annotations
@@ -29,6 +33,12 @@ from coordinator_lib.compute.accumulate import (
     catch_up_output,
     state_shard,
 )
+from coordinator_lib.compute.error_collection import (
+    error_shard,
+    input_errors,
+    land_errors,
+    landed_upper,
+)
 from coordinator_lib.compute.local import LocalContext, LocalRendered, render_local
 from coordinator_lib.compute.render import (
     DIFF,
@@ -40,6 +50,7 @@ from coordinator_lib.compute.render import (
     render,
 )
 from coordinator_lib.compute.rules import Rule
+from coordinator_lib.compute.spark_errors import plan_can_fail
 from coordinator_lib.expr.relation import RelationExpr
 from coordinator_lib.persist.errors import UpperMismatch
 from coordinator_lib.persist.shard import Shard
@@ -138,14 +149,23 @@ def plan_step(
     inputs: dict[GlobalId, Shard],
     lower: int,
     upper: int,
-) -> tuple[DataFrame | None, list[tuple[str, str]]]:
+) -> tuple[DataFrame | None, list[Update], list[tuple[str, str]]]:
     """The view's consolidated updates in [lower, upper), named like its desc
-    (plus `__time`, `__diff`), as a lazy DataFrame; None if there are none."""
+    (plus `__time`, `__diff`), as a lazy DataFrame (None if there are none);
+    its error updates (collected: a Spark job if the plan can fail)."""
     frames, hydrating = step_inputs(spark, inputs, description.as_of, lower, upper)
     ctx = StepContext(spark, lower, upper, frames, hydrating=hydrating)
     rendered = render(description.expr, ctx)
+    errors = input_errors(inputs.values(), description.as_of, lower, upper)
+    if ctx.errors:
+        frame = functools.reduce(lambda a, b: a.unionByName(b), ctx.errors)
+        counted = frame.groupBy("code", "message", TIME).agg(F.sum(DIFF).alias(DIFF))
+        errors += [
+            Update((r["code"], r["message"]), r[TIME], r[DIFF])
+            for r in counted.filter(F.col(DIFF) != 0).collect()
+        ]
     if rendered.delta is None:
-        return None, ctx.rules
+        return None, errors, ctx.rules
     arity = description.desc.arity
     delta = consolidate_delta(rendered.delta, arity)
     names = description.desc.names
@@ -154,7 +174,7 @@ def plan_step(
         F.col(TIME).alias("__time"),
         F.col(DIFF).alias("__diff"),
     )
-    return named, ctx.rules
+    return named, errors, ctx.rules
 
 
 def next_step_bounds(
@@ -177,8 +197,9 @@ def stored_rows(inputs: dict[GlobalId, Shard]) -> int:
 
 def plan_step_local(
     description: DataflowDescription, inputs: dict[GlobalId, Shard], lower: int, upper: int
-) -> tuple[list[Update], list[tuple[str, str]]]:
-    """Like plan_step, in-process: the consolidated updates in [lower, upper)."""
+) -> tuple[list[Update], list[Update], list[tuple[str, str]]]:
+    """Like plan_step, in-process: the consolidated updates in [lower, upper)
+    and the error updates."""
     hydrating = lower == description.as_of
     frames: dict[GlobalId, LocalRendered] = {}
     for id, shard in inputs.items():
@@ -194,7 +215,8 @@ def plan_step_local(
             frames[id] = LocalRendered(old, delta or None)
     ctx = LocalContext(lower, upper, frames, hydrating=hydrating)
     rendered = render_local(description.expr, ctx)
-    return consolidate(rendered.delta or []), ctx.rules
+    errors = ctx.errors + input_errors(inputs.values(), description.as_of, lower, upper)
+    return consolidate(rendered.delta or []), consolidate(errors), ctx.rules
 
 
 def step(
@@ -215,18 +237,25 @@ def step(
         return None
     engine = "local" if stored_rows(inputs) <= local_max_rows else "spark"
     plan = accumulate_plan(description.expr)
-    if plan is not None:
+    if plan is not None and not _has_errors(description.expr, inputs):
         existing = state_shard(output, plan, lower, create=False)
         if existing is not None or engine == "spark":
             return _accumulating_step(spark, description, plan, inputs, output, until, started)
+    # A step that landed its errors but not its output: redo it to the same upper.
+    landed = landed_upper(output, lower)
+    upper = upper if landed is None else landed
     rows = 0
     try:
         if engine == "local":
-            updates, rules = plan_step_local(description, inputs, lower, upper)
+            updates, errors, rules = plan_step_local(description, inputs, lower, upper)
+            if landed is None:
+                land_errors(output, errors, lower, upper)
             output.compare_and_append(updates, Frontier.at(lower), Frontier.at(upper))
             rows = len(updates)
         else:
-            delta, rules = plan_step(spark, description, inputs, lower, upper)
+            delta, errors, rules = plan_step(spark, description, inputs, lower, upper)
+            if landed is None:
+                land_errors(output, errors, lower, upper)
             if delta is None:
                 output.compare_and_append([], Frontier.at(lower), Frontier.at(upper))
             else:
@@ -236,6 +265,11 @@ def step(
     except UpperMismatch:
         return StepResult(lower, upper, 0, False, time.perf_counter() - started, [], engine)
     return StepResult(lower, upper, rows, True, time.perf_counter() - started, rules, engine)
+
+
+def _has_errors(expr: RelationExpr, inputs: dict[GlobalId, Shard]) -> bool:
+    """Whether the view can have errors: the accumulating path keeps none."""
+    return plan_can_fail(expr) or any(error_shard(s) is not None for s in inputs.values())
 
 
 def _accumulating_step(

@@ -7,6 +7,10 @@ written through compare_and_append. dataflow.py chooses the engine from the
 inputs' sizes in their batch metadata, before reading anything.
 
 `old` is computed lazily (a parent asks for it only if its rule needs it).
+A row of a delta whose scalar evaluation fails (Filter, Map, a Reduce's keys
+and arguments) becomes an update of `LocalContext.errors` with its time and
+diff, and leaves the data (compute/error_collection.py); in `old` it only
+leaves the data (its error was taken in by an earlier step).
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 
+from coordinator_lib.compute.error_collection import error_update
 from coordinator_lib.compute.join_plan import first_filters, join_steps
 from coordinator_lib.compute.local_ordered import render_ordered
-from coordinator_lib.compute.local_scalar import aggregate_values, eval_scalar
+from coordinator_lib.compute.local_scalar import EvalError, aggregate_values, eval_scalar
 from coordinator_lib.compute.rules import rule_for
 from coordinator_lib.expr.relation import (
     AggregateExpr,
@@ -37,7 +42,7 @@ from coordinator_lib.expr.relation import (
     Union,
     Window,
 )
-from coordinator_lib.expr.scalar import Column, ScalarExpr
+from coordinator_lib.expr.scalar import Column, Literal, ScalarExpr
 from coordinator_lib.expr.temporal import TemporalFilter
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import ColumnType
@@ -60,6 +65,8 @@ class LocalContext:
     inputs: dict[GlobalId, LocalRendered]
     hydrating: bool = False
     rules: list[tuple[str, str]] = field(default_factory=list)
+    # The step's error updates, rows (code, message) (the errs collection).
+    errors: list[Update] = field(default_factory=list)
 
 
 def _lazy(compute: Callable[[], OldRows]) -> Callable[[], OldRows]:
@@ -83,7 +90,9 @@ def render_local(expr: RelationExpr, ctx: LocalContext) -> LocalRendered:
         def keep(row: Row) -> bool:
             return all(eval_scalar(p, row, types) is True for p in expr.predicates)
 
-        return _map_rows(render_local(expr.input, ctx), lambda row: row if keep(row) else None)
+        return _map_rows(
+            render_local(expr.input, ctx), lambda row: row if keep(row) else None, ctx.errors
+        )
     if isinstance(expr, Map):
         all_types = expr.desc.types
 
@@ -93,7 +102,7 @@ def render_local(expr: RelationExpr, ctx: LocalContext) -> LocalRendered:
                 out.append(eval_scalar(scalar, tuple(out), all_types[: len(out)]))
             return tuple(out)
 
-        return _map_rows(render_local(expr.input, ctx), extend)
+        return _map_rows(render_local(expr.input, ctx), extend, ctx.errors)
     if isinstance(expr, Project):
         outputs = expr.outputs
         return _map_rows(render_local(expr.input, ctx), lambda row: tuple(row[i] for i in outputs))
@@ -116,7 +125,7 @@ def render_local(expr: RelationExpr, ctx: LocalContext) -> LocalRendered:
         return _join(expr, ctx)
     if isinstance(expr, Reduce):
         return _reduce(
-            render_local(expr.input, ctx),
+            _checked(render_local(expr.input, ctx), expr, ctx),
             expr.input.desc.types,
             expr.group_key,
             expr.aggregates,
@@ -138,14 +147,25 @@ def render_local(expr: RelationExpr, ctx: LocalContext) -> LocalRendered:
     raise TypeError(f"no local rendering for {type(expr).__name__}")
 
 
-def _map_rows(rendered: LocalRendered, op: Callable[[Row], Row | None]) -> LocalRendered:
+def _map_rows(
+    rendered: LocalRendered,
+    op: Callable[[Row], Row | None],
+    errors: list[Update] | None = None,
+) -> LocalRendered:
+    """`op` on old and delta rows (None drops the row). With `errors`, a row
+    `op` fails on leaves the data, and a delta row's failure is an error update."""
     old = rendered.old
 
     def mapped_old() -> OldRows:
         assert old is not None
         out = []
         for row, diff in old():
-            new = op(row)
+            try:
+                new = op(row)
+            except EvalError:
+                if errors is None:
+                    raise
+                new = None
             if new is not None:
                 out.append((new, diff))
         return out
@@ -154,10 +174,32 @@ def _map_rows(rendered: LocalRendered, op: Callable[[Row], Row | None]) -> Local
     if rendered.delta is not None:
         delta = []
         for row, t, d in rendered.delta:
-            new = op(row)
+            try:
+                new = op(row)
+            except EvalError as error:
+                if errors is None:
+                    raise
+                errors.append(error_update(error, t, d))
+                new = None
             if new is not None:
                 delta.append(Update(new, t, d))
     return LocalRendered(None if old is None else _lazy(mapped_old), delta)
+
+
+def _checked(rendered: LocalRendered, expr: Reduce, ctx: LocalContext) -> LocalRendered:
+    """A Reduce's input without the rows its group key or aggregate arguments
+    fail on (their errors go to `ctx.errors`), as if a Map computed them first."""
+    exprs = [*expr.group_key, *(a.expr for a in expr.aggregates)]
+    if all(isinstance(e, Column | Literal) for e in exprs):
+        return rendered
+    types = expr.input.desc.types
+
+    def check(row: Row) -> Row:
+        for e in exprs:
+            eval_scalar(e, row, types)
+        return row
+
+    return _map_rows(rendered, check, ctx.errors)
 
 
 # ----------------------------------------------------------------------- join

@@ -15,6 +15,11 @@ Rules (DESIGN.md "Incremental maintenance"):
   the value to retract), so the output is exact at every time, not only at
   step boundaries.
 
+Errors (compute/spark_errors.py): Filter, Map and a Reduce's keys and
+arguments send the delta rows a scalar fails on to `StepContext.errors`
+(with their time and diff) instead of failing the job; those rows leave the
+data, in old as in delta (compute/error_collection.py).
+
 Hydration at `as_of` is the same rendering with every old empty and every
 input's snapshot as a delta at `as_of`. `None` stands for a collection known
 to be empty, so no Spark work is planned for it. Everything stays lazy: the
@@ -23,6 +28,7 @@ caller runs one Spark job when it writes the result.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import reduce as fold
 
@@ -34,6 +40,7 @@ from pyspark.sql import types as T
 from coordinator_lib.compute.join_plan import first_filters, join_steps
 from coordinator_lib.compute.rules import rule_for
 from coordinator_lib.compute.scalar import column_name, to_spark
+from coordinator_lib.compute.spark_errors import ERROR, error_column, first_error, split_errors
 from coordinator_lib.expr.relation import (
     AggregateExpr,
     AggregateFunc,
@@ -80,6 +87,8 @@ class StepContext:
     hydrating: bool = False
     # (operator, rule) for each operator rendered, in pre-order (rules.py).
     rules: list[tuple[str, str]] = field(default_factory=list)
+    # Error updates (code, message, __time, __diff): the errs collection.
+    errors: list[DataFrame] = field(default_factory=list)
 
 
 def data_columns(arity: int) -> list[str]:
@@ -106,10 +115,10 @@ def render(expr: RelationExpr, ctx: StepContext) -> Rendered:
     if isinstance(expr, Constant):
         return _constant(expr, ctx)
     if isinstance(expr, Filter):
-        return _linear(render(expr.input, ctx), lambda df: _filter(df, expr))
+        return _fallible(render(expr.input, ctx), lambda df: _filter(df, expr), ctx)
     if isinstance(expr, Map):
         arity = expr.input.desc.arity
-        return _linear(render(expr.input, ctx), lambda df: _map(df, expr, arity))
+        return _fallible(render(expr.input, ctx), lambda df: _map(df, expr, arity), ctx)
     if isinstance(expr, Project):
         return _linear(render(expr.input, ctx), lambda df: _project(df, expr.outputs))
     if isinstance(expr, Negate):
@@ -120,8 +129,10 @@ def render(expr: RelationExpr, ctx: StepContext) -> Rendered:
     if isinstance(expr, Join):
         return _join(expr, ctx)
     if isinstance(expr, Reduce):
+        exprs = [*expr.group_key, *(a.expr for a in expr.aggregates)]
+        types = expr.input.desc.types
         return _reduce(
-            render(expr.input, ctx),
+            _fallible(render(expr.input, ctx), lambda df: _checked(df, exprs, types), ctx),
             expr.input.desc,
             expr.group_key,
             expr.aggregates,
@@ -162,21 +173,65 @@ def _union_all(frames: list[DataFrame | None]) -> DataFrame | None:
     return fold(lambda a, b: a.unionByName(b), present)
 
 
-def _filter(df: DataFrame, expr: Filter) -> DataFrame:
+Split = tuple[DataFrame, list[DataFrame]]  # (rows, their errors)
+
+
+def _fallible(rendered: Rendered, op: Callable[[DataFrame], Split], ctx: StepContext) -> Rendered:
+    """A linear operator whose rows may fail: old keeps the rows that do not
+    (their errors were taken in earlier), the delta's errors go to ctx.errors."""
+    old = None if rendered.old is None else op(rendered.old)[0]
+    delta = None
+    if rendered.delta is not None:
+        delta, errors = op(rendered.delta)
+        ctx.errors += errors
+    return Rendered(old, delta)
+
+
+def _filter(df: DataFrame, expr: Filter) -> Split:
+    """Predicates in order: a row's error counts only where those before hold."""
     types = expr.input.desc.types
+    errors = []
     for predicate in expr.predicates:
-        df = df.filter(F.coalesce(to_spark(predicate, types), F.lit(False)))
-    return df
+        keep = F.coalesce(to_spark(predicate, types), F.lit(False))
+        error = error_column(predicate, types)
+        if error is not None:
+            df, errs = split_errors(df.withColumn(ERROR, error))
+            errors.append(errs)
+        df = df.filter(keep)
+    return df, errors
 
 
-def _map(df: DataFrame, expr: Map, arity: int) -> DataFrame:
+def _map(df: DataFrame, expr: Map, arity: int) -> Split:
+    """Each value only where no scalar before it (or it) failed on the row."""
     types = list(expr.input.desc.types)
+    marked = False
     for i, scalar in enumerate(expr.scalars):
         column = to_spark(scalar, tuple(types))
+        error = error_column(scalar, tuple(types))
+        if error is not None:
+            earlier = F.col(ERROR)
+            df = df.withColumn(
+                ERROR, F.when(earlier.isNotNull(), earlier).otherwise(error) if marked else error
+            )
+            marked = True
+        if marked:
+            column = F.when(F.col(ERROR).isNull(), column)
         out_type = scalar.typ(tuple(types))
         df = df.withColumn(column_name(arity + i), column.cast(spark_type(out_type.scalar_type)))
         types.append(out_type)
-    return df
+    if not marked:
+        return df, []
+    df, errors = split_errors(df)
+    return df, [errors]
+
+
+def _checked(df: DataFrame, exprs: list[ScalarExpr], types: tuple[ColumnType, ...]) -> Split:
+    """A Reduce's input without the rows its keys or arguments fail on."""
+    first = first_error([error_column(e, types) for e in exprs])
+    if first is None:
+        return df, []
+    df, errs = split_errors(df.withColumn(ERROR, first))
+    return df, [errs]
 
 
 def _bookkeeping(df: DataFrame) -> list[str]:

@@ -28,6 +28,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from coordinator_lib.compute import ComputeController, DataflowDescription
+from coordinator_lib.compute.error_collection import errors_at
 from coordinator_lib.expr.relation import RelationExpr
 from coordinator_lib.repr import Frontier, GlobalId, Update
 from coordinator_lib.sql import (
@@ -162,6 +163,10 @@ class SqlSession:
 
     def snapshot(self, id: GlobalId, t: int) -> list[tuple[Row, int]]:
         return self.storage.snapshot(id, t)
+
+    def errors(self, id: GlobalId, t: int) -> list[tuple[str, str, int]]:
+        """A view's error collection at `t`: (code, message, count)."""
+        return errors_at(self.storage.shard(id), t)
 
     def upper(self, id: GlobalId) -> int | None:
         return self.storage.shard(id).upper().time

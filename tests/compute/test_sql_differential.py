@@ -10,7 +10,11 @@ values: a step retracts the value it recomputes for the old contents.
 
 Where DuckDB and PostgreSQL disagree (see tests/sql/test_reference_duckdb.py)
 the DuckDB text is given separately: `/` on integers is `//` there; divisors
-cannot be zero (PostgreSQL raises, DuckDB gives NULL); avg/sum types differ,
+cannot be zero (PostgreSQL raises, DuckDB gives NULL) except in the `err_`
+views, whose DuckDB text raises with `error('division by zero')` where
+PostgreSQL would: at a time DuckDB raises, the view's read must fail with
+22012 (its error collection), else its error collection must be empty and
+its rows equal DuckDB's (every view's, at every time); avg/sum types differ,
 so numbers are compared by value rounded to 6 places; text values are
 lowercase ASCII so collation cannot matter.
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import decimal
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +34,7 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from coordinator_lib.compute.explain import view_annotator
+from coordinator_lib.compute.local_scalar import EvalError
 from coordinator_lib.expr.relation import RelationExpr
 from coordinator_lib.repr import GlobalId
 from tests.compute.operator_cover import cover, recomputing, view_features
@@ -131,6 +137,32 @@ QUERIES: dict[str, tuple[str, str | None]] = {
     "div_by_column": (
         "SELECT v / (abs(k) + 1) AS a, v % (abs(k) + 1) AS b, k / (abs(v) + 1) AS c FROM t",
         "SELECT v // (abs(k) + 1), v % (abs(k) + 1), k // (abs(v) + 1) FROM t",
+    ),
+    # Views that fail at some times: v and k are 0 in some rows, for a while.
+    "err_div": (
+        "SELECT k, v, k / v AS q FROM t",
+        "SELECT k, v, CASE WHEN v = 0 AND k IS NOT NULL THEN error('division by zero')"
+        " ELSE k // v END FROM t",
+    ),
+    "err_where_mod": (
+        "SELECT k, s FROM t WHERE v % k = 1",
+        "SELECT k, s FROM t WHERE CASE WHEN k = 0 AND v IS NOT NULL"
+        " THEN error('division by zero') ELSE v % k END = 1",
+    ),
+    "err_group": (
+        "SELECT s, sum(k / v) AS total, count(*) AS n FROM t GROUP BY s",
+        "SELECT s, sum(CASE WHEN v = 0 AND k IS NOT NULL THEN error('division by zero')"
+        " ELSE k // v END), count(*) FROM t GROUP BY s",
+    ),
+    "err_join": (
+        "SELECT u.name, t.v, u.w / t.v AS q FROM t JOIN u ON t.k = u.k",
+        "SELECT u.name, t.v, CASE WHEN t.v = 0 AND u.w IS NOT NULL"
+        " THEN error('division by zero') ELSE u.w // t.v END FROM t JOIN u ON t.k = u.k",
+    ),
+    "err_guarded": (  # CASE and COALESCE evaluate only what they reach: k NULL, v <> 0
+        "SELECT k, CASE WHEN v <> 0 THEN k / v END AS q, COALESCE(k, v / 0) AS c FROM t",
+        "SELECT k, CASE WHEN v <> 0 THEN k // v END, COALESCE(k, CASE WHEN v IS NOT NULL"
+        " THEN error('division by zero') END) FROM t",
     ),
     # CASE / COALESCE / NULLIF / GREATEST / LEAST
     "case": (
@@ -665,6 +697,7 @@ OUTER_JOIN_VIEWS = [name for name in QUERIES if name.startswith("oj_")]
 TEMPORAL_VIEWS = [name for name in QUERIES if name.startswith("tf_")]
 ORDERED_VIEWS = [name for name in QUERIES if name.startswith(("topk_", "don_", "win_"))]
 LATERAL_VIEWS = [name for name in QUERIES if name.startswith("lat_")]
+ERROR_VIEWS = [name for name in QUERIES if name.startswith("err_")]
 
 KEYS = st.one_of(st.none(), st.integers(0, 4))
 VALUES = st.one_of(st.none(), st.integers(-5, 5))
@@ -761,17 +794,29 @@ class DuckOracle:
                 con.executemany(f"INSERT INTO {name} VALUES ({marks})", rows)
         return con
 
-    def at(self, t: int) -> dict[str, Counter]:
+    def at(self, t: int) -> dict[str, Counter | Raised]:
         if t not in self.answers:
             con = self.connection(t)
             self.answers[t] = {
-                name: as_multiset(
-                    [(tuple(r), 1) for r in con.execute(_at_time(duck or pg, t)).fetchall()]
-                )
+                name: self._answer(con, _at_time(duck or pg, t))
                 for name, (pg, duck) in QUERIES.items()
             }
             con.close()
         return self.answers[t]
+
+    @staticmethod
+    def _answer(con: Any, sql: str) -> Counter | Raised:
+        try:
+            return as_multiset([(tuple(r), 1) for r in con.execute(sql).fetchall()])
+        except duckdb.InvalidInputException as error:  # error('...') in the query
+            return Raised(str(error))
+
+
+@dataclass(frozen=True)
+class Raised:
+    """DuckDB's query raised (an `err_` view at a time it fails)."""
+
+    message: str
 
 
 def check_views(session: SqlSession, oracle: DuckOracle, views: dict[str, GlobalId]) -> int:
@@ -787,8 +832,17 @@ def check_views(session: SqlSession, oracle: DuckOracle, views: dict[str, Global
             # by a digit still shows as a negative multiplicity here.
             negative = [(row, diff) for row, diff in raw if diff < 0]
             assert not negative, f"view {name} at time {t} has negative rows {negative}"
-            got = as_multiset(raw)
             want = oracle.at(t)[name]
+            if isinstance(want, Raised):
+                assert "division by zero" in want.message, want
+                with pytest.raises(EvalError) as raised:  # the read a SELECT does
+                    session.compute.raise_errors({id}, t)
+                assert (raised.value.code, raised.value.message) == ("22012", "division by zero")
+                checked += 1
+                continue
+            errors = session.errors(id, t)
+            assert not errors, f"view {name} at time {t} has errors {errors}; duckdb has none"
+            got = as_multiset(raw)
             assert got == want, (
                 f"view {name} at time {t}: ours {dict(got)} != duckdb {dict(want)}"
                 f"\n  {QUERIES[name][0]}"
@@ -1048,6 +1102,53 @@ def test_array_agg_views_changing_engines_match_duckdb(
     try:
         views = run_workload(session, initial, rounds, ARRAY_VIEWS, ["local", "spark", "local"])
         check_rules_match_explain(session, views)
+    finally:
+        session.close()
+
+
+# Rows that make the err_ views fail (v = 0, k = 0), then stop failing: the
+# row goes (DELETE), its divisor moves (UPDATE), its dividend becomes NULL.
+FAILING_ROWS = {
+    "initial": [
+        "INSERT INTO t VALUES (1, 0, 'a'), (2, 3, 'b'), (0, 4, 'a')",
+        "INSERT INTO u VALUES (1, 5, 'a')",
+        "INSERT INTO u VALUES (2, 7, 'b')",
+    ],
+    "rounds": [
+        ["INSERT INTO t VALUES (2, 5, 'b')", "INSERT INTO u VALUES (0, 1, 'x')"],
+        ["DELETE FROM t WHERE v < 1", "UPDATE t SET k = NULL WHERE k = 0"],
+        ["INSERT INTO t VALUES (NULL, 0, 'a'), (3, 0, NULL)", "UPDATE t SET v = v + 1 WHERE k = 3"],
+    ],
+}
+
+
+@settings(max_examples=6, **SETTINGS)
+@given(initial=initial_rows, rounds=st.lists(statements, min_size=2, max_size=4))
+@example(**FAILING_ROWS)
+def test_error_views_match_duckdb_at_every_time(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
+) -> None:
+    """Views that fail at some times, in-process: where DuckDB raises the
+    view's read fails with 22012, elsewhere it has no error and DuckDB's rows."""
+    session = SqlSession(spark, Path(tmp_path_factory.mktemp("sql")), engine="local")
+    try:
+        run_workload(session, initial, rounds, ERROR_VIEWS)
+    finally:
+        session.close()
+
+
+@settings(max_examples=1, **{**SETTINGS, "phases": [Phase.explicit]})
+@given(initial=initial_rows, rounds=st.lists(statements, min_size=3, max_size=3))
+@example(**FAILING_ROWS)
+def test_error_views_changing_engines_match_duckdb(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
+) -> None:
+    """The same views stepped local, Spark, local: Spark splits the failing
+    rows off as errors instead of failing its job, with the errors the local
+    engine computes (a later step retracts an error the other engine added)."""
+    session = SqlSession(spark, Path(tmp_path_factory.mktemp("sql")))
+    try:
+        run_workload(session, initial, rounds, ERROR_VIEWS, ["local", "spark", "local"])
     finally:
         session.close()
 

@@ -1,8 +1,10 @@
 """Group commit of table writes (Materialize's group commit).
 
-Writers queue their changes and wait; one of them at a time leads: it
-commits everything queued so far at one timestamp from the oracle: one
-append for the tables written, empty appends that advance every other table
+Writers encode their changes (a value that cannot be stored fails its own
+writer, before it joins a batch), queue them and wait; one of them at a time
+leads: it commits everything queued so far at one timestamp from the
+oracle: one append of all the tables written, atomic across them
+(`StorageController.append`), empty appends that advance every other table
 to the same upper, then `apply_write` so reads see it. Each writer returns
 only after its batch is durable (invariant 3), with the timestamp it landed
 at. A leader then hands over to the first writer still queued, so writers
@@ -27,15 +29,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from coordinator_lib.adapter.errors import AdapterError
 from coordinator_lib.adapter.oracle import TimestampOracle
+from coordinator_lib.persist import batch as batch_io
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.update import Update
 from coordinator_lib.sql.constraints import KeyCounts, UniqueConstraint, UniqueViolation
 from coordinator_lib.storage import StorageController
 from coordinator_lib.storage.controller import AppendCommand
-from coordinator_lib.storage.errors import InvalidUppers, StorageError
+from coordinator_lib.storage.errors import InvalidUpdate, InvalidUppers, StorageError
 
 Changes = dict[GlobalId, list[tuple[tuple[Any, ...], int]]]
 # A table's unique constraints and column names (None: it has none).
@@ -46,6 +51,8 @@ _RETRIES = 20
 @dataclass
 class _Pending:
     changes: Changes
+    # `changes` checked and encoded by the writer itself (at time 0).
+    encoded: dict[GlobalId, pa.Table]
     done: bool = False
     # Set when the batch holding this writer is done, or when it is to lead.
     wake: threading.Event = field(default_factory=threading.Event)
@@ -79,8 +86,9 @@ class GroupCommitter:
 
     def commit(self, changes: Changes) -> int:
         """Make `changes` durable at one timestamp with others queued at the
-        same moment; returns that timestamp."""
-        pending = _Pending(changes)
+        same moment; returns that timestamp. A value that cannot be stored
+        fails here, before this writer joins a batch (`encode`)."""
+        pending = _Pending(changes, self.encode(changes))
         with self._queue_lock:
             self._queue.append(pending)
             if not self._leading:
@@ -93,6 +101,25 @@ class GroupCommitter:
             raise pending.error
         assert pending.timestamp is not None
         return pending.timestamp
+
+    def encode(self, changes: Changes) -> dict[GlobalId, pa.Table]:
+        """Each table's changes checked and encoded as a batch table (at time
+        0; the commit sets its timestamp), or the AdapterError of the first
+        value that can never be stored (22003 for a numeric too wide)."""
+        encoded: dict[GlobalId, pa.Table] = {}
+        for id, rows in changes.items():
+            try:
+                table = self.storage.encode(id, [Update(row, 0, diff) for row, diff in rows])
+            except InvalidUpdate as error:
+                if error.row_error is None:
+                    raise
+                row_error = error.row_error
+                raise AdapterError(
+                    row_error.message, code=row_error.sqlstate, detail=row_error.detail
+                ) from None
+            if table is not None:
+                encoded[id] = table
+        return encoded
 
     def _lead(self) -> None:
         """Commit the queue (this writer is in it), then hand over."""
@@ -131,33 +158,31 @@ class GroupCommitter:
         for _ in range(_RETRIES):
             timestamp = self.oracle.write_ts()
             keys, rejected = self._admit(batch)
-            changes: Changes = {}
+            tables: dict[GlobalId, list[pa.Table]] = {id: [] for id in keys}
             for i, pending in enumerate(batch):
                 if i not in rejected:
-                    for id, rows in pending.changes.items():
-                        changes.setdefault(id, []).extend(rows)
-            for id in keys:
-                changes.setdefault(id, [])  # its expected upper is the one checked against
+                    for id in pending.changes:
+                        tables.setdefault(id, [])  # written, even if with no rows
+                    for id, table in pending.encoded.items():
+                        tables[id].append(batch_io.at_time(table, timestamp))
             commands = [
                 AppendCommand(
                     id,
-                    [Update(row, timestamp, diff) for row, diff in rows],
+                    pa.concat_tables(parts) if parts else [],
                     timestamp + 1,
                     keys[id][0] if id in keys else None,
                 )
-                for id, rows in changes.items()
+                for id, parts in tables.items()
             ]
             if commands:
                 try:
-                    self.storage.append(commands)
-                except InvalidUppers as error:
-                    if error.__cause__ is not None:
-                        raise  # some collection may have landed: never retry a partial write
+                    self.storage.append(commands)  # all tables at once, or none
+                except InvalidUppers:
                     continue  # another process wrote first: nothing landed, take a later time
             with self._keys_lock:
                 for id, (_, counts) in keys.items():
                     self._keys[id] = (Frontier.at(timestamp + 1), counts)
-            self._advance_idle(timestamp + 1, skip=set(changes))
+            self._advance_idle(timestamp + 1, skip=set(tables))
             self.oracle.apply_write(timestamp)
             return timestamp, rejected
         raise StorageError(f"could not commit after {_RETRIES} attempts: uppers kept moving")

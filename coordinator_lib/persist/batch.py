@@ -54,6 +54,13 @@ def updates_to_table(updates: Sequence[Update], desc: RelationDesc) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def at_time(table: pa.Table, time: int) -> pa.Table:
+    """A batch table with every update moved to `time`."""
+    index = table.schema.get_field_index(TIME_COLUMN)
+    times = pa.repeat(pa.scalar(time, pa.int64()), table.num_rows)
+    return table.set_column(index, TIME_COLUMN, times)
+
+
 def _encode_column(values: list[Any], field: pa.Field) -> pa.Array:
     try:
         return pa.array(values, type=field.type)

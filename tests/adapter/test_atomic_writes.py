@@ -1,0 +1,128 @@
+"""Writes are all or nothing (issue 18), seen by psycopg clients over pgwire:
+a transaction's writes to several tables land together or not at all, and a
+value that cannot be stored fails its own writer with a proper SQLSTATE and
+nothing else, even when group commit put it in one batch with others.
+
+The environment runs in-process without Spark (small tables), so these
+tests never start a JVM. The SIGKILL half is tests/persist/test_crash.py."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from coordinator_lib.server.environment import Environment
+from tests.adapter.conftest import fast_config
+
+BAD_PRICE = "19.99000000001"  # 11 digits after the point: numeric keeps 10
+
+
+@pytest.fixture
+def environment(tmp_path: Path) -> Iterator[Environment]:
+    env = Environment(fast_config(tmp_path / "env"), pgwire_port=0, http_port=0)
+    env.start()
+    try:
+        yield env
+    finally:
+        env.stop()
+
+
+def connect(env: Environment) -> psycopg.Connection[Any]:
+    return psycopg.connect(
+        f"host=127.0.0.1 port={env.pgwire.port} user=materialize dbname=materialize"
+        " connect_timeout=10",
+        autocommit=True,
+    )
+
+
+def ids(conn: psycopg.Connection[Any], table: str) -> list[int]:
+    return sorted(row[0] for row in conn.execute(f"SELECT id FROM {table}").fetchall())
+
+
+def test_bad_value_fails_its_transaction_and_nothing_of_it_lands(
+    environment: Environment,
+) -> None:
+    """The issue's repro: the row of the first INSERT must not land when the
+    second one's value cannot be stored."""
+    with connect(environment) as conn:
+        conn.execute("CREATE TABLE orders (id int)")
+        conn.execute("CREATE TABLE prices (id int, price numeric(10,2))")
+        conn.execute("BEGIN")
+        conn.execute("INSERT INTO orders VALUES (42)")
+        conn.execute(f"INSERT INTO prices VALUES (42, {BAD_PRICE})")
+        with pytest.raises(psycopg.Error) as info:
+            conn.execute("COMMIT")
+        assert info.value.sqlstate == "22003"
+        assert info.value.diag.message_primary == "numeric field overflow"
+        assert BAD_PRICE in (info.value.diag.message_detail or "")
+        assert '"price"' in (info.value.diag.message_detail or "")
+        # Outside a transaction too, and the connection stays usable.
+        with pytest.raises(psycopg.Error) as info:
+            conn.execute("INSERT INTO prices VALUES (1, 1e40)")
+        assert info.value.sqlstate == "22003"
+        # A later write moves the read time past anything that landed.
+        conn.execute("INSERT INTO prices VALUES (2, 19.99)")
+        assert ids(conn, "orders") == []
+        assert conn.execute("SELECT id, price FROM prices").fetchall() == [
+            (2, Decimal("19.9900000000"))
+        ]
+
+
+WRITERS = 5  # good writers, plus one that sends a bad value every other round
+ROUNDS = 12
+
+
+def test_concurrent_writers_one_sending_bad_values(environment: Environment) -> None:
+    """Every round all writers commit a two-table transaction at the same
+    moment (so group commit batches them together); the bad writer's bad
+    rounds get 22003 and nobody else sees an error. Exactly the acknowledged
+    transactions are in both tables."""
+    with connect(environment) as conn:
+        conn.execute("CREATE TABLE orders (id int)")
+        conn.execute("CREATE TABLE prices (id int, price numeric)")
+    start = threading.Barrier(WRITERS + 1, timeout=60)
+    acked: list[int] = []
+    refused: list[tuple[int, str | None]] = []
+    unexpected: list[str] = []
+    lock = threading.Lock()
+
+    def writer(number: int) -> None:
+        bad_writer = number == WRITERS
+        with connect(environment) as conn:
+            for round_ in range(ROUNDS):
+                id = round_ * 100 + number
+                bad = bad_writer and round_ % 2 == 0
+                price = BAD_PRICE if bad else "1.25"
+                start.wait()
+                try:
+                    with conn.transaction():
+                        conn.execute("INSERT INTO orders VALUES (%s)", (id,))
+                        conn.execute(f"INSERT INTO prices VALUES (%s, {price})", (id,))
+                except psycopg.Error as error:
+                    with lock:
+                        if bad:
+                            refused.append((id, error.sqlstate))
+                        else:
+                            unexpected.append(f"writer {number} round {round_}: {error!r}")
+                    continue
+                with lock:
+                    (unexpected.append(f"bad value {id} was accepted") if bad else acked.append(id))
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(WRITERS + 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads)
+    assert unexpected == []
+    assert sorted(state for _, state in refused) == ["22003"] * (ROUNDS // 2)
+    assert len(acked) == WRITERS * ROUNDS + ROUNDS // 2
+    with connect(environment) as conn:
+        assert ids(conn, "orders") == sorted(acked)
+        assert ids(conn, "prices") == sorted(acked)

@@ -50,8 +50,44 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         scheduler_lease_ttl_ms=args.lease_ttl_ms,
         webhook_max_body_bytes=args.webhook_max_body_bytes,
         webhook_max_concurrency=args.webhook_max_concurrency,
+        secrets_key_file=args.secrets_key_file,
     )
+    if args.secrets_key_file:  # a bad or misplaced key file stops serve before it starts
+        from coordinator_lib.adapter.secrets_key import SecretsKeyError, configured_key
+
+        try:
+            configured_key(config)
+        except SecretsKeyError as error:
+            raise SystemExit(f"tidemark serve: {error.message}") from None
     run_forever(Environment(config, args.pgwire_port, args.http_port))
+    return 0
+
+
+def _cmd_gen_secrets_key(args: argparse.Namespace) -> int:
+    """Print a new secrets key (base64 of 32 random bytes)."""
+    from coordinator_lib.adapter.secrets_key import generate_key
+
+    print(generate_key())
+    return 0
+
+
+def _cmd_rotate_secrets_key(args: argparse.Namespace) -> int:
+    """Re-encrypt every secret under the new key in one compare-and-set."""
+    from coordinator_lib.adapter.secrets import rotate_secrets_key
+    from coordinator_lib.adapter.secrets_key import SecretsKeyError, read_key_file
+    from coordinator_lib.persist.client import PersistClient
+
+    try:
+        old = read_key_file(args.old_key_file, args.data_dir) if args.old_key_file else None
+        new = read_key_file(args.new_key_file, args.data_dir)
+        persist = PersistClient.open(args.data_dir, args.consensus_url, args.blob_root)
+        try:
+            count = rotate_secrets_key(persist.consensus, old, new)
+        finally:
+            persist.close()
+    except SecretsKeyError as error:
+        raise SystemExit(f"tidemark rotate-secrets-key: {error.message}") from None
+    print(f"re-encrypted {count} secrets; start tidemark with the new key")
     return 0
 
 
@@ -152,7 +188,31 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="webhook requests handled at once; more get 429 (default 500)",
     )
+    serve.add_argument(
+        "--secrets-key-file",
+        default=None,
+        metavar="FILE",
+        help="key secrets are encrypted with (outside DIR; default: $TIDEMARK_SECRETS_KEY)",
+    )
     serve.set_defaults(func=_cmd_serve)
+
+    gen_key = subcommands.add_parser("gen-secrets-key", help="print a new secrets key")
+    gen_key.set_defaults(func=_cmd_gen_secrets_key)
+
+    rotate = subcommands.add_parser(
+        "rotate-secrets-key", help="re-encrypt every secret under a new key (README)"
+    )
+    rotate.add_argument("--data-dir", default=DEFAULT_SERVE_DIR, metavar="DIR")
+    rotate.add_argument("--consensus-url", default=None, metavar="URL")
+    rotate.add_argument("--blob-root", default=None, metavar="PATH")
+    rotate.add_argument(
+        "--old-key-file",
+        default=None,
+        metavar="FILE",
+        help="the current key (omit for secrets stored before encryption)",
+    )
+    rotate.add_argument("--new-key-file", required=True, metavar="FILE")
+    rotate.set_defaults(func=_cmd_rotate_secrets_key)
 
     worker = subcommands.add_parser(
         "worker", help="run a worker (a capture the scheduler assigns views to)"

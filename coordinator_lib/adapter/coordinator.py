@@ -89,6 +89,10 @@ class Config(BaseModel):
     # user (or catalog role with a password) turns on password authentication
     # for every connection (adapter/roles.py).
     users: dict[str, str] = {}
+    # The key secrets are encrypted with (adapter/secrets_key.py): base64, or a
+    # file outside data_dir; else the TIDEMARK_SECRETS_KEY environment variable.
+    secrets_key: str | None = None
+    secrets_key_file: str | None = None
     # Materialize's default compaction window: history kept behind the upper.
     default_retain_history_ms: int = 1000
     advance_interval_ms: int = 1000

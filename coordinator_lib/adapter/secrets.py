@@ -1,29 +1,39 @@
 """Secrets: CREATE SECRET / ALTER SECRET, and reading a secret's value.
 
 A secret is a catalog item (kind `secret`, no columns) whose value is kept
-beside its catalog entry in the durable catalog record (key `secret`,
-base64), so creating, altering and dropping it are one compare-and-set with
-the rest of the catalog, in every process. The value is stored unencrypted
-at rest (like the rest of the consensus data); it is never printed: the
-entry's `create_sql` says `AS '********'`, statement logs print the same,
-and errors about a value never quote it. Materialize keeps secrets in a
+beside its catalog entry in the durable catalog record (key `secret`), so
+creating, altering and dropping it are one compare-and-set with the rest of
+the catalog, in every process. The value is encrypted with the secrets key
+(AES-256-GCM, `adapter/secrets_key.py`; the key lives outside the data
+directory), so the consensus database and its WAL hold only ciphertext,
+also of values since altered or dropped. It is never printed: the entry's
+`create_sql` says `AS '********'`, statement logs print the same, and
+errors about a value never quote it. Materialize keeps secrets in a
 separate secrets controller (Kubernetes secrets or a local directory).
 """
 
 from __future__ import annotations
 
-import base64
+import copy
 from typing import TYPE_CHECKING, Any
 
-from coordinator_lib.adapter.catalog import CatalogEntry, SessionCatalog
-from coordinator_lib.adapter.durable import Record
+from coordinator_lib.adapter.catalog import CATALOG_KEY, CatalogEntry, SessionCatalog
+from coordinator_lib.adapter.durable import Record, update_record
 from coordinator_lib.adapter.errors import AdapterError, AdapterNotice
 from coordinator_lib.adapter.oracle import wall_clock_ms
 from coordinator_lib.adapter.responses import ExecuteResponse
 from coordinator_lib.adapter.responses import ExecuteResponseKind as Kind
+from coordinator_lib.adapter.secrets_key import (
+    SecretsKeyError,
+    configured_key,
+    require_key,
+    seal,
+    unseal,
+)
 from coordinator_lib.adapter.session import Session
 from coordinator_lib.compute.local_scalar import EvalError, eval_scalar
 from coordinator_lib.expr.scalar import ScalarExpr
+from coordinator_lib.persist.consensus import Consensus
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.sql.plan_webhook import AlterSecretPlan, CreateSecretPlan
 
@@ -36,11 +46,12 @@ SECRET_KEY = "secret"  # beside the entry's ids and create_sql in the catalog re
 def secret_values(coord: Coordinator, ids: set[GlobalId]) -> dict[GlobalId, bytes]:
     """The current values of the secrets `ids` (as this process's catalog has them)."""
     _, state = coord.catalog.snapshot()
+    key = configured_key(coord.config)
     values: dict[GlobalId, bytes] = {}
     for raw in state["items"]:
         for id in ids:
             if str(id) in raw["ids"] and SECRET_KEY in raw:
-                values[id] = base64.b64decode(raw[SECRET_KEY])
+                values[id] = unseal(key, str(id), raw[SECRET_KEY])
     missing = ids - set(values)
     if missing:
         raise AdapterError(f"unknown secret {sorted(missing)[0]}", code="42704")
@@ -57,10 +68,6 @@ def _value(expr: ScalarExpr) -> bytes:
     return value
 
 
-def _encoded(value: bytes) -> str:
-    return base64.b64encode(value).decode("ascii")
-
-
 def create_secret(
     coord: Coordinator,
     session: Session,
@@ -74,14 +81,15 @@ def create_secret(
     if plan.if_not_exists and coord.catalog.index.lookup(plan.name) is not None:
         notice = AdapterNotice(f"catalog item '{plan.name}' already exists, skipping", "42P07")
         return ExecuteResponse(Kind.CREATED_SECRET, "CREATE SECRET", notices=[notice])
-    value = _encoded(_value(plan.value))
+    value = _value(plan.value)
+    key = require_key(coord.config)
 
     def change(state: Record) -> None:
         first = state["next_id"]
         state["next_id"] = first + 1
         entry = CatalogEntry((GlobalId.user(first),), plan.create_sql, None, wall_clock_ms())
         raw = entry.to_json()
-        raw[SECRET_KEY] = value
+        raw[SECRET_KEY] = seal(key, str(GlobalId.user(first)), value)
         state["items"].append(raw)
 
     sequence._commit(coord, change)
@@ -97,17 +105,48 @@ def alter_secret(
     if plan.id is None:
         notice = AdapterNotice(f'secret "{plan.name}" does not exist, skipping', "00000")
         return ExecuteResponse(Kind.ALTERED, "ALTER SECRET", notices=[notice])
-    value = _encoded(_value(plan.value))
+    value = _value(plan.value)
+    key = require_key(coord.config)
 
     def change(state: Record) -> None:
         for raw in state["items"]:
             if str(plan.id) in raw["ids"]:
-                raw[SECRET_KEY] = value
+                raw[SECRET_KEY] = seal(key, str(plan.id), value)
 
     sequence._commit(coord, change)
     return ExecuteResponse(Kind.ALTERED, "ALTER SECRET")
 
 
+def rotate_secrets_key(consensus: Consensus, old_key: bytes | None, new_key: bytes) -> int:
+    """Re-encrypt every secret under `new_key` (values stored before
+    encryption too) in one compare-and-set of the catalog record (retried if
+    another process changed it meanwhile); returns how many."""
+    count = 0
+
+    def change(state: Record | None) -> Record:
+        nonlocal count
+        if state is None:
+            raise SecretsKeyError("no catalog here: is this the right data directory?")
+        state = copy.deepcopy(state)
+        count = 0
+        for raw in state["items"]:
+            if SECRET_KEY in raw:
+                id = raw["ids"][0]
+                raw[SECRET_KEY] = seal(new_key, id, unseal(old_key, id, raw[SECRET_KEY]))
+                count += 1
+        return state
+
+    update_record(consensus, CATALOG_KEY, change)
+    return count
+
+
 HANDLERS = {CreateSecretPlan: create_secret, AlterSecretPlan: alter_secret}
 
-__all__ = ["HANDLERS", "SECRET_KEY", "alter_secret", "create_secret", "secret_values"]
+__all__ = [
+    "HANDLERS",
+    "SECRET_KEY",
+    "alter_secret",
+    "create_secret",
+    "rotate_secrets_key",
+    "secret_values",
+]

@@ -12,6 +12,7 @@ from pathlib import Path
 from coordinator_lib.persist.blob import BlobStore
 from coordinator_lib.persist.consensus import Consensus, open_consensus
 from coordinator_lib.persist.machine import SHARD_KEY_PREFIX, Machine
+from coordinator_lib.persist.private import make_private
 from coordinator_lib.persist.shard import Shard
 from coordinator_lib.repr.relation import RelationDesc
 
@@ -32,9 +33,10 @@ class PersistClient:
         if data_dir is None and (consensus_url is None or blob_root is None):
             raise ValueError("give a data_dir, or both a consensus_url and a blob_root")
         base = Path(data_dir) if data_dir is not None else None
+        if base is not None:
+            make_private(base)
         if consensus_url is None:
             assert base is not None
-            base.mkdir(parents=True, exist_ok=True)
             consensus_url = f"sqlite:///{(base / 'consensus.db').resolve()}"
         if blob_root is None:
             assert base is not None

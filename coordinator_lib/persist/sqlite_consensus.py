@@ -103,6 +103,8 @@ class SqliteConsensus(Consensus):
                 # per connection.
                 conn.execute("PRAGMA journal_mode=WAL").fetchone()
                 conn.execute("PRAGMA synchronous=FULL")
+                # Deleted record versions are overwritten, not left in free pages.
+                conn.execute("PRAGMA secure_delete=ON")
                 conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
                 conn.execute(_SCHEMA)
                 return conn

@@ -6,6 +6,9 @@
   against the pandera schema derived from the RelationDesc;
 - `consistency` (materialized views): the view at its latest readable time
   equals its query recomputed from its inputs at that time.
+
+`schema` and `consistency` are blocking: in a run that materializes an asset
+and its checks, a failed one stops the assets downstream of it.
 """
 
 import dagster as dg
@@ -66,6 +69,7 @@ def build_checks(obj: CatalogObject, project: Project) -> list[dg.AssetChecksDef
         @dg.asset_check(
             asset=key,
             name="schema",
+            blocking=True,
             description="rows match the pandera schema derived from the RelationDesc",
         )
         def schema(coordinator: CoordinatorResource) -> dg.AssetCheckResult:
@@ -79,6 +83,7 @@ def build_checks(obj: CatalogObject, project: Project) -> list[dg.AssetChecksDef
         @dg.asset_check(
             asset=key,
             name="consistency",
+            blocking=True,
             description="the view at its latest readable time equals a recompute of its query",
         )
         def consistency(coordinator: CoordinatorResource) -> dg.AssetCheckResult:

@@ -20,11 +20,13 @@ schedule.
 
 import json
 from collections.abc import Mapping
+from datetime import timedelta
 
 import dagster as dg
 
 from assets.keys import asset_key, group_name
 from assets.metadata import (
+    data_version,
     definition_metadata,
     description,
     materialization_metadata,
@@ -45,6 +47,7 @@ __all__ = [
     "VIEWS",
     "build_asset",
     "current_id",
+    "freshness_policy",
     "is_on_commit_view",
     "planned_upper",
     "reads_a_view",
@@ -120,6 +123,16 @@ def planned_upper(tags: Mapping[str, str], key: dg.AssetKey) -> int | None:
     return int(target) if target is not None else None
 
 
+def freshness_policy(freshness_ms: int) -> dg.FreshnessPolicy:
+    """Dagster's own freshness for a view: it fails once the view's last
+    materialization (a run's step, or a step of `tidemark serve` the sensor
+    reported) is older than the declared freshness (the frontier check's lag
+    bound), and warns at half of it. Tables and sources are sealed and
+    observed, not materialized, so they carry none."""
+    window = timedelta(milliseconds=freshness_ms)
+    return dg.FreshnessPolicy.time_window(fail_window=window, warn_window=window / 2)
+
+
 def build_asset(obj: CatalogObject, project: Project) -> dg.AssetsDefinition:
     objects = project.by_id()
     key = asset_key(obj)
@@ -130,9 +143,14 @@ def build_asset(obj: CatalogObject, project: Project) -> dg.AssetsDefinition:
         deps=[asset_key(objects[i]) for i in obj.inputs if i in objects],
         group_name=group_name(obj),
         kinds={"spark", "sql", KINDS[obj.kind]},
-        description=description(obj, project.definition(obj)),
+        description=description(obj, project.definition(obj), objects),
         metadata=definition_metadata(
             obj, objects, project.definition(obj), project.freshness_of(obj)
+        ),
+        freshness_policy=(
+            freshness_policy(project.freshness_of(obj))
+            if obj.kind is ItemKind.MATERIALIZED_VIEW
+            else None
         ),
         automation_condition=(
             ON_VIEW_PARENTS if is_on_commit_view(obj) and reads_a_view(obj, objects) else None
@@ -155,6 +173,9 @@ def build_asset(obj: CatalogObject, project: Project) -> dg.AssetsDefinition:
             f"+{result.rows_inserted} -{result.rows_retracted} rows, "
             f"{result.rows_read} input updates read ({result.engine}, {result.seconds:.2f} s)"
         )
-        return dg.MaterializeResult(metadata=materialization_metadata(result, obj, objects))
+        return dg.MaterializeResult(
+            metadata=materialization_metadata(result, obj, objects),
+            data_version=data_version(result.upper),
+        )
 
     return materialize

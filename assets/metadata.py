@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import dagster as dg
+import sqlglot
+import sqlglot.errors
 
 from assets.keys import asset_key
 from coordinator_lib.adapter.operations import CatalogObject, Defined, Materialization
@@ -19,9 +21,14 @@ __all__ = [
     "INDEX_ARRANGEMENT",
     "column_lineage",
     "column_schema",
+    "data_version",
     "definition_metadata",
     "description",
+    "frontier_ms",
+    "frontier_time",
+    "lineage_table",
     "materialization_metadata",
+    "pretty_sql",
     "recorded_frontiers",
     "step_kind",
 ]
@@ -60,12 +67,33 @@ def column_lineage(
     return dg.TableColumnLineage(deps_by_column=deps) if deps else None
 
 
-def description(obj: CatalogObject, defined: Defined | None) -> str:
+def description(
+    obj: CatalogObject,
+    defined: Defined | None,
+    objects: Mapping[GlobalId, CatalogObject] | None = None,
+) -> str:
+    """What the asset page says: the comment above the CREATE in the
+    project's SQL, the kind, the SQL laid out, and where each column comes
+    from (open-source Dagster does not draw column lineage, so it is a table)."""
     label = KIND_LABELS.get(obj.kind.value, obj.kind.value)
     if obj.refresh_every_ms is not None:
         label += f", refreshed every {obj.refresh_every_ms // 1000} s"
     prose = f"{defined.comment}\n\n" if defined is not None and defined.comment else ""
-    return f"{prose}{label}.\n\n```sql\n{obj.create_sql}\n```"
+    text = f"{prose}{label}.\n\n```sql\n{pretty_sql(obj.create_sql)}\n```"
+    table = lineage_table(obj, objects or {})
+    return f"{text}\n\n{table}" if table else text
+
+
+def lineage_table(obj: CatalogObject, objects: Mapping[GlobalId, CatalogObject]) -> str:
+    """Column lineage as a Markdown table: each column and the input columns it is computed from."""
+    rows = []
+    for column, sources in obj.lineage.items():
+        found = [f"`{objects[i].name}.{c}`" for i, c in sorted(sources, key=str) if i in objects]
+        if found:
+            rows.append(f"| `{column}` | {', '.join(found)} |")
+    if not rows:
+        return ""
+    return "\n".join(["| column | computed from |", "| --- | --- |", *rows])
 
 
 def definition_metadata(
@@ -118,34 +146,71 @@ def step_kind(m: Materialization) -> str:
     return "hydration" if m.hydrated else "catch-up"
 
 
-def _int(value: int | None) -> dg.MetadataValue:
-    return dg.MetadataValue.null() if value is None else dg.MetadataValue.int(value)
+def frontier_time(value_ms: int | None) -> dg.MetadataValue:
+    """A frontier as a date in the UI (null: the empty frontier, closed for ever)."""
+    return (
+        dg.MetadataValue.null() if value_ms is None else dg.MetadataValue.timestamp(value_ms / 1000)
+    )
+
+
+def frontier_ms(value: object) -> int | None:
+    """A frontier back from recorded metadata: timestamp metadata (seconds)
+    or, in materializations recorded before it, integer milliseconds."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value if isinstance(value, int) else round(value * 1000)
+
+
+def frontier_text(since: int | None, upper: int | None) -> str:
+    """The exact frontiers in milliseconds, for copying into AS OF or a query."""
+
+    def text(value: int | None) -> str:
+        return "closed" if value is None else f"{value} ms"
+
+    return f"since {text(since)}, upper {text(upper)}"
+
+
+def data_version(upper: int | None) -> dg.DataVersion:
+    """Data versions follow the upper: a reader is stale exactly while an
+    input's upper has moved past what the reader last took in."""
+    return dg.DataVersion("closed" if upper is None else str(upper))
+
+
+def pretty_sql(sql: str) -> str:
+    """The SQL laid out on several lines (as written if sqlglot cannot)."""
+    try:
+        return sqlglot.transpile(sql, read="postgres", write="postgres", pretty=True)[0]
+    except sqlglot.errors.SqlglotError:
+        return sql
 
 
 def materialization_metadata(
     m: Materialization, obj: CatalogObject, objects: Mapping[GlobalId, CatalogObject]
 ) -> dict[str, Any]:
+    """Frontiers as dates; numbers that are worth a plot (lag, rows, step
+    time) as floats and ints with their unit in the name; the rest as text."""
+    stepped = obj.kind not in (ItemKind.MATERIALIZED_VIEW, ItemKind.INDEX) or (
+        m.step_lower is not None
+    )
     metadata: dict[str, Any] = {
-        "since": _int(m.since),
-        "upper": _int(m.upper),
-        "lag_ms": m.lag_ms,
+        "since": frontier_time(m.since),
+        "upper": frontier_time(m.upper),
+        "previous_upper": frontier_time(m.previous_upper),
+        "changes_from": frontier_time(m.changes_from),
+        "frontiers": frontier_text(m.since, m.upper),
+        "lag_seconds": dg.MetadataValue.float(m.lag_ms / 1000),
         "rows_inserted": m.rows_inserted,
         "rows_retracted": m.rows_retracted,
         "updates": m.updates,
         "rows_read": m.rows_read,
-        "total_rows": m.total_rows,
         "dagster/row_count": m.total_rows,
-        "previous_upper": _int(m.previous_upper),
-        "changes_from": _int(m.changes_from),
         "spark_seconds": dg.MetadataValue.float(round(m.spark_seconds, 3)),
-        "seconds": dg.MetadataValue.float(round(m.seconds, 3)),
-        "engine": m.engine,
+        "step_seconds": dg.MetadataValue.float(round(m.seconds, 3)),
+        "engine": m.engine if stepped else "no step (inputs no further than the upper)",
         "plan": dg.MetadataValue.md(f"```\n{m.plan}\n```"),
     }
-    if m.upper is not None:
-        metadata["upper_time"] = dg.MetadataValue.timestamp(m.upper / 1000)
     if m.step_lower is not None and m.step_upper is not None:
-        metadata["step"] = f"[{m.step_lower}, {m.step_upper})" + (
+        metadata["step"] = f"[{m.step_lower}, {m.step_upper}) ms" + (
             " hydration" if m.hydrated else ""
         )
     if obj.kind in (ItemKind.MATERIALIZED_VIEW, ItemKind.INDEX):
@@ -168,8 +233,6 @@ def recorded_frontiers(
     metadata = event.asset_materialization.metadata
 
     def value(name: str) -> int | None:
-        entry = metadata.get(name)
-        raw = getattr(entry, "value", None)
-        return raw if isinstance(raw, int) else None
+        return frontier_ms(getattr(metadata.get(name), "value", None))
 
     return value("since"), value("upper")

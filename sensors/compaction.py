@@ -10,6 +10,7 @@ import json
 import dagster as dg
 
 from assets import Project, asset_key
+from assets.metadata import frontier_time
 from coordinator_lib.adapter import operations
 from resources import CoordinatorResource
 
@@ -49,12 +50,8 @@ def build_compaction_sensor(project: Project) -> dg.SensorDefinition:
                     dg.AssetObservation(
                         asset_key=key,
                         metadata={
-                            "since": dg.MetadataValue.int(current.since)
-                            if current.since is not None
-                            else dg.MetadataValue.null(),
-                            "upper": dg.MetadataValue.int(current.upper)
-                            if current.upper is not None
-                            else dg.MetadataValue.null(),
+                            "since": frontier_time(current.since),
+                            "upper": frontier_time(current.upper),
                             "compacted_batches": report.compacted_batches,
                             "collected_blobs": report.collected_blobs,
                         },

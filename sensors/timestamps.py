@@ -54,8 +54,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import dagster as dg
+from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
 from assets import TARGETS_TAG, Project, asset_key, is_on_commit_view
+from assets.metadata import data_version, frontier_text, frontier_time
 from coordinator_lib.adapter import operations
 from coordinator_lib.adapter.operations import CatalogObject, Frontiers, UpdateSpan, updates_in
 from coordinator_lib.adapter.oracle import wall_clock_ms
@@ -107,6 +109,7 @@ class Observed:
 
     frontiers: Mapping[str, Frontiers | None]
     spans: Mapping[str, Sequence[UpdateSpan]] = field(default_factory=dict)
+    maintainer: str | None = None  # the live `tidemark serve` keeping the views fresh
 
 
 @dataclass(frozen=True)
@@ -115,10 +118,7 @@ class TickPlan:
     run_request: dg.RunRequest | None
     cursor: TimestampCursor
     reasons: Mapping[str, str] = field(default_factory=dict)  # view key -> why requested
-
-
-def _int(value: int | None) -> dg.MetadataValue:
-    return dg.MetadataValue.null() if value is None else dg.MetadataValue.int(value)
+    reported: list[dg.AssetMaterialization] = field(default_factory=list)  # the server's steps
 
 
 def _observations(
@@ -134,14 +134,54 @@ def _observations(
         if obj.kind not in (ItemKind.SOURCE, ItemKind.TABLE) or seen is None:
             continue
         if key not in cursor.uppers or cursor.uppers[key] != seen.upper:
-            metadata = {"since": _int(seen.since), "upper": _int(seen.upper)}
-            metadata["lag_ms"] = dg.MetadataValue.int(seen.lag_ms())
+            metadata = {"since": frontier_time(seen.since), "upper": frontier_time(seen.upper)}
+            metadata["lag_seconds"] = dg.MetadataValue.float(seen.lag_ms() / 1000)
             if obj.has_collection:
                 new = updates_in(observed.spans.get(key, ()), cursor.uppers.get(key), seen.upper)
                 metadata["new_updates"] = dg.MetadataValue.int(new)
             observations.append(dg.AssetObservation(asset_key=asset_key(obj), metadata=metadata))
         uppers[key] = seen.upper
     return observations, uppers
+
+
+def _server_steps(
+    objects: Sequence[CatalogObject],
+    observed: Observed,
+    cursor: TimestampCursor,
+    uppers: dict[str, int | None],
+) -> list[dg.AssetMaterialization]:
+    """While `tidemark serve` maintains the views, each view whose upper
+    moved since the last tick is reported as a materialization (no run):
+    its frontiers, the updates it wrote since, and its data version (the
+    upper). Records each reported upper in `uppers`."""
+    reported = []
+    for obj in objects:
+        key = asset_key(obj).to_user_string()
+        seen = observed.frontiers.get(key)
+        if obj.kind is not ItemKind.MATERIALIZED_VIEW or seen is None:
+            continue
+        before = cursor.uppers.get(key)
+        if before is not None and before == seen.upper:
+            continue
+        written = updates_in(observed.spans.get(key, ()), before, seen.upper)
+        reported.append(
+            dg.AssetMaterialization(
+                asset_key=asset_key(obj),
+                description=f"stepped by {observed.maintainer}",
+                metadata={
+                    "since": frontier_time(seen.since),
+                    "upper": frontier_time(seen.upper),
+                    "previous_upper": frontier_time(before),
+                    "frontiers": frontier_text(seen.since, seen.upper),
+                    "lag_seconds": dg.MetadataValue.float(seen.lag_ms() / 1000),
+                    "updates": dg.MetadataValue.int(written),
+                    "maintained_by": observed.maintainer,
+                },
+                tags={DATA_VERSION_TAG: data_version(seen.upper).value},
+            )
+        )
+        uppers[key] = seen.upper
+    return reported
 
 
 def plan_tick(
@@ -159,6 +199,9 @@ def plan_tick(
     freshness = freshness_ms or {}
     observations, uppers = _observations(objects, observed, cursor)
     now = wall_clock_ms() if now_ms is None else now_ms
+    if observed.maintainer is not None:
+        reported = _server_steps(objects, observed, cursor, uppers)
+        return TickPlan(observations, None, TimestampCursor(uppers, {}), {}, reported)
 
     by_id = {obj.id: obj for obj in objects}
     views = [
@@ -290,6 +333,7 @@ def observe_all(coordinator: CoordinatorResource, project: Project) -> Observed:
     frontiers: dict[str, Frontiers | None] = {}
     spans: dict[str, tuple[UpdateSpan, ...]] = {}
     with coordinator.open(spark=False) as opened:
+        serving = operations.maintainer(opened)
         operations.assign_timestamps(opened)
         for obj in project.objects:
             if obj.kind is ItemKind.INDEX:
@@ -299,7 +343,7 @@ def observe_all(coordinator: CoordinatorResource, project: Project) -> Observed:
             frontiers[key] = operations.observe(opened, found) if found is not None else None
             if found is not None and obj.has_collection:
                 spans[key] = operations.update_spans(opened, found)
-    return Observed(frontiers, spans)
+    return Observed(frontiers, spans, serving.holder if serving is not None else None)
 
 
 def build_timestamp_sensor(
@@ -336,7 +380,7 @@ def build_timestamp_sensor(
             )
         return dg.SensorResult(
             run_requests=[plan.run_request] if plan.run_request is not None else [],
-            asset_events=plan.observations,
+            asset_events=[*plan.observations, *plan.reported],
             cursor=plan.cursor.dumps(),
         )
 

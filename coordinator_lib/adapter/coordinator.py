@@ -34,6 +34,7 @@ from coordinator_lib.adapter.continual_task import ContinualTask
 from coordinator_lib.adapter.errors import AdapterError, QueryCanceled
 from coordinator_lib.adapter.finishing import finish_rows
 from coordinator_lib.adapter.group_commit import Changes, GroupCommitter
+from coordinator_lib.adapter.maintainer import MaintainerHeartbeat
 from coordinator_lib.adapter.oracle import TimestampOracle, wall_clock_ms
 from coordinator_lib.adapter.roles import Authenticator
 from coordinator_lib.adapter.session import SERIALIZABLE, Session
@@ -151,7 +152,11 @@ class Coordinator:
         self.reconcile()
         self.storage.initialization_complete()
         self._thread: threading.Thread | None = None
+        # A background coordinator (`tidemark serve`) maintains the views:
+        # it says so in consensus, so Dagster observes instead of re-running.
+        self.heartbeat: MaintainerHeartbeat | None = None
         if config.background:
+            self.heartbeat = MaintainerHeartbeat(consensus)
             self._thread = threading.Thread(
                 target=self._maintenance_loop, name="coordinator-maintenance", daemon=True
             )
@@ -169,6 +174,8 @@ class Coordinator:
             thread.join(timeout=10)
         if self._thread is not None:
             self._thread.join(timeout=30)
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
         self.storage.close()
 
     def track_subscribe(self, thread: threading.Thread, stream: RowStream) -> None:
@@ -611,6 +618,8 @@ class Coordinator:
         interval = self.config.maintenance_interval_ms / 1000
         while not self._closed.wait(interval):
             try:
+                if self.heartbeat is not None:
+                    self.heartbeat.beat()
                 self.refresh_catalog()
                 if wall_clock_ms() - self.oracle.peek_write_ts() >= self.config.advance_interval_ms:
                     self.group_commit.advance()

@@ -38,9 +38,11 @@ from sqlglot.tokens import TokenType
 from coordinator_lib.adapter.client import Client
 from coordinator_lib.adapter.coordinator import Coordinator, compaction_pass
 from coordinator_lib.adapter.errors import AdapterError
+from coordinator_lib.adapter.maintainer import Maintainer, current_maintainer
 from coordinator_lib.adapter.oracle import wall_clock_ms
 from coordinator_lib.adapter.verify import pandera_schema
 from coordinator_lib.compute.dataflow import input_upper
+from coordinator_lib.compute.error_collection import errors_at
 from coordinator_lib.compute.explain import explain_view
 from coordinator_lib.expr import relation as rel
 from coordinator_lib.repr.frontier import Frontier
@@ -308,6 +310,12 @@ class Frontiers:
         if self.upper is None:
             return 0
         return max(0, (wall_clock_ms() if now_ms is None else now_ms) - self.upper)
+
+
+def maintainer(coordinator: Coordinator) -> Maintainer | None:
+    """The server maintaining this environment's views, if one is live
+    (adapter/maintainer.py): Dagster then observes its steps, runs none."""
+    return current_maintainer(coordinator.storage.persist.consensus)
 
 
 def observe(coordinator: Coordinator, id: GlobalId) -> Frontiers | None:
@@ -858,7 +866,8 @@ def check_schema(coordinator: Coordinator, id: GlobalId, max_rows: int = 100_000
 
 
 def check_consistency(coordinator: Coordinator, id: GlobalId) -> CheckOutcome:
-    """The materialized view at its latest readable time equals its query
+    """The materialized view at its latest readable time has no errors (its
+    error collection, compute/error_collection.py) and equals its query
     recomputed from its inputs at that time (invariant 6)."""
     item = coordinator.catalog.get(id)
     assert item.expr is not None
@@ -872,6 +881,10 @@ def check_consistency(coordinator: Coordinator, id: GlobalId) -> CheckOutcome:
     if at is None or at < frontiers.since:
         return CheckOutcome(True, (), {"time": None, "note": "nothing readable yet"})
     with _held(coordinator, [id, *inputs], at):
+        errors = errors_at(coordinator.storage.shard(id), at)
+        if errors:  # the recompute would raise the first of them
+            problems = [f"{message} (SQLSTATE {code}) x{n}" for code, message, n in errors]
+            return CheckOutcome(False, tuple(problems), {"time": at, "errors": len(problems)})
         stored = coordinator.storage.snapshot(id, at)
         expected = coordinator.compute.peek_expr(coordinator.with_system_relations(item.expr), at)
     difference = consolidate(
@@ -919,6 +932,7 @@ __all__ = [
     "CompactionReport",
     "Defined",
     "Frontiers",
+    "Maintainer",
     "Materialization",
     "UpdateSpan",
     "apply_sql",
@@ -933,6 +947,7 @@ __all__ = [
     "contents",
     "find",
     "leading_comment",
+    "maintainer",
     "materialize",
     "observe",
     "seal",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets.metadata import frontier_ms
 from coordinator_lib.adapter.coordinator import Config, Coordinator
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.sql.catalog import QualifiedName
@@ -83,4 +84,10 @@ def updates_between(coordinator: Coordinator, name: str, lower: int, upper: int)
 
 
 def metadata_values(event: dg.AssetMaterialization) -> dict[str, object]:
-    return {k: getattr(v, "value", v) for k, v in event.metadata.items()}
+    """Metadata as plain values; frontiers (shown as dates) in milliseconds."""
+    return {
+        k: frontier_ms(v.value)
+        if isinstance(v, dg.TimestampMetadataValue)
+        else getattr(v, "value", v)
+        for k, v in event.metadata.items()
+    }

@@ -106,7 +106,7 @@ def test_a_run_takes_its_spark_session_from_the_pyspark_resource(
     }["totals_by_k"]
     assert index["engine"] == "spark" and index["step_kind"] == "hydration"
     assert isinstance(index["spark_seconds"], float) and index["spark_seconds"] > 0
-    assert index["total_rows"] == 2
+    assert index["dagster/row_count"] == 2
     assert asked, "the run never asked the pyspark resource for its session"
     assert asked[0]["spark.app.name"] == "tidemark-dagster"
     assert asked[0]["spark.sql.session.timeZone"] == "UTC"

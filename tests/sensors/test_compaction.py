@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets.metadata import frontier_ms
 from coordinator_lib.adapter import operations
 from tests.assets.support import DemoEnv, demo_env, id_of
 
@@ -58,7 +59,7 @@ def test_compaction_sensor_compacts_and_records_moved_frontiers(tmp_path: Path) 
         observed = {e.asset_key.path[-1]: e for e in first.asset_events}
         assert set(observed) == COLLECTIONS
         for name, event in observed.items():
-            since, upper = event.metadata["since"].value, event.metadata["upper"].value
+            since, upper = (frontier_ms(event.metadata[n].value) for n in ("since", "upper"))
             assert since is not None and upper is not None and since <= upper, name
         # The pass compacted: the sensor says so, and the shards hold fewer batches.
         assert observed["bids"].metadata["compacted_batches"].value > 0
@@ -68,8 +69,9 @@ def test_compaction_sensor_compacts_and_records_moved_frontiers(tmp_path: Path) 
         cursor = json.loads(first.cursor or "{}")
         assert cursor["passes"] == 1 and len(cursor["frontiers"]) == len(COLLECTIONS)
         # The since moved strictly, as far as the policy and the views allow.
-        assert observed["bids"].metadata["since"].value > since_before.time
-        assert observed["bids"].metadata["upper"].value == upper_before.time
+        bids = {n: frontier_ms(observed["bids"].metadata[n].value) for n in ("since", "upper")}
+        assert bids["since"] > since_before.time  # type: ignore[operator]
+        assert bids["upper"] == upper_before.time
 
         second = _tick(env, instance, first.cursor)
         again = {e.asset_key.path[-1] for e in second.asset_events}

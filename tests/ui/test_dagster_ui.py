@@ -18,6 +18,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from assets.metadata import frontier_ms
 from tests.ui.browser import Browser, chromium_path, free_port
 
 pytestmark = pytest.mark.slow
@@ -99,8 +100,8 @@ def _latest_upper(home: Path, key: dg.AssetKey) -> int:
     with dg.DagsterInstance.from_config(str(home)) as instance:
         event = instance.get_latest_materialization_event(key)
         assert event is not None and event.asset_materialization is not None
-        value = event.asset_materialization.metadata["upper"].value
-        assert isinstance(value, int)
+        value = frontier_ms(event.asset_materialization.metadata["upper"].value)
+        assert value is not None
         return value
 
 

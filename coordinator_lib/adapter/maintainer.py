@@ -1,0 +1,97 @@
+"""Who keeps the views of an environment fresh: a heartbeat in consensus.
+
+`tidemark serve` maintains every materialized view itself (its maintenance
+loop steps them as their inputs change). Dagster, which shares only the
+durable state with it, must know that, or it would run the same steps a
+second time. The serving coordinator therefore renews one record in
+consensus, `maintainer`, with its identity and an expiry; Dagster's sensors
+read it (`current_maintainer`) and, while it is live, report the server's
+steps instead of launching runs. A server that dies stops renewing and the
+record lapses after `ttl_ms`, so runs take over again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+
+from coordinator_lib.adapter.oracle import wall_clock_ms
+from coordinator_lib.persist.consensus import Consensus, VersionedData
+
+__all__ = ["MAINTAINER_KEY", "Maintainer", "MaintainerHeartbeat", "current_maintainer"]
+
+MAINTAINER_KEY = "maintainer"
+DEFAULT_TTL_MS = 15_000
+
+
+@dataclass(frozen=True)
+class Maintainer:
+    """A live maintainer: which process, since when, until when."""
+
+    holder: str
+    host: str
+    pid: int
+    started_ms: int
+    expires_ms: int
+
+
+def _decode(data: bytes) -> Maintainer:
+    record = json.loads(data)
+    return Maintainer(
+        record["holder"], record["host"], record["pid"], record["started_ms"], record["expires_ms"]
+    )
+
+
+def current_maintainer(consensus: Consensus, now_ms: int | None = None) -> Maintainer | None:
+    """The process maintaining the views now, if its heartbeat is live."""
+    head = consensus.head(MAINTAINER_KEY)
+    if head is None:
+        return None
+    maintainer = _decode(head.data)
+    now = wall_clock_ms() if now_ms is None else now_ms
+    return maintainer if maintainer.expires_ms > now else None
+
+
+class MaintainerHeartbeat:
+    """The serving coordinator's record: renewed by `beat()` (cheap to call
+    often: it writes once a quarter of the TTL), withdrawn by `stop()`."""
+
+    def __init__(self, consensus: Consensus, ttl_ms: int = DEFAULT_TTL_MS) -> None:
+        self.consensus = consensus
+        self.ttl_ms = ttl_ms
+        self.holder = f"tidemark serve {uuid.uuid4().hex[:8]}"
+        self._started_ms = wall_clock_ms()
+        self._written_ms = 0
+
+    def beat(self) -> None:
+        now = wall_clock_ms()
+        if now - self._written_ms < self.ttl_ms // 4:
+            return
+        self._write(now + self.ttl_ms)
+        self._written_ms = now
+
+    def stop(self) -> None:
+        """Expire the record now if it is still ours (a clean shutdown hands
+        the views back to Dagster at once)."""
+        head = self.consensus.head(MAINTAINER_KEY)
+        if head is not None and _decode(head.data).holder == self.holder:
+            self._write(wall_clock_ms())
+
+    def _write(self, expires_ms: int) -> None:
+        record = {
+            "holder": self.holder,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started_ms": self._started_ms,
+            "expires_ms": expires_ms,
+        }
+        data = json.dumps(record).encode()
+        for _ in range(5):  # another server renewing at the same moment: last one wins
+            head = self.consensus.head(MAINTAINER_KEY)
+            expected = head.seqno if head is not None else None
+            new = VersionedData((expected or 0) + 1, data)
+            if self.consensus.compare_and_set(MAINTAINER_KEY, expected, new):
+                return

@@ -35,8 +35,9 @@ class Arrangement:
     def _quoted(self) -> list[str]:
         return [f"`{n}`" for n in self.desc.names]
 
-    def apply(self, delta: DataFrame | None, lower: int, upper: int) -> None:
-        """Add a step's updates for [lower, upper) (times as in the delta)."""
+    def apply(self, delta: DataFrame | None, lower: int, upper: Frontier) -> None:
+        """Add a step's updates for [lower, upper) (times as in the delta);
+        an empty `upper` closes the arrangement (its inputs are closed)."""
         if self.upper != Frontier.at(lower):
             raise ValueError(f"arrangement at {self.upper!r} cannot take a step from {lower}")
         if delta is not None:
@@ -44,7 +45,7 @@ class Arrangement:
                 delta.repartition(*[F.col(f"`{n}`") for n in self.key_names]) if self.key else delta
             )
             self.updates.append(keyed.localCheckpoint(eager=True))
-        self.upper = Frontier.at(upper)
+        self.upper = upper
         if len(self.updates) > MAX_UPDATE_BATCHES:
             self.compact(self.since)
 

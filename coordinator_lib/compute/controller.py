@@ -36,6 +36,7 @@ from coordinator_lib.compute.dataflow import (
     plan_step,
     plan_step_local,
     step,
+    step_frontier,
     stored_rows,
 )
 from coordinator_lib.compute.error_collection import raise_errors
@@ -84,6 +85,11 @@ class Dataflow:
             return self.output.upper()
         assert self.arrangement is not None
         return self.arrangement.upper
+
+
+def _hydrated(dataflow: Dataflow) -> bool:
+    """Past its as_of: its first step landed (or closed it for good)."""
+    return dataflow.write_frontier > Frontier.at(dataflow.description.as_of)
 
 
 @dataclass
@@ -306,24 +312,24 @@ class ComputeController:
         results = []
         hydrating_one = False
         for id, dataflow in instance.dataflows.items():
-            if id not in replica.hydrated:
-                if hydrating_one:
-                    continue  # one hydration at a time, in creation order
-                hydrating_one = True
+            hydrated = id in replica.hydrated
+            if not hydrated and hydrating_one:
+                continue  # one hydration at a time, in creation order
             try:
                 result = self._step_dataflow(dataflow, until)
             except Exception as error:
                 # One dataflow's failure (an error its error collection does
                 # not cover) stops only that dataflow, and is logged once.
                 self._failed(dataflow, error)
-                hydrating_one = hydrating_one and id in replica.hydrated
                 continue
             dataflow.failure = None
             if result is not None:
                 results.append(result)
-            if dataflow.write_frontier.time is not None and (
-                dataflow.write_frontier.time > dataflow.description.as_of
-            ):
+                # Only a hydration that did work takes the round's turn: one
+                # whose inputs have not moved past its as_of yet must not
+                # hold back the dataflows created after it.
+                hydrating_one = hydrating_one or not hydrated
+            if _hydrated(dataflow):
                 replica.hydrated.add(id)
         return results
 
@@ -349,8 +355,7 @@ class ComputeController:
                 raise CollectionMissing(id)
             instance_id, dataflow = found
             result = self._step_dataflow(dataflow, until)
-            frontier = dataflow.write_frontier.time
-            if frontier is not None and frontier > dataflow.description.as_of:
+            if _hydrated(dataflow):
                 for replica in self._instances[instance_id].replicas.values():
                     replica.hydrated.add(id)
             return result
@@ -387,7 +392,7 @@ class ComputeController:
         if upper is None or lower is None:
             return None
         delta, _, rules = plan_step(self.spark, dataflow.description, inputs, lower, upper)
-        arrangement.apply(delta, lower, upper)
+        arrangement.apply(delta, lower, step_frontier(upper))
         policy_since = dataflow.read_policy.frontier(arrangement.upper)
         if dataflow.peek_holds:
             policy_since = policy_since.meet(Frontier.at(min(dataflow.peek_holds)))

@@ -11,6 +11,10 @@ as a delta at as_of, on top of its updates in (as_of, u1). A restarted
 replica resumes at the output's durable upper: nothing is recomputed from
 scratch, nothing is written twice.
 
+When every input is closed (a view of constants has no inputs at all), the
+view is complete for all time: one step renders [lower, FOREVER) and lands
+with the empty upper, and the dataflow never steps again.
+
 A step also lands the view's error collection (compute/error_collection.py):
 the updates of the rows its scalars fail on, and its inputs' errors, land
 in the view's error shard just before its output.
@@ -67,6 +71,16 @@ from coordinator_lib.repr.update import Update, consolidate
 # Steps whose inputs store at most this many updates run in-process
 # (compute/local.py): Spark's per-job overhead would dominate them.
 LOCAL_MAX_ROWS = 200_000
+
+# The upper a step renders to when its inputs are closed: later than any
+# time, so every update and temporal event is taken; it lands as the empty
+# frontier (`step_frontier`).
+FOREVER = 2**62
+
+
+def step_frontier(upper: int) -> Frontier:
+    """The frontier a step to `upper` leaves behind."""
+    return Frontier.empty() if upper == FOREVER else Frontier.at(upper)
 
 
 @dataclass(frozen=True)
@@ -180,10 +194,13 @@ def plan_step(
 def next_step_bounds(
     lower: int | None, inputs: dict[GlobalId, Shard], until: int | None
 ) -> int | None:
-    """The upper the next step can reach from `lower`, or None."""
+    """The upper the next step can reach from `lower` (FOREVER once every
+    input is closed), or None."""
     if lower is None:
         return None
     available = input_upper(inputs).time
+    if available is None and until is None:
+        return FOREVER
     upper = available if until is None else (until if available is None else min(available, until))
     if upper is None or upper <= lower:
         return None
@@ -236,7 +253,8 @@ def step(
     if upper is None or lower is None:
         return None
     engine = "local" if stored_rows(inputs) <= local_max_rows else "spark"
-    plan = accumulate_plan(description.expr)
+    # Accumulated state only pays off for steps to come: a closing step has none.
+    plan = accumulate_plan(description.expr) if upper != FOREVER else None
     if plan is not None and not _has_errors(description.expr, inputs):
         existing = state_shard(output, plan, lower, create=False)
         if existing is not None or engine == "spark":
@@ -250,17 +268,17 @@ def step(
             updates, errors, rules = plan_step_local(description, inputs, lower, upper)
             if landed is None:
                 land_errors(output, errors, lower, upper)
-            output.compare_and_append(updates, Frontier.at(lower), Frontier.at(upper))
+            output.compare_and_append(updates, Frontier.at(lower), step_frontier(upper))
             rows = len(updates)
         else:
             delta, errors, rules = plan_step(spark, description, inputs, lower, upper)
             if landed is None:
                 land_errors(output, errors, lower, upper)
             if delta is None:
-                output.compare_and_append([], Frontier.at(lower), Frontier.at(upper))
+                output.compare_and_append([], Frontier.at(lower), step_frontier(upper))
             else:
                 rows = compare_and_append_dataframe(
-                    output, delta, Frontier.at(lower), Frontier.at(upper)
+                    output, delta, Frontier.at(lower), step_frontier(upper)
                 )
     except UpperMismatch:
         return StepResult(lower, upper, 0, False, time.perf_counter() - started, [], engine)

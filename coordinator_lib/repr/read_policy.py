@@ -54,7 +54,10 @@ class ValidFrom(ReadPolicy):
 @dataclass(frozen=True)
 class LagWriteFrontier(ReadPolicy):
     """since = upper - lag, rounded down to a multiple of min(lag, 1000 ms) so
-    that compaction happens in steps rather than on every tick."""
+    that compaction happens in steps rather than on every tick. A closed
+    collection (empty upper: a view of constants) grants the minimum, as
+    Materialize's `lag_writes_by` does: its since stays where it was, and
+    it stays readable from there on."""
 
     lag: Timestamp
 
@@ -64,7 +67,7 @@ class LagWriteFrontier(ReadPolicy):
 
     def frontier(self, write_frontier: Frontier) -> Frontier:
         if write_frontier.is_empty:
-            return Frontier.empty()
+            return Frontier.minimum()
         assert write_frontier.time is not None
         since = max(write_frontier.time - self.lag, 0)
         granule = min(self.lag, 1000)

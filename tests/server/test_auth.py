@@ -51,8 +51,11 @@ def pg8000_failure(env: Environment, user: str, password: str) -> dict[str, Any]
 def test_scram_with_libpq_and_pg8000(secured: Environment) -> None:
     # libpq refuses to send a password over anything but SCRAM when told so:
     # a server asking for cleartext fails this connection.
-    with connect(secured, ADMIN, ADMIN_PASSWORD) as conn:
-        conn.pgconn.exec_(b"SELECT 1")
+    admin_scram_only = (
+        f"host=127.0.0.1 port={secured.pgwire.port} user={ADMIN} password={ADMIN_PASSWORD} "
+        "dbname=materialize require_auth=scram-sha-256 connect_timeout=10"
+    )
+    with psycopg.connect(admin_scram_only, autocommit=True) as conn:
         assert conn.execute("SELECT current_user").fetchone() == (ADMIN,)
         conn.execute("CREATE ROLE bob LOGIN PASSWORD 'b0b-pw'")
     scram_only = (

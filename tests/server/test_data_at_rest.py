@@ -13,12 +13,17 @@ import psycopg
 import pytest
 import requests
 
-from coordinator_lib.adapter.secrets_key import ENV_VAR, generate_key
 from coordinator_lib.cli import main
 from coordinator_lib.server.environment import Environment
 from tests.adapter.conftest import fast_config
 
 FIRST, SECOND = b"first-Secret-4711", b"second-Secret-0815"
+ENV_VAR = "TIDEMARK_SECRETS_KEY"
+
+
+def generate_key() -> str:
+    """What `tidemark gen-secrets-key` prints: 32 random bytes, base64."""
+    return base64.b64encode(os.urandom(32)).decode()
 
 
 def mode(path: Path) -> int:
@@ -101,7 +106,7 @@ def test_secrets_are_encrypted_at_rest(data_dir: Path) -> None:
 
 
 def test_no_key_no_secrets(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(ENV_VAR)
+    monkeypatch.delenv(ENV_VAR, raising=False)
     env = start(data_dir)
     try:
         with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match=ENV_VAR):
@@ -119,7 +124,7 @@ def test_rotate_secrets_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     old_key, new_key = tmp_path / "old.key", tmp_path / "new.key"
     old_key.write_text(generate_key())
     new_key.write_text(generate_key())
-    monkeypatch.delenv(ENV_VAR)
+    monkeypatch.delenv(ENV_VAR, raising=False)
     env = start(data_dir, secrets_key_file=str(old_key))
     try:
         sql(env, f"CREATE SECRET s AS '{FIRST.decode()}'", CREATE_WEBHOOK)

@@ -59,7 +59,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             configured_key(config)
         except SecretsKeyError as error:
             raise SystemExit(f"tidemark serve: {error.message}") from None
-    run_forever(Environment(config, args.pgwire_port, args.http_port))
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise SystemExit("tidemark serve: --tls-cert and --tls-key go together")
+    tls = (args.tls_cert, args.tls_key) if args.tls_cert else None
+    run_forever(Environment(config, args.pgwire_port, args.http_port, tls=tls))
     return 0
 
 
@@ -194,6 +197,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="key secrets are encrypted with (outside DIR; default: $TIDEMARK_SECRETS_KEY)",
     )
+    serve.add_argument(
+        "--tls-cert", default=None, metavar="FILE", help="PEM certificate: TLS on pgwire and HTTP"
+    )
+    serve.add_argument("--tls-key", default=None, metavar="FILE", help="its PEM private key")
     serve.set_defaults(func=_cmd_serve)
 
     gen_key = subcommands.add_parser("gen-secrets-key", help="print a new secrets key")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import ssl
 import threading
 
 from coordinator_lib.adapter.client import Handle, serve
@@ -32,10 +33,17 @@ class Environment:
         http_port: int = DEFAULT_HTTP_PORT,
         host: str = "127.0.0.1",
         spark: object = None,
+        tls: tuple[str, str] | None = None,
     ) -> None:
+        """`tls`: (certificate file, private key file), PEM; then pgwire
+        accepts SSLRequest and HTTP serves https."""
+        ssl_context = None
+        if tls is not None:
+            ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ssl_context.load_cert_chain(*tls)  # a bad file fails here, before anything runs
         self.handle: Handle = serve(config, spark)
         client = self.handle.client
-        self.pgwire = PgwireServer(client, host=host, port=pgwire_port)
+        self.pgwire = PgwireServer(client, host=host, port=pgwire_port, ssl_context=ssl_context)
         # Webhook sources' endpoint (POST /api/webhook/...) on the HTTP port.
         self.webhooks = WebhookEndpoint(self.handle.coordinator)
         # The table scheduler's owner and worker supervisor (docs/scheduler.md).
@@ -50,6 +58,7 @@ class Environment:
             host=host,
             port=http_port,
             extra_routes=[*self.webhooks.routes(), *scheduler_routes(self.cluster_service)],
+            tls=tls,
         )
 
     def start(self) -> None:
@@ -76,7 +85,7 @@ def run_forever(environment: Environment) -> None:
     environment.start()
     print(
         f"tidemark: pgwire on 127.0.0.1:{environment.pgwire.port}, "
-        f"HTTP on 127.0.0.1:{environment.http.port}",
+        f"HTTP on {environment.http.url}",
         flush=True,
     )
     stop.wait()

@@ -158,17 +158,19 @@ class HttpServer:
         port: int = DEFAULT_PORT,
         *,
         extra_routes: Sequence[BaseRoute] = (),
+        tls: tuple[str, str] | None = None,
     ) -> None:
         self.app = build_app(client, metrics, extra_routes)
         self.host = host
         self.port = port  # the bound port once started (port 0 picks a free one)
+        self.tls = tls  # (certificate file, key file): serve https
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
     def start(self, timeout: float = 10.0) -> None:
         """Bind, start serving, and return once connections are accepted."""
@@ -182,6 +184,8 @@ class HttpServer:
             access_log=False,
             lifespan="off",
             timeout_graceful_shutdown=5,
+            ssl_certfile=self.tls[0] if self.tls else None,
+            ssl_keyfile=self.tls[1] if self.tls else None,
         )
         server = uvicorn.Server(config)
         thread = threading.Thread(

@@ -11,7 +11,8 @@ SUBSCRIBE over COPY blocks forever otherwise) and cancels the statement.
     server.shutdown()
 
 Protocol notes (PostgreSQL's behaviour unless said otherwise):
-- SSLRequest / GSSENCRequest are answered 'N'; protocol 3.x with x > 0 gets
+- SSLRequest is answered 'S' (then TLS) when the server has a certificate,
+  else 'N'; GSSENCRequest 'N'; protocol 3.x with x > 0 gets
   NegotiateProtocolVersion back to 3.0.
 - Password authentication is SCRAM-SHA-256 (no channel binding), asked
   whenever `Client.password_required` says so (adapter/roles.py).
@@ -28,6 +29,7 @@ import logging
 import queue
 import re
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -514,6 +516,7 @@ class _Connection:
         self.ignore_till_sync = False
         self.thread = threading.Thread(target=self.run, name=f"pgwire-{address}", daemon=True)
         self.reader: threading.Thread | None = None
+        self.tls = False  # SSLRequest accepted: the socket is an ssl.SSLSocket
 
     # -- output ---------------------------------------------------------------
 
@@ -643,6 +646,9 @@ class _Connection:
                 return None
             body = _Body(raw)
             code = body.int32()
+            if code == _SSL_REQUEST and self.server.ssl_context is not None and not self.tls:
+                self.start_tls(self.server.ssl_context)
+                continue
             if code in (_SSL_REQUEST, _GSSENC_REQUEST):
                 with self.write_lock:
                     self.sock.sendall(b"N")
@@ -672,6 +678,25 @@ class _Connection:
                 payload = struct.pack(">ii", _PROTOCOL_3, len(unknown))
                 self.send(_message(b"v", payload + b"".join(_cstr(n) for n in unknown)))
             return {k: v for k, v in params.items() if not k.startswith("_pq_.")}
+
+    def start_tls(self, context: ssl.SSLContext) -> None:
+        """Answer an SSLRequest with 'S' and run the rest over TLS. Bytes the
+        client sent before the handshake are refused (they would be read as
+        if they had come encrypted: CVE-2021-23214)."""
+        self.sock.settimeout(0.0)
+        try:
+            pending = self.rfile.peek(1)
+        except (BlockingIOError, TimeoutError):
+            pending = b""
+        finally:
+            self.sock.settimeout(STARTUP_TIMEOUT)
+        if pending:
+            raise ProtocolViolation("received unencrypted data after SSL request")
+        with self.write_lock:
+            self.sock.sendall(b"S")
+        self.sock = context.wrap_socket(self.sock, server_side=True)
+        self.rfile = self.sock.makefile("rb", buffering=64 * 1024)
+        self.tls = True
 
     def authenticate(self, params: dict[str, str]) -> AdapterSession:
         user = params.get("user", "")
@@ -1246,11 +1271,17 @@ class PgwireServer:
     """Accepts PostgreSQL connections and serves each on its own thread."""
 
     def __init__(
-        self, client: AdapterClient, host: str = "127.0.0.1", port: int = DEFAULT_PORT
+        self,
+        client: AdapterClient,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.client = client
         self.host = host
         self.port = port
+        # With a context SSLRequest is answered 'S' (TLS), without one 'N'.
+        self.ssl_context = ssl_context
         self._listener: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[_Connection] = set()

@@ -27,6 +27,7 @@ class AdapterError(Exception):
         position: int | None = None,
         detail: str | None = None,
         hint: str | None = None,
+        context: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -35,6 +36,7 @@ class AdapterError(Exception):
         self.position = position
         self.detail = detail
         self.hint = hint
+        self.context = context  # where it happened (pgwire's CONTEXT: "COPY t, line 3")
 
     def __str__(self) -> str:
         return error_text(self.message, self.position, self.detail, self.hint)

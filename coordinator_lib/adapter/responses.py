@@ -51,6 +51,7 @@ class ExecuteResponseKind(StrEnum):
     FETCHED = "fetched"
     CLOSED_CURSOR = "closed-cursor"
     COPY_TO = "copy-to"
+    COPY_IN = "copy-in"
     EMPTY_QUERY = "empty-query"
 
 
@@ -73,6 +74,8 @@ class ExecuteResponse:
       "FETCH n"); COPY_TO's is "COPY n".
     - `columns`/`rows`: present for SENDING_ROWS, FETCHED and COPY_TO.
     - `copy_format`: "text" | "csv" | "binary" for COPY_TO.
+    - `copy_in`: for COPY_IN, the `adapter.copy_from.CopyIn` the server feeds
+      the client's data to (then "COPY n" from its `finish`).
     - `notices`: NoticeResponses to send before the completion.
     """
 
@@ -81,6 +84,7 @@ class ExecuteResponse:
     columns: tuple[ResultColumn, ...] | None = None
     rows: Iterator[Row] | None = None
     copy_format: str | None = None
+    copy_in: Any = None
     notices: list[AdapterNotice] = field(default_factory=list)
 
     def complete_tag(self, count: int) -> str:

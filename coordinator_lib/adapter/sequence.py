@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from coordinator_lib.adapter import clusters, privileges, roles, secrets
 from coordinator_lib.adapter.catalog import SYSTEM_SCHEMAS, CatalogEntry, SessionCatalog
+from coordinator_lib.adapter.copy_from import CopyIn
 from coordinator_lib.adapter.cursor import Cursor
 from coordinator_lib.adapter.durable import Record
 from coordinator_lib.adapter.errors import (
@@ -633,6 +634,19 @@ def _insert(
     return _ok(Kind.INSERTED, f"INSERT 0 {len(rows)}")
 
 
+def _copy_from(
+    coord: Coordinator,
+    session: Session,
+    plan: p.CopyFromPlan,
+    catalog: SessionCatalog,
+    check: Check,
+) -> ExecuteResponse:
+    """COPY ... FROM STDIN: the server streams the client's data into the
+    CopyIn, whose `finish` writes it (adapter/copy_from.py)."""
+    _write_allowed(session)
+    return ExecuteResponse(Kind.COPY_IN, "COPY", copy_in=CopyIn(coord, session, plan))
+
+
 def _read_then_write(coord: Coordinator, session: Session, plan: Any, check: Check) -> int:
     """DELETE / UPDATE: read the rows to change at the latest time, write
     the changes, all under the write lock (no other write in between here)."""
@@ -827,6 +841,7 @@ _HANDLERS: dict[type, Callable[..., ExecuteResponse]] = {
     p.FetchPlan: _fetch,
     p.ClosePlan: _close,
     p.CopyToPlan: _copy_to,
+    p.CopyFromPlan: _copy_from,
 }
 
 __all__ = ["CatalogConflict", "UnknownObject", "end_transaction", "sequence"]

@@ -41,6 +41,7 @@ from coordinator_lib.adapter.errors import AdapterError, AdapterNotice
 from coordinator_lib.adapter.responses import ExecuteResponse, ExecuteResponseKind, ResultColumn
 from coordinator_lib.adapter.scram import MECHANISM, ScramExchange, ScramFailure
 from coordinator_lib.repr.relation import ScalarType
+from coordinator_lib.server.copy_in import copy_decoder
 from coordinator_lib.server.pg_types import (
     PG_TYPES,
     TYPES_BY_OID,
@@ -150,6 +151,7 @@ def _error_message(
     detail: str | None = None,
     hint: str | None = None,
     position: int | None = None,
+    context: str | None = None,
 ) -> bytes:
     """ErrorResponse ('E') or NoticeResponse ('N')."""
     fields = [b"S" + _cstr(severity), b"V" + _cstr(severity), b"C" + _cstr(code)]
@@ -160,6 +162,8 @@ def _error_message(
         fields.append(b"H" + _cstr(hint))
     if position is not None:
         fields.append(b"P" + _cstr(str(position)))
+    if context:
+        fields.append(b"W" + _cstr(context))
     return _message(tag, b"".join(fields) + b"\x00")
 
 
@@ -172,6 +176,7 @@ def _error(error: AdapterError, severity: str | None = None) -> bytes:
         error.detail,
         error.hint,
         error.position,
+        getattr(error, "context", None),
     )
 
 
@@ -948,6 +953,8 @@ class _Connection:
             self.send(_EMPTY_QUERY)
         elif response.kind is ExecuteResponseKind.COPY_TO:
             self.send_copy_out(response)
+        elif response.kind is ExecuteResponseKind.COPY_IN:
+            self.receive_copy_in(response)
         elif response.rows is not None and response.columns is not None:
             formats = [0] * len(response.columns)
             self.send(_row_description(response.columns, formats))
@@ -1004,6 +1011,42 @@ class _Connection:
             self.send(_message(b"d", prefix + struct.pack(">h", -1)))
         self.send(_COPY_DONE)
         self.send(_command_complete(response.complete_tag(count)))
+
+    def receive_copy_in(self, response: ExecuteResponse) -> None:
+        """COPY ... FROM STDIN: CopyInResponse, then CopyData until CopyDone
+        (or CopyFail), decoded chunk by chunk (server/copy_in.py) into the
+        adapter's CopyIn, which writes everything at CopyDone. An error ends
+        the COPY at once; the client's remaining CopyData, CopyDone or
+        CopyFail are then dropped by `dispatch`, as PostgreSQL does."""
+        sink = response.copy_in
+        plan = sink.plan
+        decoder = copy_decoder(plan, [PG_TYPES[st].oid for st in sink.types])
+        fmt = 1 if plan.format == "binary" else 0
+        width = len(sink.types)
+        self.send(_message(b"G", struct.pack(f">bh{width}h", fmt, width, *[fmt] * width)))
+        self.flush()
+        while True:
+            item = self.inbox.get()
+            if item is None:
+                raise OSError("client went away during COPY")
+            if isinstance(item, ProtocolViolation):
+                raise item
+            tag, raw = item
+            if tag == b"d":
+                sink.add(decoder.feed(raw))
+            elif tag == b"c":
+                sink.add(decoder.finish())
+                with self.busy():
+                    count = sink.finish()
+                self.send(_command_complete(f"COPY {count}"))
+                return
+            elif tag == b"f":
+                reason = _Body(raw).cstr()
+                raise AdapterError(f"COPY from stdin failed: {reason}", code="57014")
+            elif tag not in (b"H", b"S"):  # Flush and Sync mean nothing here
+                raise ProtocolViolation(
+                    f"unexpected message type 0x{tag.hex()} during COPY from stdin"
+                )
 
     @contextlib.contextmanager
     def streaming(self) -> Iterator[None]:
@@ -1151,6 +1194,10 @@ class _Connection:
             if response.kind is ExecuteResponseKind.COPY_TO:
                 self.send_copy_out(response)
                 self.finish(portal)
+                return
+            if response.kind is ExecuteResponseKind.COPY_IN:
+                self.finish(portal)
+                self.receive_copy_in(response)
                 return
             if response.rows is None or response.columns is None:
                 self.finish(portal)

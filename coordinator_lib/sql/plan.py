@@ -665,7 +665,7 @@ def plan_create_source(statement: CreateSource, ctx: PlanContext) -> CreateSourc
 # --- INSERT / UPDATE / DELETE -------------------------------------------------------
 
 
-def _writable_table(ctx: PlanContext, table: exp.Expr, verb: str) -> CatalogItem:
+def writable_table(ctx: PlanContext, table: exp.Expr, verb: str) -> CatalogItem:
     if not isinstance(table, exp.Table):
         raise UnsupportedFeature(f"cannot {verb} {table.sql(dialect=Tidemark)}", position_of(table))
     item = ctx.resolve(table_parts(table), table)
@@ -696,7 +696,7 @@ def plan_insert(statement: exp.Insert, ctx: PlanContext) -> InsertPlan:
     if isinstance(target, exp.Schema):
         listed = list(target.expressions)
         target = target.this
-    item = _writable_table(ctx, target, "insert into")
+    item = writable_table(ctx, target, "insert into")
     desc = item.desc
     if listed:
         columns: list[int] = []
@@ -858,7 +858,7 @@ def plan_delete(statement: exp.Delete, ctx: PlanContext) -> DeletePlan:
     for unsupported, what in (("using", "USING"), ("returning", "RETURNING")):
         if statement.args.get(unsupported):
             raise UnsupportedFeature(f"DELETE ... {what} is not supported", position_of(statement))
-    item = _writable_table(ctx, statement.this, "delete from")
+    item = writable_table(ctx, statement.this, "delete from")
     scope, rel = _table_scope(item, statement.this, ctx)
     return DeletePlan(item.id, _filtered(statement, scope, rel, "DELETE"), item.name)
 
@@ -872,7 +872,7 @@ def plan_update(statement: exp.Update, ctx: PlanContext) -> UpdatePlan:
     ):
         if statement.args.get(unsupported):
             raise UnsupportedFeature(f"UPDATE ... {what} is not supported", position_of(statement))
-    item = _writable_table(ctx, statement.this, "update")
+    item = writable_table(ctx, statement.this, "update")
     scope, rel = _table_scope(item, statement.this, ctx)
     retract = _filtered(statement, scope, rel, "UPDATE")
     binder = ScalarBinder(scope, "UPDATE")

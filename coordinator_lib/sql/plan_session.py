@@ -18,8 +18,10 @@ from coordinator_lib.sql.catalog import ItemKind
 from coordinator_lib.sql.context import PlanContext
 from coordinator_lib.sql.dialect import MzOption, Tidemark
 from coordinator_lib.sql.errors import (
+    DuplicateColumn,
     InvalidParameter,
     ParseError,
+    UnknownColumn,
     UnsupportedFeature,
     WrongObjectType,
 )
@@ -30,11 +32,13 @@ from coordinator_lib.sql.plan import (
     plan_in_context,
     plan_select_statement,
     plan_time,
+    writable_table,
 )
 from coordinator_lib.sql.plans import (
     AbortTransactionPlan,
     ClosePlan,
     CommitTransactionPlan,
+    CopyFromPlan,
     CopyToPlan,
     DeclarePlan,
     ExplainTimestampPlan,
@@ -54,6 +58,7 @@ from coordinator_lib.sql.statements import (
     AbortTransaction,
     CloseCursor,
     CommitTransaction,
+    CopyFrom,
     CopyTo,
     DeclareCursor,
     ExplainTimestamp,
@@ -291,6 +296,103 @@ def plan_copy_to(statement: CopyTo, ctx: PlanContext) -> CopyToPlan:
     return CopyToPlan(plan, fmt)
 
 
+_COPY_FROM_OPTIONS = ("FORMAT", "HEADER", "DELIMITER", "NULL", "QUOTE", "ESCAPE")
+
+
+def _one_byte(option: exp.Expr, text: str) -> str:
+    if len(text.encode()) != 1:
+        what = {"DELIMITER": "delimiter", "QUOTE": "quote", "ESCAPE": "escape"}[option.name]
+        raise InvalidParameter(
+            f"COPY {what} must be a single one-byte character", position_of(option)
+        )
+    return text
+
+
+def plan_copy_from(statement: CopyFrom, ctx: PlanContext) -> CopyFromPlan:
+    """PostgreSQL's checks and defaults: text uses tab and `\\N`, csv a
+    comma and the empty string; QUOTE, ESCAPE and HEADER are csv's only
+    (HEADER also text's since PostgreSQL 15), nothing but FORMAT for binary."""
+    item = writable_table(ctx, statement.this, "copy to")
+    desc = item.desc
+    columns: list[int] = []
+    for ident in statement.args.get("columns") or []:
+        name = ident_name(ident)
+        if name not in desc.names:
+            raise UnknownColumn(
+                f'column "{name}" of relation "{item.name.item}" does not exist',
+                position_of(ident),
+            )
+        if desc.names.index(name) in columns:
+            raise DuplicateColumn(f'column "{name}" specified more than once', position_of(ident))
+        columns.append(desc.names.index(name))
+    given: dict[str, tuple[exp.Expr, str | None]] = {}
+    for option in statement.args.get("options") or []:
+        if option.name not in _COPY_FROM_OPTIONS:
+            raise InvalidParameter(
+                f'option "{option.name.lower()}" not recognized', position_of(option)
+            )
+        if option.name in given:
+            raise InvalidParameter("conflicting or redundant options", position_of(option))
+        value = option.args.get("value")
+        given[option.name] = (option, set_value_text(value) if value is not None else None)
+    fmt = (given.get("FORMAT", (None, "text"))[1] or "").lower()
+    if fmt not in COPY_FORMATS:
+        raise InvalidParameter(f'COPY format "{fmt}" not recognized', position_of(statement))
+    header_value = (given.get("HEADER", (None, "true"))[1] or "true").lower()
+    if header_value not in ("true", "on", "1", "false", "off", "0"):
+        raise InvalidParameter(f"{header_value} requires a Boolean value", position_of(statement))
+    header = "HEADER" in given and header_value in ("true", "on", "1")
+    csv = fmt == "csv"
+    for name in given:
+        if fmt == "binary" and name != "FORMAT":
+            raise InvalidParameter(
+                f"cannot specify {name} in BINARY mode", position_of(given[name][0])
+            )
+        if name in ("QUOTE", "ESCAPE") and not csv:
+            raise InvalidParameter(
+                f"COPY {name.lower()} available only in CSV mode", position_of(given[name][0])
+            )
+
+    def text_of(name: str, default: str) -> str:
+        option, value = given.get(name, (None, default))
+        if value is None:
+            raise InvalidParameter(f"{name.lower()} requires a parameter", position_of(option))
+        return value
+
+    delimiter = text_of("DELIMITER", "," if csv else "\t")
+    if "DELIMITER" in given:
+        _one_byte(given["DELIMITER"][0], delimiter)
+    quote = text_of("QUOTE", '"')
+    if "QUOTE" in given:
+        _one_byte(given["QUOTE"][0], quote)
+    escape = text_of("ESCAPE", quote)
+    if "ESCAPE" in given:
+        _one_byte(given["ESCAPE"][0], escape)
+    null = text_of("NULL", "" if csv else "\\N")
+    if delimiter in ("\n", "\r") or (not csv and delimiter == "\\"):
+        raise InvalidParameter(
+            "COPY delimiter cannot be newline, carriage return or backslash", position_of(statement)
+        )
+    if csv and delimiter == quote:
+        raise InvalidParameter("COPY delimiter and quote must be different", position_of(statement))
+    if delimiter in null:
+        raise InvalidParameter(
+            "COPY delimiter must not appear in the NULL specification", position_of(statement)
+        )
+    return CopyFromPlan(
+        item.id,
+        item.name,
+        desc,
+        tuple(columns) or tuple(range(desc.arity)),
+        fmt,
+        delimiter,
+        null,
+        quote,
+        escape,
+        header,
+    )
+
+
 def plan_explain_timestamp(statement: ExplainTimestamp, ctx: PlanContext) -> ExplainTimestampPlan:
     target = statement.this
     plan = plan_in_context(target, ctx) if isinstance(target, QUERY_TYPES) else None
@@ -313,6 +415,7 @@ PLANNERS: dict[type, Callable[[Any, PlanContext], Plan]] = {
     FetchCursor: plan_fetch,
     CloseCursor: plan_close,
     CopyTo: plan_copy_to,
+    CopyFrom: plan_copy_from,
     ExplainTimestamp: plan_explain_timestamp,
 }
 

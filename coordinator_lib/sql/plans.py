@@ -403,6 +403,26 @@ class CopyToPlan(Plan):
 
 
 @dataclass(frozen=True)
+class CopyFromPlan(Plan):
+    """COPY <table> [(cols)] FROM STDIN: the rows the client streams, in
+    `format` (text, csv or binary), fill table `id`'s columns `columns` (table
+    positions in the order the data has them; the others are NULL).
+    `delimiter`, `null`, `quote`, `escape` and `header` are PostgreSQL's
+    options with its defaults per format."""
+
+    id: GlobalId
+    name: QualifiedName
+    desc: RelationDesc  # the table's
+    columns: tuple[int, ...]
+    format: str = "text"
+    delimiter: str = "\t"
+    null: str = "\\N"
+    quote: str = '"'
+    escape: str = '"'
+    header: bool = False
+
+
+@dataclass(frozen=True)
 class ExplainTimestampPlan(Plan):
     """EXPLAIN TIMESTAMP [AS TEXT|AS JSON] FOR <SELECT>."""
 
@@ -418,6 +438,7 @@ __all__ = [
     "ClosePlan",
     "ColumnOrder",
     "CommitTransactionPlan",
+    "CopyFromPlan",
     "CopyToPlan",
     "CreateDatabasePlan",
     "CreateIndexPlan",

@@ -189,6 +189,19 @@ class CopyTo(exp.Expression):
     }
 
 
+class CopyFrom(exp.Expression):
+    """`COPY <table> [(cols)] FROM STDIN [[WITH] (options) | legacy options]`:
+    `options` are CopyOptions (FORMAT, HEADER, DELIMITER, NULL, QUOTE,
+    ESCAPE); the legacy words `BINARY`, `CSV`, `HEADER`, `DELIMITER [AS] 'x'`,
+    `NULL [AS] 'x'`, `QUOTE [AS] 'x'`, `ESCAPE [AS] 'x'` become the same."""
+
+    arg_types: ClassVar[dict[str, bool]] = {
+        "this": True,
+        "columns": False,
+        "options": False,
+    }
+
+
 class ExplainTimestamp(exp.Expression):
     """`EXPLAIN TIMESTAMP [AS TEXT | AS JSON] FOR <statement>`."""
 
@@ -639,7 +652,11 @@ class StatementParser(MaterializeParser):
             if self._match(TokenType.L_PAREN, advance=False):
                 columns = self._parse_wrapped_id_vars()
         if self._match(TokenType.FROM):
-            self._unsupported("COPY ... FROM is not supported")
+            if not isinstance(this, exp.Table):
+                self.raise_error("COPY (query) FROM is not valid: name a table")
+            if not self._match_text_seq("STDIN"):
+                self._unsupported("COPY ... FROM is only supported FROM STDIN", self._curr)
+            return CopyFrom(this=this, columns=columns, options=self._parse_copy_from_options())
         if not self._match_text_seq("TO"):
             self.raise_error("Expecting TO STDOUT")
         if not self._match_text_seq("STDOUT"):
@@ -650,6 +667,30 @@ class StatementParser(MaterializeParser):
             options = self._parse_csv(self._parse_copy_option)
             self._match_r_paren()
         return CopyTo(this=this, columns=columns, options=options)
+
+    def _parse_copy_from_options(self) -> list[exp.Expr]:
+        self._match(TokenType.WITH)
+        if self._match(TokenType.L_PAREN):
+            options = self._parse_csv(self._parse_copy_option)
+            self._match_r_paren()
+            return options
+        options = []
+        while self._curr and self._curr.token_type != TokenType.SEMICOLON:
+            word = self._curr
+            name = word.text.upper()
+            self._advance()
+            if name in ("BINARY", "CSV"):
+                value = exp.Literal.string(name.lower())
+                options.append(self.expression(CopyOption(this="FORMAT", value=value), word))
+            elif name == "HEADER":
+                options.append(self.expression(CopyOption(this="HEADER"), word))
+            elif name in ("DELIMITER", "NULL", "QUOTE", "ESCAPE"):
+                self._match(TokenType.ALIAS)
+                value = self._parse_set_value()
+                options.append(self.expression(CopyOption(this=name, value=value), word))
+            else:
+                self.raise_error(f"unknown COPY option {word.text}", word)
+        return options
 
     # --- ALTER ---------------------------------------------------------------------
 
@@ -781,6 +822,14 @@ def _copy_sql(g: Any, e: exp.Expr) -> str:
     return f"COPY {target}{columns_sql} TO STDOUT{with_sql}"
 
 
+def _copy_from_sql(g: Any, e: exp.Expr) -> str:
+    columns = g.expressions(e, key="columns", flat=True)
+    columns_sql = f" ({columns})" if columns else ""
+    options = g.expressions(e, key="options", flat=True)
+    with_sql = f" WITH ({options})" if options else ""
+    return f"COPY {g.sql(e, 'this')}{columns_sql} FROM STDIN{with_sql}"
+
+
 def _alter_sql(g: Any, e: exp.Expr) -> str:
     exists = " IF EXISTS" if e.args.get("exists") else ""
     head = f"ALTER {e.args['kind']}{exists} {g.sql(e, 'this')}"
@@ -815,6 +864,7 @@ TRANSFORMS: dict[type[exp.Expr], Callable[[Any, Any], str]] = {
         + f" {g.sql(e, 'this')}"
     ),
     CopyTo: _copy_sql,
+    CopyFrom: _copy_from_sql,
     CopyOption: lambda g, e: (
         f"{e.name} {g.sql(e, 'value')}" if e.args.get("value") is not None else e.name
     ),
@@ -835,6 +885,7 @@ __all__ = [
     "AsOf",
     "CloseCursor",
     "CommitTransaction",
+    "CopyFrom",
     "CopyOption",
     "CopyTo",
     "DeclareCursor",

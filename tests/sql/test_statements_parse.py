@@ -193,7 +193,7 @@ def test_syntax_errors_have_positions(sql: str, position: int) -> None:
         ("SHOW CLUSTER REPLICAS", "SHOW CLUSTER REPLICAS", 6),
         ("SHOW CREATE SINK k", "SHOW CREATE SINK", 6),
         ("FETCH BACKWARD 1 c", "BACKWARD", 7),
-        ("COPY t FROM STDIN", "COPY ... FROM", 8),
+        ("COPY t FROM '/tmp/x'", "FROM STDIN", 13),
         ("COPY (SELECT 1) TO '/tmp/x'", "TO STDOUT", 20),
         ("SUBSCRIBE t ENVELOPE UPSERT (KEY (a))", "ENVELOPE", 13),
         ("CLOSE ALL", "CLOSE ALL", 7),

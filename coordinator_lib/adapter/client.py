@@ -47,6 +47,7 @@ from coordinator_lib.adapter.session import Session
 from coordinator_lib.adapter.session_functions import substitute_session_functions
 from coordinator_lib.adapter.subscribe import subscribe_columns
 from coordinator_lib.compute.local_scalar import EvalError
+from coordinator_lib.persist.errors import DiskFull
 from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.sql.dialect import Tidemark
 from coordinator_lib.sql.errors import NotNullViolation, SqlError
@@ -248,6 +249,13 @@ class SessionClient:
         except StorageError as error:
             self._finish(record, kind, "error", str(error))
             raise AdapterError(str(error), code="XX000") from None
+        except DiskFull as error:  # nothing of the statement was written
+            self._finish(record, kind, "error", str(error))
+            raise AdapterError(
+                f"could not write: disk full ({error})",
+                code="53100",
+                hint="Free space where the data directory lives; no restart is needed.",
+            ) from None
         except EvalError as error:  # a runtime error evaluating the query (in-process)
             self._finish(record, kind, "error", error.message)
             raise AdapterError(error.message, code=error.code) from None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from coordinator_lib.persist.blob import fsync_dir
+from coordinator_lib.persist.errors import DiskFull, is_disk_full
 from coordinator_lib.repr.errors import InvalidRow
 from coordinator_lib.repr.relation import (
     DIFF_COLUMN,
@@ -109,16 +111,28 @@ def table_to_updates(table: pa.Table, desc: RelationDesc) -> list[Update]:
 
 def write_batch_table(table: pa.Table, batch_dir: Path) -> int:
     """Write `table` as one Parquet file in a new batch directory, durably.
-    Returns the bytes written."""
-    batch_dir.mkdir(parents=True, exist_ok=False)
+    Returns the bytes written. Out of space, it removes what it wrote and
+    raises DiskFull."""
+    try:
+        batch_dir.mkdir(parents=True, exist_ok=False)
+    except OSError as error:
+        if is_disk_full(error):
+            raise DiskFull(f"could not write batch {batch_dir.name}: {error}") from error
+        raise
     final = batch_dir / "part-00000.parquet"
     temp = batch_dir / ".part-00000.parquet.tmp"
-    pq.write_table(table, temp, compression="zstd")
-    with open(temp, "rb+") as handle:
-        os.fsync(handle.fileno())
-    os.replace(temp, final)
-    fsync_dir(batch_dir)
-    fsync_dir(batch_dir.parent)
+    try:
+        pq.write_table(table, temp, compression="zstd")
+        with open(temp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(temp, final)
+        fsync_dir(batch_dir)
+        fsync_dir(batch_dir.parent)
+    except OSError as error:
+        shutil.rmtree(batch_dir, ignore_errors=True)
+        if is_disk_full(error):
+            raise DiskFull(f"could not write batch {batch_dir.name}: {error}") from error
+        raise
     return final.stat().st_size
 
 

@@ -3,6 +3,8 @@ written, or after a compare-and-set that changed nothing."""
 
 from __future__ import annotations
 
+import errno
+
 from coordinator_lib.repr.errors import InvalidRow
 from coordinator_lib.repr.frontier import Frontier
 
@@ -66,3 +68,21 @@ class ShardFinalized(PersistError):
 class LeaseExpired(PersistError):
     """A leased reader or writer stopped heart-beating long enough that its
     lease was revoked; its read hold no longer protects anything."""
+
+
+class DiskFull(PersistError):
+    """Blob or consensus storage ran out of space (ENOSPC, SQLite's
+    SQLITE_FULL, PostgreSQL's 53100). Nothing was written: the batch being
+    written was removed and no state names it. Writes succeed again once
+    space is freed; no restart is needed."""
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Is `error` an out-of-space failure of the filesystem? (pyarrow's
+    write errors are OSErrors carrying the errno only in their text.)"""
+    if not isinstance(error, OSError):
+        return False
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(error).lower()
+    return "no space left on device" in text or "disk quota exceeded" in text

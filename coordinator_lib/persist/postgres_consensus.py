@@ -33,6 +33,7 @@ from coordinator_lib.persist.consensus import (
     check_changes,
     check_key,
 )
+from coordinator_lib.persist.errors import DiskFull
 
 T = TypeVar("T")
 
@@ -148,6 +149,9 @@ class PostgresConsensus(Consensus):
             conn = self._pool.acquire()
             try:
                 return fn(conn)
+            except psycopg.errors.DiskFull as exc:
+                # The transaction failed, so nothing was written.
+                raise DiskFull(f"PostgreSQL consensus: {exc}") from exc
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 broken = conn.closed or conn.broken or isinstance(exc, psycopg.InterfaceError)
                 if broken:

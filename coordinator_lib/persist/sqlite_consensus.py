@@ -30,6 +30,7 @@ from coordinator_lib.persist.consensus import (
     check_changes,
     check_key,
 )
+from coordinator_lib.persist.errors import DiskFull
 
 T = TypeVar("T")
 
@@ -128,6 +129,9 @@ class SqliteConsensus(Consensus):
             if conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
+            if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                # Rolled back: the outcome is known (nothing written).
+                raise DiskFull(f"SQLite consensus {self.path}: {exc}") from exc
             raise ConsensusError(f"SQLite consensus {self.path}: {exc}") from exc
         finally:
             self._pool.release(conn, healthy=not conn.in_transaction)

@@ -19,11 +19,12 @@ Statement handling (plan -> response) is in `sequence.py`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pydantic import BaseModel
@@ -31,7 +32,12 @@ from pydantic import BaseModel
 from coordinator_lib.adapter import clusters
 from coordinator_lib.adapter.catalog import DEFAULT_CLUSTER, Catalog, CatalogIndex
 from coordinator_lib.adapter.continual_task import ContinualTask
-from coordinator_lib.adapter.errors import AdapterError, QueryCanceled
+from coordinator_lib.adapter.errors import (
+    AdapterError,
+    DependencyDropped,
+    InvalidTimestamp,
+    QueryCanceled,
+)
 from coordinator_lib.adapter.finishing import finish_rows
 from coordinator_lib.adapter.group_commit import Changes, GroupCommitter
 from coordinator_lib.adapter.maintainer import MaintainerHeartbeat
@@ -49,17 +55,18 @@ from coordinator_lib.adapter.timestamp_selection import (
 from coordinator_lib.adapter.verify import verify_datum_desc
 from coordinator_lib.adapter.webhook import install_webhook_source
 from coordinator_lib.adapter.write_lock import WriteLock
-from coordinator_lib.compute import ComputeController, DataflowDescription
+from coordinator_lib.compute import ComputeController, ComputeError, DataflowDescription
 from coordinator_lib.compute.dataflow import LOCAL_MAX_ROWS
 from coordinator_lib.compute.local_scalar import EvalError
 from coordinator_lib.expr.relation import Constant, Get, RelationExpr, replace_gets
+from coordinator_lib.persist import PersistError
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.read_policy import LagWriteFrontier
 from coordinator_lib.spark_session import LazySparkSession
 from coordinator_lib.sql.catalog import CatalogItem, ItemKind
 from coordinator_lib.sql.constraints import UniqueConstraint
-from coordinator_lib.sql.errors import SqlError
+from coordinator_lib.sql.errors import SqlError, UnknownObject
 from coordinator_lib.sql.plan_webhook import CreateWebhookSourcePlan
 from coordinator_lib.sql.plans import AsOfTime, CreateSourcePlan, RowSetFinishing
 from coordinator_lib.sql.temporal import plan_temporal_filters
@@ -72,10 +79,17 @@ from coordinator_lib.storage import (
     StorageError,
     table_description,
 )
+from coordinator_lib.storage.errors import IdentifierMissing
 from coordinator_lib.storage.load_generator import make_generator
 
 log = logging.getLogger(__name__)
 Row = tuple[Any, ...]
+
+# What a read meets when a relation it reads is dropped under it: its
+# collection, shard, dataflow or catalog entry gone (`Coordinator.reading`).
+_DROP_SYMPTOMS = (StorageError, PersistError, ComputeError, UnknownObject, InvalidTimestamp)
+# Names of items dropped here lately, for the errors of reads that raced the drop.
+_DROPPED_NAMES_KEPT = 1000
 
 
 class Config(BaseModel):
@@ -136,6 +150,7 @@ class Coordinator:
         )
         self._lock = threading.RLock()  # runtime state: installed items, sessions
         self._installed: dict[GlobalId, ItemKind] = {}
+        self._names: dict[GlobalId, str] = {}  # installed items, then dropped ones
         self._policies: dict[GlobalId, int] = {}
         self._tasks: dict[GlobalId, ContinualTask] = {}  # continual tasks this process runs
         self._sessions: dict[int, Session] = {}
@@ -224,6 +239,7 @@ class Coordinator:
             items = {item.id: item for item in self.catalog.items()}
             for id in sorted(set(self._installed) - set(items), reverse=True):
                 self._uninstall(id, self._installed.pop(id))
+                self._forget_name(id)
             for id, item in items.items():
                 if id not in self._installed:
                     try:
@@ -232,6 +248,7 @@ class Coordinator:
                         log.error("could not install %s %s: %s", item.kind, item.name, error)
                         continue
                     self._installed[id] = item.kind
+                    self._names[id] = str(item.name)
             for entry in self.catalog.entries():
                 for id in entry.ids:
                     if self._installed.get(id) in (
@@ -244,6 +261,13 @@ class Coordinator:
                         if self._policies.get(id) != lag and self._has_collection(id):
                             self.storage.set_read_policy([(id, LagWriteFrontier(lag))])
                             self._policies[id] = lag
+
+    def _forget_name(self, id: GlobalId) -> None:
+        """Keep a dropped item's name (moved last), and only the newest ones."""
+        self._names[id] = self._names.pop(id, str(id))
+        dropped = [i for i in self._names if i not in self._installed]
+        for old in dropped[: max(0, len(dropped) - _DROPPED_NAMES_KEPT)]:
+            del self._names[old]
 
     def _has_collection(self, id: GlobalId) -> bool:
         try:
@@ -413,13 +437,17 @@ class Coordinator:
 
     # ------------------------------------------------------------ frontiers
     def frontiers_of(self, id: GlobalId) -> tuple[Frontier, Frontier] | None:
-        """(since, upper) of a collection or index, None if it has neither."""
-        if self._has_collection(id):
+        """(since, upper) of a collection or index, None if it has neither
+        (also if it is dropped meanwhile)."""
+        with contextlib.suppress(IdentifierMissing):
             return self.storage.collection_frontiers(id)
         found = self.compute.find_dataflow(id)
         if found is None:
             return None
-        frontiers = self.compute.collection_frontiers(found[0], id)
+        try:
+            frontiers = self.compute.collection_frontiers(found[0], id)
+        except ComputeError:
+            return None
         return frontiers.read_frontier, frontiers.write_frontier
 
     def input_frontiers(self, ids: set[GlobalId]) -> list[InputFrontiers]:
@@ -458,7 +486,8 @@ class Coordinator:
         self, session: Session, expr: RelationExpr, as_of: AsOfTime | None
     ) -> TimestampDetermination:
         ids = self.storage_inputs(expr)
-        inputs = self.input_frontiers(ids)
+        with self.reading(ids):
+            inputs = self.input_frontiers(ids)
         isolation = session.isolation
         oracle_ts = None if isolation == SERIALIZABLE else self.oracle.read_ts()
         watermark = None
@@ -478,10 +507,46 @@ class Coordinator:
         except StorageError as error:
             for hold in holds:
                 hold.release()
-            raise AdapterError(
+            raise InvalidTimestamp(
                 f"Timestamp ({timestamp}) is not valid for all inputs: {error}"
             ) from error
         return holds
+
+    @contextlib.contextmanager
+    def reading(self, ids: set[GlobalId]) -> Iterator[None]:
+        """Run a read of `ids`. If one of them is dropped under it (by this
+        process or another), whatever its vanished collection, shard,
+        dataflow or catalog entry made fail becomes one clear error:
+        42P01 'query could not complete because relation "..." was
+        dropped' (Materialize's words), never an internal error. An input
+        created just now is installed first (its DDL committed the catalog
+        and may still be creating its collection)."""
+        with self._lock:
+            created = any(id not in self._installed for id in ids)
+        if created:
+            self.reconcile()
+        try:
+            yield
+        except _DROP_SYMPTOMS as error:
+            dropped = self._dropped(ids)
+            if not dropped:
+                raise
+            name = self._names.get(dropped[0], str(dropped[0]))
+            raise DependencyDropped(
+                f'query could not complete because relation "{name}" was dropped'
+            ) from error
+
+    def _dropped(self, ids: set[GlobalId]) -> list[GlobalId]:
+        """The user items of `ids` the catalog no longer has."""
+        with contextlib.suppress(Exception):  # best effort: the check below decides
+            self.refresh_catalog()
+        gone = []
+        for id in sorted(ids):
+            try:
+                self.catalog.get(id)
+            except UnknownObject:
+                gone.append(id)
+        return gone
 
     def wait_for_uppers(
         self, ids: set[GlobalId], timestamp: int, check: Callable[[], None]
@@ -547,6 +612,17 @@ class Coordinator:
         check: Callable[[], None],
     ) -> tuple[list[Row], int]:
         """Rows of `expr` at the chosen time, finished; and that time."""
+        with self.reading(self.storage_inputs(expr)):
+            return self._peek(session, expr, finishing, as_of, check)
+
+    def _peek(
+        self,
+        session: Session,
+        expr: RelationExpr,
+        finishing: RowSetFinishing,
+        as_of: AsOfTime | None,
+        check: Callable[[], None],
+    ) -> tuple[list[Row], int]:
         inputs = self.storage_inputs(expr)
         transaction = session.transaction
         if transaction is not None and transaction.timestamp is not None and as_of is None:
@@ -639,7 +715,7 @@ class Coordinator:
         with self._lock:
             installed = list(self._installed)
         for id in installed:
-            if self._has_collection(id):
+            with contextlib.suppress(IdentifierMissing):  # dropped meanwhile
                 since, upper = self.storage.collection_frontiers(id)
                 self.metrics.set_frontiers(str(id), since.time, upper.time, now)
 

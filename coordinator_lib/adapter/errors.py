@@ -62,6 +62,14 @@ class ReadBeforeSince(InvalidTimestamp):
     pass
 
 
+class DependencyDropped(AdapterError):
+    """A relation a read was reading was dropped under it (Materialize's
+    ConcurrentDependencyDrop): undefined_table, as if it had been gone when
+    the statement was planned."""
+
+    code = "42P01"
+
+
 class QueryCanceled(AdapterError):
     """Canceled by a cancel request or statement_timeout (query_canceled)."""
 

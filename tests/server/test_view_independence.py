@@ -240,3 +240,37 @@ def test_a_closed_view_survives_a_restart(tmp_path: Path) -> None:
             assert frontiers(conn)["c"] == before
     finally:
         env.stop()
+
+
+@pytest.mark.spark
+def test_closed_views_and_their_index_on_spark(tmp_path: Path, spark: Any) -> None:
+    """The same on the Spark engine (every step on Spark): a grouped view of
+    constants (no accumulated state for a closing step), an index on a view
+    of constants (its arrangement closes too), an ordinary view after them."""
+    config = fast_config(tmp_path / "env", local_max_rows=0)
+    env = Environment(config, pgwire_port=0, http_port=0, spark=spark)
+    env.start()
+    try:
+        with connect(env) as conn:
+            conn.execute("SET statement_timeout = '120s'")
+            conn.execute(
+                "CREATE MATERIALIZED VIEW g AS "
+                "SELECT count(*) AS n, sum(a) AS s FROM (VALUES (1), (2), (3)) AS v (a)"
+            )
+            conn.execute("CREATE MATERIALIZED VIEW u AS SELECT 1 AS x UNION SELECT 2")
+            conn.execute("CREATE INDEX u_idx ON u (x)")
+            conn.execute("CREATE TABLE t (a int)")
+            conn.execute("INSERT INTO t VALUES (7)")
+            conn.execute("CREATE MATERIALIZED VIEW after AS SELECT a FROM t")
+            assert conn.execute("SELECT * FROM after").fetchall() == [(7,)]
+            assert conn.execute("SELECT * FROM g").fetchall() == [(3, 6)]
+            assert sorted(conn.execute("SELECT * FROM u").fetchall()) == [(1,), (2,)]
+            seen = frontiers(conn)
+            assert seen["g"][1] is None and seen["u"][1] is None
+            (index_upper,) = conn.execute(
+                "SELECT f.write_frontier FROM mz_internal.mz_frontiers f "
+                "JOIN mz_indexes i ON f.object_id = i.id WHERE i.name = 'u_idx'"
+            ).fetchone() or (0,)
+            assert index_upper is None
+    finally:
+        env.stop()

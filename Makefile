@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := setup
-.PHONY: setup java chromium test run bench bench-storage bench-ivm bench-scheduler bench-webhook lint format clean slt
+.PHONY: setup java chromium test run bench bench-storage bench-ivm bench-scheduler bench-webhook bench-write lint format clean slt
 
 ## setup: .venv with the pinned dependencies, the project installed editable, Java 17, Chromium (UI test).
 setup: $(STAMP) java chromium
@@ -60,6 +60,13 @@ bench-scheduler: setup
 ## bench-webhook: webhook requests/s and time to a 200 over loopback (bench/webhook.py).
 bench-webhook: setup
 	$(BIN)/python -m bench.webhook
+
+## bench-write: pgbench one-row INSERTs (1/8/32 clients), COPY of 1M CSV rows and 64-client
+## webhooks, Tidemark beside a PostgreSQL 15 it starts, with py-spy profiles (bench/write.py;
+## BENCH_WRITE_SECONDS=30, BENCH_WRITE_CLIENTS, BENCH_WRITE_COPY_ROWS, BENCH_WRITE_WEBHOOK_SECONDS).
+bench-write: setup
+	scripts/ensure_postgres.sh
+	$(BIN)/python -m bench.write
 
 ## slt: the sqllogictest corpus (SLT_DIR) through the coordinator; per-file pass counts;
 ## fails below SLT_MIN_PASS_RATE percent (the issue's target, 95).

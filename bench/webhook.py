@@ -49,6 +49,7 @@ class Server:
 
     def __init__(self, data_dir: Path) -> None:
         self.port = _free_port()
+        self.pgwire_port = _free_port()
         self.log = (data_dir.parent / "serve.log").open("wb")
         command = [
             sys.executable,
@@ -58,7 +59,7 @@ class Server:
             "--data-dir",
             str(data_dir),
             "--pgwire-port",
-            str(_free_port()),
+            str(self.pgwire_port),
             "--http-port",
             str(self.port),
         ]

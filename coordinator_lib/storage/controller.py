@@ -480,8 +480,14 @@ class StorageController:
         there are none), or InvalidUpdate naming the row that can never be
         written (its `row_error` says why). Group commit encodes each
         writer's changes apart, so a bad value fails only its own writer."""
+        # A dict read, not `shard()`: encoding must not wait behind an append
+        # that holds the lock through its fsyncs (group commit encodes each
+        # writer's rows while the leader appends).
+        shard = self._shards.get(id)
+        if shard is None:
+            raise IdentifierMissing(id)
         try:
-            return self.shard(id).encode(updates)
+            return shard.encode(updates)
         except persist_errors.InvalidUpdates as error:
             raise InvalidUpdate(id, str(error), error.row_error) from error
 

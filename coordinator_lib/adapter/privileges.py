@@ -17,7 +17,8 @@ everyone else needs the privilege (granted to them or to PUBLIC):
 - INSERT / UPDATE / DELETE: that privilege on the target (SELECT on the others);
 - naming a secret (a webhook source's CHECK): USAGE on it;
 - creating an object: CREATE on its schema (a schema: on its database);
-- DROP, ALTER, CREATE INDEX, GRANT / REVOKE: ownership.
+- DROP (of everything CASCADE takes along), ALTER, CREATE INDEX,
+  GRANT / REVOKE: ownership.
 
 Like Materialize, PUBLIC has USAGE on the `materialize` database and its
 `public` schema; nobody but their owner has CREATE on a schema by default
@@ -208,6 +209,9 @@ def authorize(coord: Coordinator, session: Session, plan: p.Plan, catalog: Sessi
     elif isinstance(plan, p.DropPlan):
         for id in plan.ids:
             check.owns_item(id)
+        if plan.cascade:  # CASCADE drops only what the role owns too
+            for id in sorted(coord.catalog.index.doomed(plan.ids, True), key=str):
+                check.owns_item(id)
     elif isinstance(plan, p.DropSchemaPlan):
         if plan.schema is None:
             check.owns(f"database:{plan.database}", f"database {plan.database}")

@@ -62,11 +62,13 @@ class Authenticator:
         self.coord.refresh_catalog()
         return self.coord.catalog.state
 
-    def enabled(self) -> bool:
-        """Whether every connection must give a password."""
+    def enabled(self, state: Record | None = None) -> bool:
+        """Whether every connection must give a password (in `state`, else
+        in the newest catalog)."""
         if self.coord.config.users:
             return True
-        return any(role.get("password") for role in catalog_roles(self._state()).values())
+        roles = catalog_roles(self._state() if state is None else state)
+        return any(role.get("password") for role in roles.values())
 
     def password_required(self, user: str, loopback: bool) -> bool:
         return not loopback or self.enabled()
@@ -97,7 +99,7 @@ class Authenticator:
         role = catalog_roles(state).get(session.user)
         if role is not None:
             return bool(role.get("superuser"))
-        return not self.enabled()
+        return not self.enabled(state)
 
 
 def _require_superuser(coord: Coordinator, session: Session, what: str) -> None:

@@ -29,6 +29,7 @@ from pandera.errors import SchemaError, SchemaErrorReason
 from coordinator_lib.adapter.errors import AdapterError
 from coordinator_lib.adapter.idempotency import IdempotencyKeys
 from coordinator_lib.adapter.secrets import secret_values
+from coordinator_lib.adapter.secrets_key import SecretsKeyError
 from coordinator_lib.adapter.verify import pandera_schema
 from coordinator_lib.compute.local_scalar import eval_scalar, to_numeric
 from coordinator_lib.repr.frontier import Frontier
@@ -422,6 +423,11 @@ class WebhookAppenderCache:
             ids = {i.secret for i in plan.validation.inputs if i.secret is not None}
             try:
                 values = secret_values(self.coord, ids)
+            except SecretsKeyError:  # wrong or missing key: no check, so no append
+                raise AppendWebhookError(
+                    503,
+                    f"webhook source '{item.name}' cannot read its secret: check the secrets key",
+                ) from None
             except AdapterError:
                 return None
             validator = AppendWebhookValidator(plan.validation, values)

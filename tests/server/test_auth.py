@@ -181,6 +181,13 @@ def test_grant_and_revoke(tmp_path: Path) -> None:
                 assert bob.execute("SELECT x FROM t ORDER BY x").fetchall() == [(1,), (2,)]
                 assert bob.execute("SELECT x FROM v ORDER BY x").fetchall() == [(1,), (2,)]
                 bob.execute(WEBHOOK.format(name="wh"))  # bob owns wh
+                # CASCADE does not take along what others own.
+                bob.execute("CREATE TABLE b (x int)")
+                bob.execute("GRANT SELECT ON b TO alice")
+                alice.execute("CREATE VIEW av AS SELECT x FROM b")
+                assert denied(bob, "DROP TABLE b CASCADE") == "must be owner of view av"
+                alice.execute("DROP VIEW av")
+                bob.execute("DROP TABLE b CASCADE")
                 assert denied(bob, "DELETE FROM t") == "permission denied for table t"
                 assert denied(bob, "DROP TABLE t") == "must be owner of table t"
 

@@ -1,8 +1,8 @@
 """Child-process bodies for the race and crash suites.
 
-`race_worker` runs under multiprocessing (spawn); the crash writer runs as
-`python -m tests.persist.workers crash-writer ...` so the parent can SIGKILL
-it at any instruction.
+`race_worker` runs under multiprocessing (spawn); the crash writers run as
+`python -m tests.persist.workers crash-writer|transaction-writer ...` so the
+parent can SIGKILL them at any instruction.
 """
 
 from __future__ import annotations
@@ -17,8 +17,11 @@ from typing import Any
 from coordinator_lib.persist import PersistClient, UpperMismatch
 from coordinator_lib.persist import batch as batch_io
 from coordinator_lib.repr.frontier import Frontier
+from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import RelationDesc
 from coordinator_lib.repr.update import Update
+from coordinator_lib.storage.controller import AppendCommand, StorageController, table_description
+from coordinator_lib.storage.errors import InvalidUppers
 
 RACE_DESC = RelationDesc.of(
     ("writer", "bigint", False), ("round", "bigint", False), ("i", "bigint")
@@ -28,6 +31,8 @@ RACE_ROWS = 3
 CRASH_DESC = RelationDesc.of(("tag", "bigint", False), ("i", "bigint", False))
 CRASH_ROWS = 4  # rows per batch; every batch's rows share one tag
 CRASH_WRITER_LEASE_MS = 500
+# The two tables every transaction writes (`transaction_writer`).
+TX_TABLES = (GlobalId.user(1), GlobalId.user(2))
 
 
 def race_worker(
@@ -86,7 +91,42 @@ def crash_writer(consensus_url: str, blob_root: str, shard_id: str, ack_path: st
         os.fsync(fd)
 
 
+def transaction_writer(consensus_url: str, blob_root: str, ack_path: str) -> None:
+    """Commit transactions forever, each one append to both TX_TABLES (as
+    group commit appends a transaction's tables): CRASH_ROWS rows tagged
+    with the transaction's time in each, at the later of the two uppers.
+    Several of these race; a loser retries at the new uppers. After each
+    commit, append its tag to `ack_path` and fsync it. Prints `ready`."""
+    controller = StorageController.open(consensus_url=consensus_url, blob_root=blob_root)
+    controller.create_collections([(id, table_description(CRASH_DESC)) for id in TX_TABLES])
+    fd = os.open(ack_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    with tempfile.TemporaryDirectory() as scratch:  # pyarrow's first use, as above
+        warm = batch_io.updates_to_table([Update((0, 0), 0, 1)], CRASH_DESC)
+        batch_io.write_batch_table(warm, Path(scratch) / "warm-up")
+    print("ready", flush=True)
+    while True:
+        uppers = [controller.collection_frontiers(id)[1] for id in TX_TABLES]
+        tag = max(upper.time for upper in uppers if upper.time is not None)
+        rows = [Update((tag, i), tag, 1) for i in range(CRASH_ROWS)]
+        commands = [
+            AppendCommand(id, rows, tag + 1, upper)
+            for id, upper in zip(TX_TABLES, uppers, strict=True)
+        ]
+        try:
+            controller.append(commands)
+        except InvalidUppers:
+            continue  # another writer committed first
+        os.write(fd, f"{tag}\n".encode())
+        os.fsync(fd)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 6 or sys.argv[1] != "crash-writer":
-        sys.exit("usage: python -m tests.persist.workers crash-writer URL BLOB SHARD ACKFILE")
-    crash_writer(*sys.argv[2:])
+    if len(sys.argv) == 6 and sys.argv[1] == "crash-writer":
+        crash_writer(*sys.argv[2:])
+    elif len(sys.argv) == 5 and sys.argv[1] == "transaction-writer":
+        transaction_writer(*sys.argv[2:])
+    else:
+        sys.exit(
+            "usage: python -m tests.persist.workers crash-writer URL BLOB SHARD ACKFILE\n"
+            "       python -m tests.persist.workers transaction-writer URL BLOB ACKFILE"
+        )

@@ -51,6 +51,7 @@ from coordinator_lib.server.pg_types import (
     encode_text,
 )
 from coordinator_lib.server.sql_prepare import Prepare, parse_execute, parse_prepare
+from coordinator_lib.server.tls_stream import TlsStream
 
 if TYPE_CHECKING:
     # Types only: importing client.py at run time would load the whole coordinator.
@@ -699,8 +700,9 @@ class _Connection:
             raise ProtocolViolation("received unencrypted data after SSL request")
         with self.write_lock:
             self.sock.sendall(b"S")
-        self.sock = context.wrap_socket(self.sock, server_side=True)
-        self.rfile = self.sock.makefile("rb", buffering=64 * 1024)
+        stream = TlsStream(context.wrap_socket(self.sock, server_side=True))
+        self.sock = stream  # type: ignore[assignment]
+        self.rfile = stream.makefile()
         self.tls = True
 
     def authenticate(self, params: dict[str, str]) -> AdapterSession:

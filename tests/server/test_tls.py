@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -122,8 +124,29 @@ def test_pgwire_tls(tls_environment: Environment, certificates: tuple[Path, Path
         ) as conn:
             assert conn.pgconn.ssl_in_use, mode
             conn.execute("CREATE TABLE IF NOT EXISTS t (x int)")
-            conn.execute("INSERT INTO t VALUES (1), (2), (3)")
-            assert conn.execute("SELECT count(*) FROM t").fetchone()[0] % 3 == 0
+            values = ", ".join(f"({i})" for i in range(3000))
+            conn.execute(f"INSERT INTO t VALUES {values}")
+            # Many rows stream out while the connection's reader thread waits
+            # for the next message on the same TLS connection.
+            rows = conn.execute("SELECT x FROM t").fetchall()
+            assert len(rows) % 3000 == 0 and max(rows) == (2999,)
+            # A cancel request comes over its own (TLS) connection.
+            far = int(time.time() * 1000) + 3_600_000
+            failures: list[Exception] = []
+
+            def cancel(conn: psycopg.Connection = conn, failures: list = failures) -> None:
+                try:
+                    conn.cancel_safe()
+                except Exception as error:  # e.g. "SSL error: unexpected eof"
+                    failures.append(error)
+
+            timer = threading.Timer(0.5, cancel)
+            timer.start()
+            with pytest.raises(psycopg.errors.QueryCanceled):
+                conn.execute(f"SELECT * FROM t AS OF {far}")
+            timer.join()
+            assert failures == []
+            assert conn.execute("SELECT 1").fetchone() == (1,)
     # A client that trusts another CA refuses the server's certificate.
     other = certificates[0].parent / "other"
     other.mkdir()

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from coordinator_lib.persist.consensus import (
     Consensus,
     ConsensusError,
+    KeyChange,
     VersionedData,
     open_consensus,
 )
@@ -79,6 +80,82 @@ def test_cas_with_wrong_seqno_changes_nothing(consensus: Consensus) -> None:
     assert consensus.head("missing") is None
     assert consensus.compare_and_set("k", 3, vd(4, b"b"))
     assert consensus.head("k") == vd(4, b"b")
+
+
+def test_cas_all_is_all_or_nothing(consensus: Consensus) -> None:
+    """Several keys change in one step: one key's wrong seqno (or a key
+    that exists where none was expected) leaves every key as it was."""
+    assert consensus.compare_and_set("a", None, vd(1, b"a1"))
+    assert consensus.compare_and_set("b", None, vd(1, b"b1"))
+    attempts = [
+        [KeyChange("a", 1, vd(2, b"a2")), KeyChange("b", 7, vd(8, b"b2"))],
+        [KeyChange("a", 1, vd(2, b"a2")), KeyChange("c", 1, vd(2, b"c2"))],
+        [KeyChange("b", 1, vd(2, b"b2")), KeyChange("a", None, vd(2, b"a2"))],
+        [KeyChange("c", None, vd(1, b"c1")), KeyChange("a", 9, vd(10, b"a2"))],
+    ]
+    for changes in attempts:
+        assert not consensus.compare_and_set_all(changes)
+        assert consensus.head("a") == vd(1, b"a1")
+        assert consensus.head("b") == vd(1, b"b1")
+        assert consensus.head("c") is None
+    assert consensus.compare_and_set_all(
+        [
+            KeyChange("b", 1, vd(2, b"b2")),
+            KeyChange("c", None, vd(1, b"c1")),
+            KeyChange("a", 1, vd(2, b"a2")),
+        ]
+    )
+    assert [consensus.head(k) for k in "abc"] == [vd(2, b"a2"), vd(2, b"b2"), vd(1, b"c1")]
+    with pytest.raises(ValueError):  # one change would see the other's write
+        consensus.compare_and_set_all([KeyChange("a", 2, vd(3)), KeyChange("a", 3, vd(4))])
+    with pytest.raises(ValueError):
+        consensus.compare_and_set_all([KeyChange("a", 2, vd(2)), KeyChange("b", 2, vd(3))])
+    assert consensus.head("a") == vd(2, b"a2")
+
+
+def test_cas_all_races_one_winner_per_version(consensus: Consensus) -> None:
+    """Threads move the same three keys together, naming them in different
+    orders (PostgreSQL must not deadlock): each version is won exactly once
+    and the keys end together."""
+    keys = ["x", "y", "z"]
+    for key in keys:
+        assert consensus.compare_and_set(key, None, vd(1, b"0"))
+    n, rounds = 4, 25
+    barrier = threading.Barrier(n)
+    wins = [0] * n
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        order = keys[i % 3 :] + keys[: i % 3]
+        try:
+            barrier.wait(timeout=60)
+            for _ in range(rounds):
+                for _attempt in range(10_000):
+                    # Reads of several keys are no snapshot: a commit may
+                    # fall between two of them, so read until they agree.
+                    seqnos = {consensus.head(key).seqno for key in order}  # type: ignore[union-attr]
+                    if len(seqnos) != 1:
+                        continue
+                    (seqno,) = seqnos
+                    change = [KeyChange(k, seqno, vd(seqno + 1, b"%d" % i)) for k in order]
+                    if consensus.compare_and_set_all(change):
+                        wins[i] += 1
+                        break
+                else:
+                    raise AssertionError("the keys parted for good")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    heads = {consensus.head(key) for key in keys}
+    assert len(heads) == 1  # one seqno and the same last writer for all three
+    assert heads.pop().seqno == 1 + n * rounds  # type: ignore[union-attr]
+    assert sum(wins) == n * rounds
 
 
 def test_seqno_must_increase(consensus: Consensus) -> None:

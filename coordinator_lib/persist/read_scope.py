@@ -47,10 +47,8 @@ class ReadScope:
         self.holds: dict[str, tuple[SeqnoHolder, str]] = {}
         self._lock = threading.Lock()
         self._closed = threading.Event()
-        self._heartbeat = threading.Thread(
-            target=self._heartbeat_loop, name="seqno-hold-heartbeat", daemon=True
-        )
-        self._heartbeat.start()
+        # Started by the first hold: most scopes (in-process steps) take none.
+        self._heartbeat: threading.Thread | None = None
 
     def holds_shard(self, shard_id: str) -> bool:
         with self._lock:
@@ -59,6 +57,11 @@ class ReadScope:
     def add(self, shard: SeqnoHolder, hold_id: str) -> None:
         with self._lock:
             self.holds[shard.shard_id] = (shard, hold_id)
+            if self._heartbeat is None:
+                self._heartbeat = threading.Thread(
+                    target=self._heartbeat_loop, name="seqno-hold-heartbeat", daemon=True
+                )
+                self._heartbeat.start()
 
     def _heartbeat_loop(self) -> None:
         while not self._closed.wait(self.lease_ms / 4000):
@@ -72,9 +75,10 @@ class ReadScope:
 
     def close(self) -> None:
         self._closed.set()
-        self._heartbeat.join()
         with self._lock:
-            holds, self.holds = list(self.holds.values()), {}
+            heartbeat, holds, self.holds = self._heartbeat, list(self.holds.values()), {}
+        if heartbeat is not None:
+            heartbeat.join()
         for shard, hold_id in holds:
             try:
                 shard.release_seqno_hold(hold_id)

@@ -393,3 +393,20 @@ def test_lapsed_seqno_hold_no_longer_protects(
     time.sleep(0.3)  # the lease lapses
     assert set(shard.collect_garbage()) == old_keys
     assert set(client.blob.list_batches(shard.shard_id)) == named_keys(shard)
+
+
+def test_open_scope_heartbeats_its_holds_past_the_lease(client: PersistClient) -> None:
+    """A read longer than the hold's lease (a slow Spark job) keeps its
+    batches: the scope heart-beats the hold until the read is done."""
+    from coordinator_lib.persist.read_scope import held_reads
+
+    shard = client.open_shard(new_shard_id(), DESC)
+    written = append_all(shard, [[Update((i, "x"), 0, 1)] for i in range(3)])
+    shard.downgrade_critical_since("c", Frontier(2))
+    with held_reads(lease_ms=300):
+        _, dirs = shard.batch_dirs_at(2)
+        time.sleep(0.9)  # three leases
+        assert shard.compact() == 3
+        shard.collect_garbage()
+        assert canonical(_read_planned(dirs)) == model_snapshot(written, 2)
+    assert not shard.state().seqno_holds  # released at the end of the scope

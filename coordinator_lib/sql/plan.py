@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import re
 from typing import Any
 
@@ -99,9 +100,22 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 QUERY_TYPES = (exp.Select, exp.Union, exp.Except, exp.Intersect, exp.Subquery, exp.Values)
 
 
+_CACHED_TEXT = 4096  # longer texts (a bulk INSERT) are parsed each time, never kept
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed(text: str) -> tuple[exp.Expr, ...]:
+    return tuple(parse_sql(text))
+
+
 def parse_statements(text: str) -> list[exp.Expr]:
-    """The statements in `text`, parsed (positions refer to `text`)."""
-    return parse_sql(text)
+    """The statements in `text`, parsed (positions refer to `text`). A
+    statement run again (a prepared statement's every Execute, a client's
+    repeated query) is parsed once: the cache hands out copies, which
+    binding and planning may change (a copy costs a sixth of a parse)."""
+    if len(text) > _CACHED_TEXT:
+        return parse_sql(text)
+    return [statement.copy() for statement in _parsed(text)]
 
 
 def plan_statements(text: str, catalog: SqlCatalog) -> list[Plan]:

@@ -130,3 +130,14 @@ def test_pandas_to_sql(environment: Environment, driver: str) -> None:
         {"x": 3, "y": "c", "z": -3.0},
         {"x": 3, "y": "c", "z": -3.0},
     ]
+
+
+def test_any_and_all_of_an_array_literal(environment: Environment) -> None:
+    """SQLAlchemy's has_table writes `relkind = ANY (ARRAY[...])`."""
+    with psycopg.connect(dsn(environment), autocommit=True) as conn:
+        got = conn.execute(
+            "SELECT 2 = ANY (ARRAY[1, 2]), 3 = ANY (ARRAY[1, 2]), 3 = ANY (ARRAY[1, NULL]), "
+            "%s = ANY (ARRAY['r', 'v'])",
+            ("v",),
+        ).fetchone()
+    assert got == (True, False, None, True)

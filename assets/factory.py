@@ -123,14 +123,20 @@ def planned_upper(tags: Mapping[str, str], key: dg.AssetKey) -> int | None:
     return int(target) if target is not None else None
 
 
+MIN_FRESHNESS_WINDOW = timedelta(minutes=1)  # Dagster refuses shorter windows
+
+
 def freshness_policy(freshness_ms: int) -> dg.FreshnessPolicy:
     """Dagster's own freshness for a view: it fails once the view's last
     materialization (a run's step, or a step of `tidemark serve` the sensor
     reported) is older than the declared freshness (the frontier check's lag
-    bound), and warns at half of it. Tables and sources are sealed and
-    observed, not materialized, so they carry none."""
-    window = timedelta(milliseconds=freshness_ms)
-    return dg.FreshnessPolicy.time_window(fail_window=window, warn_window=window / 2)
+    bound), and warns at half of it. Dagster takes windows of a minute or
+    more, so a shorter freshness (tests) is rounded up to one minute (the
+    frontier check still holds the exact bound). Tables and sources are
+    sealed and observed, not materialized, so they carry none."""
+    fail = max(timedelta(milliseconds=freshness_ms), MIN_FRESHNESS_WINDOW)
+    warn = fail / 2 if fail / 2 >= MIN_FRESHNESS_WINDOW else None
+    return dg.FreshnessPolicy.time_window(fail_window=fail, warn_window=warn)
 
 
 def build_asset(obj: CatalogObject, project: Project) -> dg.AssetsDefinition:

@@ -15,6 +15,9 @@ import dagster as dg
 
 from assets import Project, asset_key, is_on_commit_view, reads_a_view
 from assets.keys import safe_name
+from coordinator_lib.adapter import operations
+from coordinator_lib.adapter.operations import CatalogObject
+from resources import CoordinatorResource
 
 __all__ = [
     "AUTOMATION_SENSOR",
@@ -47,20 +50,33 @@ def cron_for_interval(interval_ms: int) -> str:
 
 
 def build_refresh_schedules(project: Project) -> list[dg.ScheduleDefinition]:
-    schedules = []
-    for obj in project.objects:
-        if obj.refresh_every_ms is None:
-            continue
-        schedules.append(
-            dg.ScheduleDefinition(
-                name=safe_name(f"refresh_{obj.database}_{obj.schema}_{obj.name}"),
-                cron_schedule=cron_for_interval(obj.refresh_every_ms),
-                target=dg.AssetSelection.assets(asset_key(obj)),
-                default_status=dg.DefaultScheduleStatus.RUNNING,
-                description=f"REFRESH EVERY {obj.refresh_every_ms // 1000} s",
-            )
-        )
-    return schedules
+    """One schedule per REFRESH EVERY view. While `tidemark serve` is live it
+    keeps those views fresh itself, so a tick then skips, naming the server
+    (one model: Dagster runs only what nobody else maintains)."""
+    return [_refresh_schedule(obj) for obj in project.objects if obj.refresh_every_ms is not None]
+
+
+def _refresh_schedule(obj: CatalogObject) -> dg.ScheduleDefinition:
+    assert obj.refresh_every_ms is not None
+
+    @dg.schedule(
+        name=safe_name(f"refresh_{obj.database}_{obj.schema}_{obj.name}"),
+        cron_schedule=cron_for_interval(obj.refresh_every_ms),
+        target=dg.AssetSelection.assets(asset_key(obj)),
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+        description=f"REFRESH EVERY {obj.refresh_every_ms // 1000} s "
+        "(skipped while tidemark serve maintains the view)",
+    )
+    def refresh(
+        context: dg.ScheduleEvaluationContext, coordinator: CoordinatorResource
+    ) -> dg.RunRequest | dg.SkipReason:
+        with coordinator.open(spark=False) as opened:
+            serving = operations.maintainer(opened)
+        if serving is not None:
+            return dg.SkipReason(f"{serving.holder} maintains {obj.name}")
+        return dg.RunRequest()
+
+    return refresh
 
 
 def build_automation_sensor(project: Project) -> dg.AutomationConditionSensorDefinition | None:

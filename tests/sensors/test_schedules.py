@@ -39,7 +39,9 @@ def test_refresh_every_views_have_a_schedule_on_commit_views_one_sensor(tmp_path
     assert isinstance(schedule, dg.ScheduleDefinition)
     assert schedule.cron_schedule == "* * * * *"
     assert schedule.default_status is dg.DefaultScheduleStatus.RUNNING
-    with dg.build_schedule_context(repository_def=env.defs.get_repository_def()) as context:
+    with dg.build_schedule_context(
+        repository_def=env.defs.get_repository_def(), resources={"coordinator": env.resource}
+    ) as context:
         data = schedule.evaluate_tick(context)
     (request,) = data.run_requests or []
     job = env.defs.get_repository_def().get_job(request.job_name or schedule.job_name)

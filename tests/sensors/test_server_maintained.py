@@ -17,7 +17,7 @@ from coordinator_lib.adapter.coordinator import Config
 from coordinator_lib.server.environment import Environment
 from sensors import TimestampCursor
 from tests.adapter.conftest import run_on
-from tests.assets.support import key, project_env
+from tests.assets.support import DemoEnv, demo_env, key, project_env
 from tests.sensors.test_timestamps import SHOP, _automation, _selected, _tick
 
 VIEWS = {"order_counts", "click_counts", "interest"}
@@ -125,3 +125,36 @@ def test_no_server_means_runs(tmp_path: Path) -> None:
         (request,) = first.run_requests
         assert _selected(request) == VIEWS
         assert not any(isinstance(e, dg.AssetMaterialization) for e in first.asset_events)
+
+
+def _schedule_tick(env: DemoEnv, instance: dg.DagsterInstance) -> list[object]:
+    schedule = env.defs.resolve_schedule_def("refresh_materialize_public_auctions_per_item")
+    with dg.build_schedule_context(
+        instance=instance,
+        resources={"coordinator": env.resource},
+        repository_def=env.defs.get_repository_def(),
+    ) as context:
+        data = schedule.evaluate_tick(context)
+    return [*(data.run_requests or []), *([data.skip_message] if data.skip_message else [])]
+
+
+def test_refresh_every_schedule_skips_while_the_server_maintains(tmp_path: Path) -> None:
+    env = demo_env(tmp_path)
+    with dg.instance_for_test() as instance:
+        (request,) = _schedule_tick(env, instance)
+        assert isinstance(request, dg.RunRequest)  # nobody maintains it: a run
+        server = Environment(Config(data_dir=str(env.data_dir)), pgwire_port=0, http_port=0)
+        server.start()
+        try:
+            _wait_for(lambda: _maintained(env), "the server's heartbeat")
+            (skipped,) = _schedule_tick(env, instance)
+            assert isinstance(skipped, str) and "tidemark serve" in skipped
+        finally:
+            server.stop()
+        (request,) = _schedule_tick(env, instance)
+        assert isinstance(request, dg.RunRequest)  # a clean stop hands it back at once
+
+
+def _maintained(env: DemoEnv) -> bool:
+    with env.coordinator() as other:
+        return operations.maintainer(other) is not None

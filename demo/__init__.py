@@ -1,0 +1,1 @@
+"""The demo Tidemark project: its SQL (sql/) and its dg definitions (defs/)."""

@@ -1,0 +1,1 @@
+"""The demo's Dagster components (one folder each, a defs.yaml apiece)."""

@@ -1,7 +1,8 @@
-"""The Dagster UI, as served by `dagster dev -f definitions.py`, opened in
-headless Chromium: the demo's assets are in the global lineage graph, and an
-asset's page shows its latest materialization's since and upper. Screenshots
-of both are kept in tests/artifacts/ (gitignored)."""
+"""A newcomer's path through the Dagster UI of a fresh `make run`, driven
+by Playwright in Debian's Chromium: open the lineage, press "Materialize
+all", see every run green, open a view's page and read its frontiers as
+dates. Screenshots of the lineage and the view's page are kept in
+tests/artifacts/ (the README's come from there)."""
 
 from __future__ import annotations
 
@@ -9,122 +10,162 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
 import pytest
+import requests
+from playwright.sync_api import Page, sync_playwright
 
 from assets.metadata import frontier_ms
-from tests.ui.browser import Browser, chromium_path, free_port
+from tests.ui.ports import free_port
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "run_demo.sh"
 ARTIFACTS = REPO / "tests" / "artifacts"
-BIN = Path(sys.executable).parent
 DEMO_ASSETS = [
     "auction", "organizations", "users", "accounts", "auctions", "bids", "item_views",
     "watchlist", "auction_bids", "item_stats", "watched_items", "item_interest",
     "auctions_per_item", "item_stats_by_item",
 ]  # fmt: skip
-MATERIALIZED = "materialize/public/auctions,materialize/public/bids,materialize/public/auction_bids"
-SHOW_METADATA = """
-for (const e of document.querySelectorAll('td')) {
-  if (e.innerText && e.innerText.trim() === 'since') { e.scrollIntoView({block: 'start'}); break; }
-}
-"""
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 ONBOARDING = "Join the Dagster community"
 
 
-def _dismiss_onboarding(browser: Browser) -> None:
-    """Dagster's first visit asks to join its community: skip it (it shows
-    up a moment after the page)."""
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        if ONBOARDING in browser.text():
-            browser.click_button("Skip")
-            deadline = time.monotonic() + 1  # gone, and stays gone
-        time.sleep(0.25)
-    assert ONBOARDING not in browser.text()
+@dataclass
+class Demo:
+    dagster: str
+    project: Path
 
 
 @pytest.fixture
-def dagster_dev(tmp_path: Path) -> Iterator[str]:
-    """`dagster dev` on the demo project with its own instance and data; its URL."""
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copy(REPO / "demo" / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
-    env = {**os.environ, "DAGSTER_HOME": str(home), "TIDEMARK_DATA_DIR": str(tmp_path / "data")}
-    # One materialization to show: sources and a view, no Spark needed.
-    subprocess.run(
-        [str(BIN / "dagster"), "asset", "materialize", "-f", "definitions.py", "--select",
-         MATERIALIZED],
-        cwd=REPO, env=env, check=True, capture_output=True, timeout=180,
-    )  # fmt: skip
-    port = free_port()
-    log = (tmp_path / "dagster_dev.log").open("w")
+def demo(tmp_path: Path) -> Iterator[Demo]:
+    """`make run`'s script on a copy of demo/ with free ports."""
+    project = tmp_path / "demo"
+    shutil.copytree(REPO / "demo" / "sql", project / "sql")
+    (project / "dagster_home").mkdir()
+    shutil.copy(REPO / "demo" / "dagster_home" / "dagster.yaml", project / "dagster_home")
+    ports = {"DAGSTER_PORT": free_port(), "PGWIRE_PORT": free_port(), "HTTP_PORT": free_port()}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TIDEMARK_", "DAGSTER_"))}
+    env.update({k: str(v) for k, v in ports.items()})
+    env["TIDEMARK_PROJECT"] = str(project)
+    log = (tmp_path / "run_demo.log").open("wb")
     process = subprocess.Popen(
-        ["env", "--default-signal=INT", str(BIN / "dagster"), "dev", "-f", "definitions.py",
-         "-h", "127.0.0.1", "-p", str(port)],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [str(SCRIPT)], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
     )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    dagster = f"http://127.0.0.1:{ports['DAGSTER_PORT']}"
+    http = f"http://127.0.0.1:{ports['HTTP_PORT']}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/server_info", timeout=2) as response:
-                    if response.status == 200:
+        for url in (f"{http}/api/health", f"{dagster}/server_info"):
+            deadline = time.monotonic() + 180
+            while True:
+                try:
+                    if requests.get(url, timeout=2).status_code == 200:
                         break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise AssertionError("dagster dev did not start: see " + str(log.name))
-            time.sleep(0.5)
-        yield url
+                except requests.RequestException:
+                    pass
+                assert process.poll() is None, f"run_demo.sh exited: see {log.name}"
+                assert time.monotonic() < deadline, f"{url} did not answer: see {log.name}"
+                time.sleep(0.5)
+        yield Demo(dagster, project)
     finally:
         os.killpg(process.pid, signal.SIGINT)
         try:
-            process.wait(timeout=30)
+            process.wait(timeout=60)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
         log.close()
 
 
-def _latest_upper(home: Path, key: dg.AssetKey) -> int:
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        event = instance.get_latest_materialization_event(key)
-        assert event is not None and event.asset_materialization is not None
-        value = frontier_ms(event.asset_materialization.metadata["upper"].value)
-        assert value is not None
-        return value
-
-
-def test_ui_shows_demo_graph_and_frontier_metadata(dagster_dev: str, tmp_path: Path) -> None:
-    executable = chromium_path()
-    assert executable is not None, "no Chromium: `make setup` installs it"
-    upper = _latest_upper(tmp_path / "dagster_home", dg.AssetKey(["materialize", "public", "bids"]))
-    browser = Browser(executable, tmp_path / "chromium")
+def _skip_onboarding(page: Page) -> None:
+    """Dagster's first visit asks to join its community: skip it."""
+    skip = page.get_by_role("button", name="Skip")
     try:
-        browser.open(f"{dagster_dev}/asset-groups")
-        graph = browser.wait_for_text(["Global asset lineage", *DEMO_ASSETS])
-        assert "Materialize all" in graph
-        _dismiss_onboarding(browser)
-        browser.screenshot(ARTIFACTS / "dagster_asset_graph.png")
+        skip.wait_for(timeout=5_000)
+    except Exception:
+        return
+    skip.click()
+    page.get_by_text(ONBOARDING).wait_for(state="hidden")
 
-        browser.open(f"{dagster_dev}/assets/materialize/public/bids")
-        page = browser.wait_for_text(["since", "upper", str(upper), "rows_inserted", "Spark"])
-        assert "Source" in page and "SQL" in page  # kinds
-        _dismiss_onboarding(browser)
-        browser.evaluate(SHOW_METADATA)
-        time.sleep(0.5)
-        browser.screenshot(ARTIFACTS / "dagster_materialization_metadata.png")
-    finally:
+
+def _runs(demo: Demo) -> list[dg.DagsterRun]:
+    with dg.DagsterInstance.from_config(str(demo.project / "dagster_home")) as instance:
+        return list(instance.get_runs())
+
+
+def _materialize_all_run(demo: Demo, before: set[str]) -> dg.DagsterRun | None:
+    for run in _runs(demo):
+        if run.run_id not in before and len(run.asset_selection or ()) == len(DEMO_ASSETS):
+            return run
+    return None
+
+
+def test_newcomer_materializes_all_and_reads_frontiers_as_dates(demo: Demo) -> None:
+    executable = shutil.which("chromium")
+    assert executable is not None, "no Chromium: `make setup` installs Debian's"
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page.set_default_timeout(120_000)
+
+        # The lineage: every object of the demo, wired from the SQL.
+        page.goto(f"{demo.dagster}/asset-groups")
+        page.get_by_text("Global asset lineage").wait_for()
+        for name in DEMO_ASSETS:
+            page.get_by_text(name, exact=True).first.wait_for()
+        _skip_onboarding(page)
+        page.screenshot(path=ARTIFACTS / "dagster_lineage.png")
+
+        # Materialize all: one run of every asset, green.
+        before = {run.run_id for run in _runs(demo)}
+        page.get_by_role("button", name="Materialize all").click()
+        deadline = time.monotonic() + 900
+        run = None
+        while time.monotonic() < deadline:
+            run = _materialize_all_run(demo, before)
+            if run is not None and run.is_finished:
+                break
+            time.sleep(2)
+        assert run is not None, "Materialize all launched no run"
+        assert run.status is dg.DagsterRunStatus.SUCCESS, run.status
+        page.goto(f"{demo.dagster}/runs")
+        page.get_by_text("Success").first.wait_for()
+        failed = [r.run_id for r in _runs(demo) if r.status is dg.DagsterRunStatus.FAILURE]
+        assert failed == []  # no run failed, the sensors' and schedules' neither
+        assert page.get_by_text("Failure", exact=True).count() == 0
+
+        # A view's page: its frontiers read as dates.
+        with dg.DagsterInstance.from_config(str(demo.project / "dagster_home")) as instance:
+            key = dg.AssetKey(["materialize", "public", "item_stats"])
+            event = instance.get_latest_materialization_event(key)
+        assert event is not None and event.asset_materialization is not None
+        upper = frontier_ms(event.asset_materialization.metadata["upper"].value)
+        assert upper is not None
+        shown = datetime.fromtimestamp(upper / 1000, UTC)
+        page.goto(f"{demo.dagster}/assets/materialize/public/item_stats")
+        page.get_by_text("upper", exact=True).first.wait_for()
+        page.get_by_text("upper", exact=True).first.scroll_into_view_if_needed()
+        text = page.inner_text("body")
+        assert shown.strftime("%b") in text and str(shown.year) in text
+        assert str(upper) not in text.replace(f"upper {upper} ms", "")  # not raw epoch ms
+        page.screenshot(path=ARTIFACTS / "dagster_view_page.png", full_page=True)
         browser.close()
-    for name in ("dagster_asset_graph.png", "dagster_materialization_metadata.png"):
+    for name in ("dagster_lineage.png", "dagster_view_page.png"):
         assert (ARTIFACTS / name).stat().st_size > 10_000

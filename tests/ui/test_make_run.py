@@ -19,7 +19,7 @@ import psycopg
 import pytest
 import requests
 
-from tests.ui.browser import free_port
+from tests.ui.ports import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -86,7 +86,7 @@ log = logging.getLogger(__name__)
 Row = tuple[Any, ...]
 
 # What a read meets when a relation it reads is dropped under it: its
-# collection, shard, dataflow or catalog entry gone (`Coordinator.reading`).
+# collection, shard, dataflow or catalog entry gone (`Coordinator.using`).
 _DROP_SYMPTOMS = (StorageError, PersistError, ComputeError, UnknownObject, InvalidTimestamp)
 # Names of items dropped here lately, for the errors of reads that raced the drop.
 _DROPPED_NAMES_KEPT = 1000
@@ -461,7 +461,8 @@ class Coordinator:
     # ------------------------------------------------------------ writes
     def commit_writes(self, changes: Changes) -> int:
         """Group-commit table changes; returns their timestamp (durable)."""
-        timestamp = self.group_commit.commit(changes)
+        with self.using(set(changes)):
+            timestamp = self.group_commit.commit(changes)
         if self.metrics is not None:
             for id, rows in changes.items():
                 self.metrics.rows_appended(str(id), len(rows))
@@ -486,7 +487,7 @@ class Coordinator:
         self, session: Session, expr: RelationExpr, as_of: AsOfTime | None
     ) -> TimestampDetermination:
         ids = self.storage_inputs(expr)
-        with self.reading(ids):
+        with self.using(ids):
             inputs = self.input_frontiers(ids)
         isolation = session.isolation
         oracle_ts = None if isolation == SERIALIZABLE else self.oracle.read_ts()
@@ -513,10 +514,11 @@ class Coordinator:
         return holds
 
     @contextlib.contextmanager
-    def reading(self, ids: set[GlobalId]) -> Iterator[None]:
-        """Run a read of `ids`. If one of them is dropped under it (by this
-        process or another), whatever its vanished collection, shard,
-        dataflow or catalog entry made fail becomes one clear error:
+    def using(self, ids: set[GlobalId]) -> Iterator[None]:
+        """Run a read of (or a write to) `ids`. If one of them is dropped
+        under it (by this process or another), whatever its vanished
+        collection, shard, dataflow or catalog entry made fail becomes one
+        clear error:
         42P01 'query could not complete because relation "..." was
         dropped' (Materialize's words), never an internal error. An input
         created just now is installed first (its DDL committed the catalog
@@ -528,25 +530,26 @@ class Coordinator:
         try:
             yield
         except _DROP_SYMPTOMS as error:
-            dropped = self._dropped(ids)
-            if not dropped:
+            dropped = self.dropped_error(ids)
+            if dropped is None:
                 raise
-            name = self._names.get(dropped[0], str(dropped[0]))
-            raise DependencyDropped(
-                f'query could not complete because relation "{name}" was dropped'
-            ) from error
+            raise dropped from error
 
-    def _dropped(self, ids: set[GlobalId]) -> list[GlobalId]:
-        """The user items of `ids` the catalog no longer has."""
+    def dropped_error(
+        self, ids: set[GlobalId], what: str = "query could not complete"
+    ) -> DependencyDropped | None:
+        """The error naming the first of `ids` the catalog no longer has
+        (looked up after picking up other processes' DDL), None if all
+        are there."""
         with contextlib.suppress(Exception):  # best effort: the check below decides
             self.refresh_catalog()
-        gone = []
         for id in sorted(ids):
             try:
                 self.catalog.get(id)
             except UnknownObject:
-                gone.append(id)
-        return gone
+                name = self._names.get(id, str(id))
+                return DependencyDropped(f'{what} because relation "{name}" was dropped')
+        return None
 
     def wait_for_uppers(
         self, ids: set[GlobalId], timestamp: int, check: Callable[[], None]
@@ -612,7 +615,7 @@ class Coordinator:
         check: Callable[[], None],
     ) -> tuple[list[Row], int]:
         """Rows of `expr` at the chosen time, finished; and that time."""
-        with self.reading(self.storage_inputs(expr)):
+        with self.using(self.storage_inputs(expr)):
             return self._peek(session, expr, finishing, as_of, check)
 
     def _peek(

@@ -20,6 +20,10 @@ before it, and appends with that upper expected. A writer that would
 duplicate a key gets 23505 and none of its changes are written; the others
 commit. If another process appended first, the append fails on the upper
 and the check runs again against the new contents.
+
+A writer whose table was dropped (its collection gone or closed) is
+rejected on its own with IdentifierMissing, and the others commit: a DROP
+racing an INSERT fails only that INSERT (the coordinator names the table).
 """
 
 from __future__ import annotations
@@ -40,7 +44,12 @@ from coordinator_lib.repr.update import Update
 from coordinator_lib.sql.constraints import KeyCounts, UniqueConstraint, UniqueViolation
 from coordinator_lib.storage import StorageController
 from coordinator_lib.storage.controller import AppendCommand
-from coordinator_lib.storage.errors import InvalidUpdate, InvalidUppers, StorageError
+from coordinator_lib.storage.errors import (
+    IdentifierMissing,
+    InvalidUpdate,
+    InvalidUppers,
+    StorageError,
+)
 
 Changes = dict[GlobalId, list[tuple[tuple[Any, ...], int]]]
 # A table's unique constraints and column names (None: it has none).
@@ -177,8 +186,10 @@ class GroupCommitter:
             if commands:
                 try:
                     self.storage.append(commands)  # all tables at once, or none
-                except InvalidUppers:
-                    continue  # another process wrote first: nothing landed, take a later time
+                except (InvalidUppers, IdentifierMissing):
+                    # Another process wrote first, or a table was dropped (its
+                    # writers are rejected next time): nothing landed, try again.
+                    continue
             with self._keys_lock:
                 for id, (_, counts) in keys.items():
                     self._keys[id] = (Frontier.at(timestamp + 1), counts)
@@ -194,7 +205,12 @@ class GroupCommitter:
         tables' contents at their uppers and the writers admitted before."""
         keys: dict[GlobalId, tuple[Frontier, KeyCounts]] = {}
         rejected: dict[int, BaseException] = {}
+        present: dict[GlobalId, bool] = {}
         for i, pending in enumerate(batch):
+            gone = [id for id in pending.changes if not self._present(id, present)]
+            if gone:
+                rejected[i] = IdentifierMissing(gone[0])
+                continue
             trials = []
             try:
                 for id, rows in pending.changes.items():
@@ -209,9 +225,22 @@ class GroupCommitter:
                     violation.message, code=violation.code, detail=violation.detail
                 )
                 continue
+            except IdentifierMissing as missing:  # dropped since `_present` looked
+                rejected[i] = missing
+                continue
             for counts, trial in trials:
                 counts.apply(trial)
         return keys, rejected
+
+    def _present(self, id: GlobalId, known: dict[GlobalId, bool]) -> bool:
+        """Whether `id` can still be written: not dropped, so its collection
+        exists and its upper is open (memoized in `known` for one batch)."""
+        if id not in known:
+            try:
+                known[id] = not self.storage.collection_frontiers(id)[1].is_empty
+            except IdentifierMissing:
+                known[id] = False
+        return known[id]
 
     def _key_counts(self, id: GlobalId) -> tuple[Frontier, KeyCounts] | None:
         """The key counts of `id` at its current upper (a copy to change)."""

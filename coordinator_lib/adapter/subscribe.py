@@ -46,6 +46,10 @@ def subscribe_columns(plan: SubscribePlan) -> tuple[ResultColumn, ...]:
     return tuple(columns)
 
 
+# Materialize's words for a SUBSCRIBE whose relation is dropped under it.
+_TERMINATED = "subscribe has been terminated"
+
+
 def start_subscribe(
     coord: Coordinator, session: Session, plan: SubscribePlan, check: Callable[[], None]
 ) -> RowStream:
@@ -53,14 +57,15 @@ def start_subscribe(
     expr = plan.expr
     if any(id.kind == "s" for id in expr.depends_on()):
         raise AdapterError("SUBSCRIBE of a system relation is not supported", code="0A000")
-    determination = coord.determine_timestamp(session, expr, plan.as_of)
-    as_of = determination.timestamp
-    transient: GlobalId | None = None
-    if isinstance(expr, Get) and coord.frontiers_of(expr.id) is not None:
-        target = expr.id
-    else:
-        transient = target = coord.new_transient_id()
-        coord.install_transient_view(transient, expr, as_of)
+    with coord.using(coord.storage_inputs(expr)):
+        determination = coord.determine_timestamp(session, expr, plan.as_of)
+        as_of = determination.timestamp
+        transient: GlobalId | None = None
+        if isinstance(expr, Get) and coord.frontiers_of(expr.id) is not None:
+            target = expr.id
+        else:
+            transient = target = coord.new_transient_id()
+            coord.install_transient_view(transient, expr, as_of)
     stream = RowStream(check)
     thread = threading.Thread(
         target=_produce,
@@ -98,8 +103,10 @@ def _produce(
             first = False
             if plan.progress and batch.upper.time is not None:
                 stream.put((decimal.Decimal(batch.upper.time), True, None, *([None] * arity)))
+        if not stream.closed.is_set():  # its input closed: complete, or dropped
+            error = coord.dropped_error(coord.storage_inputs(plan.expr), _TERMINATED)
     except BaseException as failure:  # handed to the consumer
-        error = failure
+        error = coord.dropped_error(coord.storage_inputs(plan.expr), _TERMINATED) or failure
     finally:
         if transient is not None:
             coord.drop_transient_view(transient)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from pandera.errors import SchemaError, SchemaErrorReason
 
-from coordinator_lib.adapter.errors import AdapterError
+from coordinator_lib.adapter.errors import AdapterError, DependencyDropped
 from coordinator_lib.adapter.idempotency import IdempotencyKeys
 from coordinator_lib.adapter.secrets import secret_values
 from coordinator_lib.adapter.secrets_key import SecretsKeyError
@@ -493,6 +493,9 @@ class WebhookAppender:
             return None
         try:
             return self.coord.commit_writes({source.id: [(row, 1) for row in rows]})
+        except DependencyDropped:  # dropped just now
+            name = source.name
+            raise AppendWebhookError.not_found(name.database, name.schema, name.item) from None
         except StorageError as error:
             if self.coord.closing:
                 raise AppendWebhookError.unavailable() from None

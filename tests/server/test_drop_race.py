@@ -135,3 +135,83 @@ def test_selects_racing_drops_get_rows_or_a_clear_error(environment: Environment
     # The race was exercised: every read answered, some were dropped under.
     assert all(outcomes[(kind, "rows")] >= 2 for kind in READS), dict(outcomes)
     assert any("dropped" in label for _, label in outcomes), dict(outcomes)
+
+
+def test_writes_and_subscribes_racing_drops(environment: Environment) -> None:
+    """INSERTs into a table being dropped fail alone with 42P01 (writers of
+    another table in the same group commits all succeed), EXPLAIN TIMESTAMP
+    and SUBSCRIBE likewise; a SUBSCRIBE whose relation is dropped while it
+    streams ends with 'subscribe has been terminated because relation ...
+    was dropped' instead of an internal error or a silent end."""
+    stop = threading.Event()
+    outcomes: Counter[tuple[str, str]] = Counter()
+    wrong: list[tuple[str, str]] = []
+    failures: list[BaseException] = []
+    other_rows = Counter[int]()
+
+    def run(kind: str, conn: psycopg.Connection[Any], n: int) -> None:
+        if kind == "insert":
+            conn.execute("INSERT INTO t VALUES (%s)", (100 + n,))
+        elif kind == "other":
+            conn.execute("INSERT INTO other VALUES (%s)", (n,))
+            other_rows[n] += 1
+        elif kind == "explain":
+            conn.execute("EXPLAIN TIMESTAMP FOR SELECT * FROM mv").fetchall()
+        elif kind == "subscribe":
+            with conn.transaction():
+                conn.execute("DECLARE c CURSOR FOR SUBSCRIBE mv")
+                for _ in range(3):
+                    conn.execute("FETCH ALL c WITH (timeout = '0.2s')").fetchall()
+
+    def worker(kind: str) -> None:
+        try:
+            with connect(environment) as conn:
+                n = 0
+                while not stop.is_set():
+                    n += 1
+                    try:
+                        run(kind, conn, n)
+                    except psycopg.Error as error:
+                        state = error.diag.sqlstate or "?"
+                        first = str(error).splitlines()[0]
+                        dropped = "was dropped" in first
+                        outcomes[(kind, f"{state} {'dropped' if dropped else 'unknown'}")] += 1
+                        if state != "42P01" or kind == "other":
+                            wrong.append((kind, f"{state}: {first}"))
+                        continue
+                    outcomes[(kind, "ok")] += 1
+        except BaseException as error:
+            failures.append(error)
+
+    kinds = ["insert", "insert", "other", "other", "explain", "subscribe"]
+    rng = random.Random(1818)
+    with connect(environment) as ddl:
+        ddl.execute("CREATE TABLE base (a int)")
+        ddl.execute("INSERT INTO base VALUES (1), (2), (3)")
+        ddl.execute("CREATE TABLE other (n int)")
+        create(ddl)
+        threads = [threading.Thread(target=worker, args=(k,), daemon=True) for k in kinds]
+        for thread in threads:
+            thread.start()
+        rounds = 0
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (
+            all(outcomes[(kind, "ok")] >= 2 for kind in kinds)
+            and any("dropped" in label for _, label in outcomes)
+            and rounds >= 10
+        ):
+            time.sleep(rng.uniform(0.0, 0.4))
+            drop(ddl)
+            time.sleep(rng.uniform(0.0, 0.05))
+            create(ddl)
+            rounds += 1
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=90)
+        # Every acknowledged INSERT into `other` is there, once.
+        stored = Counter(n for (n,) in ddl.execute("SELECT n FROM other").fetchall())
+    assert not failures, failures
+    assert not wrong, (wrong[:10], dict(outcomes))
+    assert stored == other_rows
+    assert all(outcomes[(kind, "ok")] >= 2 for kind in kinds), dict(outcomes)
+    assert any("dropped" in label for _, label in outcomes), dict(outcomes)

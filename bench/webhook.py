@@ -45,9 +45,9 @@ def _free_port() -> int:
 
 
 class Server:
-    """`tidemark serve` on `data_dir` until `stop()`."""
+    """`tidemark serve` on `data_dir` (with extra command-line `options`) until `stop()`."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *options: str) -> None:
         self.port = _free_port()
         self.pgwire_port = _free_port()
         self.log = (data_dir.parent / "serve.log").open("wb")
@@ -62,6 +62,7 @@ class Server:
             str(self.pgwire_port),
             "--http-port",
             str(self.port),
+            *options,
         ]
         self.proc = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
         self.url = f"http://127.0.0.1:{self.port}"

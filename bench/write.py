@@ -198,7 +198,9 @@ def run(work: Path) -> dict:
         raise RuntimeError("PostgreSQL server binaries not found (make setup installs them)")
     load_before = os.getloadavg()[0]
     postgres = PgCluster(bindir)
-    server = Server(work / "env")
+    # Every read in-process: a count(*) of the COPY's million rows would
+    # otherwise start Spark, a second JVM beside whatever else runs here.
+    server = Server(work / "env", "--local-max-rows", str(10 * copy_rows))
     pgbench: list[PgbenchRun] = []
     copies: list[CopyRun] = []
     webhook: dict = {}

@@ -149,6 +149,12 @@ class Coordinator:
             self.storage, self.oracle, self.group_committed, self.table_constraints
         )
         self._lock = threading.RLock()  # runtime state: installed items, sessions
+        # refresh_catalog's single flight: refreshes started / the last one done
+        self._refresh = threading.Condition()
+        self._refreshes_started = 0
+        self._refresh_done = 0
+        self._refreshing = False
+        self._refresher: int | None = None
         self._installed: dict[GlobalId, ItemKind] = {}
         self._names: dict[GlobalId, str] = {}  # installed items, then dropped ones
         self._policies: dict[GlobalId, int] = {}
@@ -228,9 +234,36 @@ class Coordinator:
 
     # ----------------------------------------------------- catalog -> runtime
     def refresh_catalog(self) -> None:
-        """Pick up DDL from other processes."""
-        if self.catalog.refresh():
-            self.reconcile()
+        """Pick up DDL from other processes. Concurrent statements share one
+        consensus read: a refresh that started after this call did has seen
+        every DDL committed before it, so a caller waits for such a refresh
+        instead of reading again (many one-row INSERTs at once)."""
+        if self._refresher == threading.get_ident():  # from inside a refresh (reconcile)
+            if self.catalog.refresh():
+                self.reconcile()
+            return
+        with self._refresh:
+            wanted = self._refreshes_started + 1
+            while self._refresh_done < wanted and self._refreshing:
+                self._refresh.wait()
+            if self._refresh_done >= wanted:
+                return
+            self._refreshing = True
+            self._refresher = threading.get_ident()
+            self._refreshes_started += 1
+            mine = self._refreshes_started
+        done = False
+        try:
+            if self.catalog.refresh():
+                self.reconcile()
+            done = True
+        finally:
+            with self._refresh:
+                self._refreshing = False
+                self._refresher = None
+                if done:
+                    self._refresh_done = mine
+                self._refresh.notify_all()
 
     def reconcile(self) -> None:
         """Install what the catalog has and this process does not; remove

@@ -291,6 +291,16 @@ class ComputeController:
                         return instance_id, dataflow
         return None
 
+    def transient_readers(self, id: GlobalId) -> list[GlobalId]:
+        """The transient dataflows (a SUBSCRIBE's view) that read `id`."""
+        with self._lock:
+            return [
+                reader
+                for instance in self._instances.values()
+                for reader, dataflow in instance.dataflows.items()
+                if reader.kind == "t" and id in dataflow.description.imports
+            ]
+
     def dataflow(self, instance_id: str, id: GlobalId) -> Dataflow:
         with self._lock:
             return self._dataflow(instance_id, id)

@@ -215,3 +215,26 @@ def test_writes_and_subscribes_racing_drops(environment: Environment) -> None:
     assert stored == other_rows
     assert all(outcomes[(kind, "ok")] >= 2 for kind in kinds), dict(outcomes)
     assert any("dropped" in label for _, label in outcomes), dict(outcomes)
+
+
+@pytest.mark.parametrize("query", ["t", "(SELECT a + 1 AS b FROM t WHERE a > 0)"])
+def test_a_subscribe_ends_when_its_relation_is_dropped(
+    environment: Environment, query: str
+) -> None:
+    """SUBSCRIBE to a table, or to a query over it (a transient view): DROP
+    TABLE ends it with 42P01 naming the table, not a silent end or a wait."""
+    with connect(environment) as reader, connect(environment) as ddl:
+        ddl.execute("CREATE TABLE t (a int)")
+        ddl.execute("INSERT INTO t VALUES (1)")
+        reader.execute("BEGIN")
+        reader.execute(f"DECLARE c CURSOR FOR SUBSCRIBE {query}")
+        first = reader.execute("FETCH ALL c WITH (timeout = '5s')").fetchall()
+        assert [row[1:] for row in first] == [(1, 1 if query == "t" else 2)]
+        ddl.execute("DROP TABLE t")
+        with pytest.raises(psycopg.errors.UndefinedTable) as dropped:
+            for _ in range(20):  # bounded: each FETCH returns within its timeout
+                reader.execute("FETCH ALL c WITH (timeout = '1s')").fetchall()
+        assert str(dropped.value).startswith(
+            'subscribe has been terminated because relation "materialize.public.t" was dropped'
+        )
+        reader.execute("ROLLBACK")

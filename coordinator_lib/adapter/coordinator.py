@@ -418,6 +418,10 @@ class Coordinator:
         return max(since, readable)
 
     def _uninstall(self, id: GlobalId, kind: ItemKind) -> None:
+        # A SUBSCRIBE's transient view over it goes too: the SUBSCRIBE then
+        # ends naming the drop (adapter/subscribe.py) instead of waiting forever.
+        for reader in self.compute.transient_readers(id):
+            self.drop_transient_view(reader)
         self._policies.pop(id, None)
         task = self._tasks.pop(id, None)
         if task is not None:

@@ -46,6 +46,7 @@ from coordinator_lib.adapter.sequence import CatalogConflict, sequence
 from coordinator_lib.adapter.session import Session
 from coordinator_lib.adapter.session_functions import substitute_session_functions
 from coordinator_lib.adapter.subscribe import subscribe_columns
+from coordinator_lib.compute import budget
 from coordinator_lib.compute.local_scalar import EvalError
 from coordinator_lib.persist.errors import DiskFull
 from coordinator_lib.repr.relation import ScalarType
@@ -231,7 +232,8 @@ class SessionClient:
                 try:
                     authorize(coordinator, self.session, plan, catalog)
                     current_role.set(self.session.user)  # owner of what it creates
-                    response = sequence(coordinator, self.session, plan, catalog, check)
+                    with budget.active(budget.QueryBudget(check, self.session.max_query_memory)):
+                        response = sequence(coordinator, self.session, plan, catalog, check)
                     break
                 except CatalogConflict:
                     continue
@@ -259,6 +261,9 @@ class SessionClient:
         except EvalError as error:  # a runtime error evaluating the query (in-process)
             self._finish(record, kind, "error", error.message)
             raise AdapterError(error.message, code=error.code) from None
+        except budget.QueryOutOfMemory as error:
+            self._finish(record, kind, "error", error.message)
+            raise AdapterError(error.message, code=error.code, hint=error.hint) from None
         self._finish(record, kind, "success", None)
         return response
 

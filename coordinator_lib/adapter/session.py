@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from coordinator_lib.adapter.errors import InvalidParameterValue, UnknownVariable
+from coordinator_lib.compute.budget import format_bytes, physical_memory
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.sql.coercion import parse_interval_ms
 
@@ -59,6 +60,30 @@ def _timeout(value: str) -> str:
             f'invalid value for parameter "statement_timeout": "{value}"'
         ) from None
     return f"{ms}ms" if ms else "0"
+
+
+_BYTE_UNITS = {"": 1, "b": 1, "kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40}
+
+
+def _parse_bytes(value: str) -> int:
+    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", value)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _BYTE_UNITS or int(match.group(1)) <= 0:
+        raise InvalidParameterValue(
+            f'invalid value for parameter "max_query_memory": "{value}"',
+            hint="A positive size in bytes, or with a unit: '512MB', '2GB'.",
+        )
+    return int(match.group(1)) * _BYTE_UNITS[unit]
+
+
+def _memory(value: str) -> str:
+    """max_query_memory: a size ('512MB', '2GB', bytes), printed back in
+    the largest unit that divides it."""
+    return format_bytes(_parse_bytes(value))
+
+
+# An eighth of the machine: a few runaway queries at once still leave room.
+DEFAULT_QUERY_MEMORY = format_bytes(physical_memory() // 8 >> 20 << 20)
 
 
 def _one_of(name: str, allowed: tuple[str, ...]) -> Callable[[str], str]:
@@ -113,6 +138,7 @@ VARS: dict[str, Var] = {
     "transaction_isolation": Var(STRICT_SERIALIZABLE, _isolation),
     "transaction_read_only": Var("off", _one_of("transaction_read_only", ("off", "on"))),
     "mz_version": Var("tidemark 0.1.0", read_only=True),
+    "max_query_memory": Var(DEFAULT_QUERY_MEMORY, _memory),
 }
 _ALIASES = {
     "time zone": "timezone",
@@ -220,6 +246,10 @@ class Session:
     def statement_timeout_ms(self) -> int:
         value = self.get("statement_timeout")
         return 0 if value == "0" else int(value.removesuffix("ms"))
+
+    @property
+    def max_query_memory(self) -> int:
+        return _parse_bytes(self.get("max_query_memory"))
 
     @property
     def status(self) -> TransactionStatus:

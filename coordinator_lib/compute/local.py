@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 
+from coordinator_lib.compute.budget import Tally, charge_list
 from coordinator_lib.compute.error_collection import error_update
 from coordinator_lib.compute.join_plan import first_filters, join_steps
 from coordinator_lib.compute.local_ordered import render_ordered
@@ -110,16 +111,18 @@ def render_local(expr: RelationExpr, ctx: LocalContext) -> LocalRendered:
         inner = render_local(expr.input, ctx)
         old = inner.old
         return LocalRendered(
-            None if old is None else _lazy(lambda: [(r, -d) for r, d in old()]),
-            None if inner.delta is None else [Update(r, t, -d) for r, t, d in inner.delta],
+            None if old is None else _lazy(lambda: charge_list([(r, -d) for r, d in old()])),
+            None
+            if inner.delta is None
+            else charge_list([Update(r, t, -d) for r, t, d in inner.delta]),
         )
     if isinstance(expr, Union):
         parts = [render_local(child, ctx) for child in expr.inputs_]
         olds = [p.old for p in parts if p.old is not None]
         deltas = [p.delta for p in parts if p.delta is not None]
         return LocalRendered(
-            _lazy(lambda: [row for old in olds for row in old()]) if olds else None,
-            [u for delta in deltas for u in delta] if deltas else None,
+            _lazy(lambda: charge_list([row for old in olds for row in old()])) if olds else None,
+            charge_list([u for delta in deltas for u in delta]) if deltas else None,
         )
     if isinstance(expr, Join):
         return _join(expr, ctx)
@@ -158,7 +161,8 @@ def _map_rows(
 
     def mapped_old() -> OldRows:
         assert old is not None
-        out = []
+        out: OldRows = []
+        tally = Tally(out)
         for row, diff in old():
             try:
                 new = op(row)
@@ -168,11 +172,14 @@ def _map_rows(
                 new = None
             if new is not None:
                 out.append((new, diff))
+            tally.add()
+        tally.settle()
         return out
 
     delta = None
     if rendered.delta is not None:
         delta = []
+        tally = Tally(delta)
         for row, t, d in rendered.delta:
             try:
                 new = op(row)
@@ -183,6 +190,8 @@ def _map_rows(
                 new = None
             if new is not None:
                 delta.append(Update(new, t, d))
+            tally.add()
+        tally.settle()
     return LocalRendered(None if old is None else _lazy(mapped_old), delta)
 
 
@@ -241,15 +250,19 @@ def _binary_join(left, right, keys, filters, left_width, types, padded_width, ch
             key = key_of(b[0], right_exprs, left_width)
             if key is not None:
                 index[key].append(b)
-        out = []
+        out: list = []
+        tally = Tally(out)  # a cross join grows `out` by millions of rows a second
         for a in a_rows:
             key = key_of(a[0], left_exprs, 0)
             if key is None:
                 continue
-            for b in index.get(key, ()):
+            matches = index.get(key, ())
+            for b in matches:
                 row = a[0] + b[0]
                 if check(row, filters):
                     out.append((row, time_of(a, b), a[-1] * b[-1]))
+            tally.add(len(matches) + 1)
+        tally.settle()
         return out
 
     deltas: list[Update] = []
@@ -296,7 +309,11 @@ def _reduce(
     # old output and the touched groups' old rows): key expressions are
     # evaluated per row in Python, and a step may need both.
     source = rendered.old
-    keyed_old = None if source is None else cache(lambda: [(key_of(r), r, d) for r, d in source()])
+    keyed_old = (
+        None
+        if source is None
+        else cache(lambda: charge_list([(key_of(r), r, d) for r, d in source()]))
+    )
 
     def old_rows() -> OldRows:
         assert keyed_old is not None

@@ -1,0 +1,185 @@
+"""A query cannot take the server down: over pgwire with psycopg, a runaway
+in-process query (a 600-row table cross-joined three times) stops on
+conn.cancel() and on statement_timeout with 57014, and on max_query_memory
+with 53200, while the server's memory stays bounded; the session stays
+usable after each. Large results stream to the client in bounded memory.
+
+The server is `tidemark serve` in its own process (no Spark: every input
+is small, so everything is evaluated in-process); its RSS is read from
+/proc/<pid>/status."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import errors
+
+pytestmark = pytest.mark.timeout(180)
+
+# 600 rows cross-joined three times: 216 million rows, hours of Python and
+# tens of GB if nothing stops it.
+TRIPLE_CROSS_JOIN = "SELECT count(*), sum(a.x + b.x + c.x) FROM t600 a, t600 b, t600 c"
+MB = 1 << 20
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen[str], port: int) -> None:
+        self.proc = proc
+        self.dsn = f"host=127.0.0.1 port={port} user=materialize dbname=materialize"
+
+    def rss(self) -> int:
+        """The server process's resident set size in bytes."""
+        with open(f"/proc/{self.proc.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        raise AssertionError("no VmRSS in /proc/<pid>/status")
+
+    def connect(self) -> psycopg.Connection[Any]:
+        return psycopg.connect(self.dsn, autocommit=True, connect_timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    data_dir: Path = tmp_path_factory.mktemp("limits")
+    pg_port, http_port = _free_port(), _free_port()
+    command = [sys.executable, "-m", "coordinator_lib.cli", "serve", "--data-dir", str(data_dir)]
+    command += ["--pgwire-port", str(pg_port), "--http-port", str(http_port)]
+    log = open(data_dir / "serve.log", "w")  # noqa: SIM115 (closed below)
+    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True)
+    server = Server(proc, pg_port)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with server.connect() as conn:
+                    conn.execute("CREATE TABLE t600 (x int)")
+                    values = ", ".join(f"({i})" for i in range(600))
+                    conn.execute(f"INSERT INTO t600 VALUES {values}")
+                break
+            except psycopg.OperationalError:
+                assert proc.poll() is None, (data_dir / "serve.log").read_text()
+                assert time.monotonic() < deadline, "tidemark serve did not start"
+                time.sleep(0.5)
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture
+def conn(server: Server) -> Iterator[psycopg.Connection[Any]]:
+    with server.connect() as conn:
+        yield conn
+
+
+class Running:
+    """`sql` running on its own connection on another thread; `outcome`
+    gets its rows or its exception. A query that never ends leaves only
+    this daemon thread behind (the fixture stops the server)."""
+
+    def __init__(self, server: Server, sql: str, *setup: str) -> None:
+        self.conn = server.connect()
+        for statement in setup:
+            self.conn.execute(statement)
+        self.outcome: list[Any] = []
+        self.thread = threading.Thread(target=self._run, args=(sql,), daemon=True)
+        self.thread.start()
+
+    def _run(self, sql: str) -> None:
+        try:
+            self.outcome.append(self.conn.execute(sql).fetchall())
+        except Exception as error:
+            self.outcome.append(error)
+
+    def ended(self, timeout: float) -> bool:
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+    def usable(self) -> bool:
+        """The session still answers after its statement failed."""
+        return self.conn.execute("SELECT count(*) FROM t600").fetchone() == (600,)
+
+
+def wait_until_computing(server: Server, running: Running, baseline: int) -> None:
+    """The query materializes rows: the server grew by 50 MB."""
+    while server.rss() < baseline + 50 * MB:
+        assert not running.ended(0.05), (
+            f"the query ended before it was computing: {running.outcome}"
+        )
+
+
+def test_cancel_stops_an_in_process_cross_join(server: Server) -> None:
+    baseline = server.rss()
+    # Only the cancel may stop it.
+    running = Running(server, TRIPLE_CROSS_JOIN, "SET max_query_memory = '64GB'")
+    wait_until_computing(server, running, baseline)
+    running.conn.cancel()
+    assert running.ended(30), "the query kept running after conn.cancel()"
+    (error,) = running.outcome
+    assert isinstance(error, errors.QueryCanceled), error
+    assert error.sqlstate == "57014"
+    assert "user request" in str(error)
+    assert running.usable()
+    running.conn.close()
+
+
+def test_statement_timeout_stops_an_in_process_cross_join(server: Server) -> None:
+    setup = ("SET max_query_memory = '64GB'", "SET statement_timeout = '1s'")
+    running = Running(server, TRIPLE_CROSS_JOIN, *setup)
+    assert running.ended(30), "the query kept running past its statement_timeout"
+    (error,) = running.outcome
+    assert isinstance(error, errors.QueryCanceled), error
+    assert "statement timeout" in str(error)
+    assert running.usable()
+    running.conn.close()
+
+
+def test_max_query_memory_stops_a_cross_join(server: Server) -> None:
+    baseline = server.rss()
+    peak = baseline
+    running = Running(server, TRIPLE_CROSS_JOIN, "SET max_query_memory = '200MB'")
+    while not running.ended(0.02) and peak < baseline + 4096 * MB:
+        peak = max(peak, server.rss())
+    assert running.ended(0), "the query kept growing past max_query_memory"
+    (error,) = running.outcome
+    assert isinstance(error, errors.OutOfMemory), error
+    assert error.sqlstate == "53200"
+    assert "max_query_memory (200MB)" in str(error)
+    assert error.diag.message_hint and "SET max_query_memory" in error.diag.message_hint
+    # The estimate bounds what the engine holds: RSS grew by well under 2x the limit.
+    assert peak - baseline < 400 * MB
+    assert running.usable()
+    running.conn.close()
+
+
+def test_max_query_memory_is_checked_and_has_a_default(conn: psycopg.Connection[Any]) -> None:
+    (default,) = conn.execute("SHOW max_query_memory").fetchone()  # type: ignore[misc]
+    assert default.endswith(("MB", "GB"))
+    for bad in ("-1", "0", "lots", "12XB"):
+        with pytest.raises(errors.InvalidParameterValue, match="max_query_memory"):
+            conn.execute(f"SET max_query_memory = '{bad}'")
+    conn.execute("SET max_query_memory = 1048576")
+    assert conn.execute("SHOW max_query_memory").fetchone() == ("1MB",)
+    # A query within the limit runs.
+    assert conn.execute("SELECT count(*) FROM t600 a, t600 b WHERE a.x = b.x").fetchone() == (600,)

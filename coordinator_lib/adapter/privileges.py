@@ -198,8 +198,9 @@ def authorize(coord: Coordinator, session: Session, plan: p.Plan, catalog: Sessi
         check.reads(resolved, except_=plan.id)  # type: ignore[attr-defined]
     elif isinstance(plan, _CREATES):
         name = plan.name
-        if getattr(plan, "replace", None) is not None:
-            check.owns_item(plan.replace)  # type: ignore[attr-defined]
+        replaced: GlobalId | None = getattr(plan, "replace", None)  # CREATE OR REPLACE
+        if replaced is not None:
+            check.owns_item(replaced)
         check.create_in(name.database, name.schema)
         if isinstance(plan, p.CreateIndexPlan):
             check.owns_item(plan.on)

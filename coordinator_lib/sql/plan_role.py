@@ -293,12 +293,12 @@ def _plan_grant(tokens: _Tokens, revoke: bool, ctx: PlanContext) -> GrantPlan:
 def _target(name: tuple[str, ...], object_type: str | None, ctx: PlanContext) -> PrivilegeTarget:
     catalog = ctx.catalog
     if object_type == "database":
-        if len(name) != 1 or not catalog.database_exists(name[0]):  # type: ignore[attr-defined]
+        if len(name) != 1 or not catalog.database_exists(name[0]):
             raise UnknownDatabase(f"unknown database '{'.'.join(name)}'")
         return PrivilegeTarget(f"database:{name[0]}", "database", name[0])
     if object_type == "schema":
-        database, schema = (catalog.database, name[0]) if len(name) == 1 else name[-2:]  # type: ignore[attr-defined]
-        if len(name) > 2 or not catalog.schema_exists(database, schema):  # type: ignore[attr-defined]
+        database, schema = (catalog.database, name[0]) if len(name) == 1 else name[-2:]
+        if len(name) > 2 or not catalog.schema_exists(database, schema):
             raise UnknownSchema(f"unknown schema '{'.'.join(name)}'")
         return PrivilegeTarget(f"schema:{database}.{schema}", "schema", schema)
     item = ctx.resolve(name)

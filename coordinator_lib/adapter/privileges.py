@@ -11,6 +11,7 @@ objects it removes, in the same compare-and-set (`stamp_owners`).
 anything (`Authenticator.is_superuser`), owners anything with what they own;
 everyone else needs the privilege (granted to them or to PUBLIC):
 
+- naming an object at all: USAGE on its database and schema;
 - reading a table, view, materialized view or source: SELECT on each one the
   statement names (a view's own inputs are checked against nobody, as
   PostgreSQL checks them against the view's owner, who had them to create it);
@@ -140,9 +141,18 @@ class _Check:
         if id.kind != "u":
             return
         item = self.catalog.get(id)
+        self.usage(item.name.database, item.name.schema)
         if not has_privilege(self.state, self.role, f"item:{id}", letter):
             what = _READ_NAMES.get(item.kind, "object")
             raise InsufficientPrivilege(f"permission denied for {what} {item.name.item}")
+
+    def usage(self, database: str, schema: str | None = None) -> None:
+        """USAGE on the database (and schema) an object is named in."""
+        if not has_privilege(self.state, self.role, f"database:{database}", "U"):
+            raise InsufficientPrivilege(f"permission denied for database {database}")
+        key = f"schema:{database}.{schema}"
+        if schema is not None and not has_privilege(self.state, self.role, key, "U"):
+            raise InsufficientPrivilege(f"permission denied for schema {schema}")
 
     def owns(self, key: str, what: str) -> None:
         if owner_of(self.state, key) != self.role:
@@ -159,6 +169,8 @@ class _Check:
             if schema is None
             else (f"schema:{database}.{schema}", f"schema {schema}")
         )
+        if schema is not None:
+            self.usage(database)
         if not has_privilege(self.state, self.role, key, "C"):
             raise InsufficientPrivilege(f"permission denied for {what}")
 

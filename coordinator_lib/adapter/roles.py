@@ -187,7 +187,7 @@ def drop_role(
             raise AdapterError(
                 f'role "{name}" cannot be dropped because some objects depend on it',
                 code="2BP01",
-                detail=f"owner of {owned[0]}",
+                detail=f"owner of {owned[0].replace(':', ' ', 1)}",
             )
         doomed.append(name)
 

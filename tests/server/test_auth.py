@@ -191,6 +191,32 @@ def test_grant_and_revoke(tmp_path: Path) -> None:
                 assert denied(bob, "DELETE FROM t") == "permission denied for table t"
                 assert denied(bob, "DROP TABLE t") == "must be owner of table t"
 
+                # A schema of alice's: bob needs USAGE on it as well.
+                with connect(env, ADMIN, ADMIN_PASSWORD) as admin:
+                    admin.execute("GRANT CREATE ON DATABASE materialize TO alice")
+                alice.execute("CREATE SCHEMA private")
+                alice.execute("CREATE TABLE private.p (x int)")
+                alice.execute("GRANT SELECT ON private.p TO bob")
+                assert (
+                    denied(bob, "SELECT * FROM private.p") == "permission denied for schema private"
+                )
+                assert denied(bob, "CREATE TABLE private.q (x int)") == (
+                    "permission denied for schema private"
+                )
+                alice.execute("GRANT USAGE ON SCHEMA private TO bob")
+                assert bob.execute("SELECT count(*) FROM private.p").fetchone() == (0,)
+                assert denied(bob, "CREATE TABLE private.q (x int)") == (
+                    "permission denied for schema private"
+                )
+                alice.execute("GRANT CREATE ON SCHEMA private TO bob")
+                bob.execute("CREATE TABLE private.q (x int)")
+                bob.execute("DROP TABLE private.q")
+                alice.execute("REVOKE USAGE ON SCHEMA private FROM bob")
+                assert (
+                    denied(bob, "SELECT * FROM private.p") == "permission denied for schema private"
+                )
+                alice.execute("DROP TABLE private.p")
+
                 alice.execute("REVOKE SELECT ON t FROM bob")
                 assert denied(bob, "SELECT * FROM t") == "permission denied for table t"
                 bob.execute("INSERT INTO t VALUES (3)")  # INSERT stays granted
@@ -240,6 +266,10 @@ def test_grant_and_revoke(tmp_path: Path) -> None:
             admin.execute("DROP VIEW v")
             admin.execute("DROP TABLE t")
             admin.execute("DROP SECRET s")
+            with pytest.raises(psycopg.errors.DependentObjectsStillExist) as owner:
+                admin.execute("DROP ROLE alice")
+            assert owner.value.diag.message_detail == "owner of schema materialize.private"
+            admin.execute("DROP SCHEMA private")
             admin.execute("DROP ROLE alice")
             assert [r for (r,) in admin.execute("SELECT name FROM mz_roles").fetchall()] == [
                 ADMIN,

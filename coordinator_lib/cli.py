@@ -51,6 +51,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         webhook_max_body_bytes=args.webhook_max_body_bytes,
         webhook_max_concurrency=args.webhook_max_concurrency,
         secrets_key_file=args.secrets_key_file,
+        users=_superusers(args),
     )
     if args.secrets_key_file:  # a bad or misplaced key file stops serve before it starts
         from coordinator_lib.adapter.secrets_key import SecretsKeyError, configured_key
@@ -64,6 +65,22 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     tls = (args.tls_cert, args.tls_key) if args.tls_cert else None
     run_forever(Environment(config, args.pgwire_port, args.http_port, tls=tls))
     return 0
+
+
+SUPERUSER_PASSWORD_ENV = "TIDEMARK_SUPERUSER_PASSWORD"
+
+
+def _superusers(args: argparse.Namespace) -> dict[str, str]:
+    """`--superuser NAME`: a superuser configured outside the catalog, its
+    password from the environment (never on the command line, where `ps` shows it)."""
+    if args.superuser is None:
+        return {}
+    import os
+
+    password = os.environ.get(SUPERUSER_PASSWORD_ENV)
+    if not password:
+        raise SystemExit(f"tidemark serve: --superuser needs {SUPERUSER_PASSWORD_ENV} set")
+    return {args.superuser: password}
 
 
 def _cmd_gen_secrets_key(args: argparse.Namespace) -> int:
@@ -201,6 +218,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--tls-cert", default=None, metavar="FILE", help="PEM certificate: TLS on pgwire and HTTP"
     )
     serve.add_argument("--tls-key", default=None, metavar="FILE", help="its PEM private key")
+    serve.add_argument(
+        "--superuser",
+        default=None,
+        metavar="NAME",
+        help="a superuser with the password in $TIDEMARK_SUPERUSER_PASSWORD; "
+        "turns on password authentication for everybody",
+    )
     serve.set_defaults(func=_cmd_serve)
 
     gen_key = subcommands.add_parser("gen-secrets-key", help="print a new secrets key")

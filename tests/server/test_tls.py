@@ -4,8 +4,12 @@ HTTPS with the CA; without a certificate SSLRequest is answered 'N'."""
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -14,84 +18,10 @@ from pathlib import Path
 import psycopg
 import pytest
 import requests
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from coordinator_lib.server.environment import Environment
 from tests.adapter.conftest import fast_config
-
-
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-
-
-def make_certificates(directory: Path) -> tuple[Path, Path, Path]:
-    """A test CA and a server certificate it signed for 127.0.0.1 / localhost:
-    (ca.pem, server.pem, server.key)."""
-    now = dt.datetime.now(dt.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(_name("tidemark test CA"))
-        .issuer_name(_name("tidemark test CA"))
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    server = (
-        x509.CertificateBuilder()
-        .subject_name(_name("127.0.0.1"))
-        .issuer_name(ca.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
-        )
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    paths = directory / "ca.pem", directory / "server.pem", directory / "server.key"
-    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    paths[1].write_bytes(server.public_bytes(serialization.Encoding.PEM))
-    paths[2].write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    paths[2].chmod(0o600)
-    return paths
+from tests.server.certificates import make_certificates
 
 
 @pytest.fixture
@@ -196,3 +126,101 @@ def test_serve_wants_certificate_and_key_together(tmp_path: Path) -> None:
 
     with pytest.raises(SystemExit, match="--tls-cert and --tls-key go together"):
         main(["serve", "--data-dir", str(tmp_path / "env"), "--tls-cert", str(tmp_path / "c")])
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_tidemark_serve_secured(tmp_path: Path, certificates: tuple[Path, Path, Path]) -> None:
+    """`tidemark serve --superuser --tls-cert --tls-key --secrets-key-file` as
+    an operator starts it: only TLS + SCRAM for the superuser get in, secrets
+    work with the key file, the data directory is private."""
+    ca, cert, key = certificates
+    key_file = tmp_path / "secrets.key"
+    key_file.write_text(
+        subprocess.run(
+            [sys.executable, "-m", "coordinator_lib.cli", "gen-secrets-key"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    data_dir, pg_port, http_port = tmp_path / "d", _free_port(), _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "TIDEMARK_SECRETS_KEY"}
+    env["TIDEMARK_SUPERUSER_PASSWORD"] = "s3cret-admin"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "coordinator_lib.cli",
+            "serve",
+            "--data-dir",
+            str(data_dir),
+            "--pgwire-port",
+            str(pg_port),
+            "--http-port",
+            str(http_port),
+            "--superuser",
+            "admin",
+            "--tls-cert",
+            str(cert),
+            "--tls-key",
+            str(key),
+            "--secrets-key-file",
+            str(key_file),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    base = f"host=127.0.0.1 port={pg_port} dbname=materialize connect_timeout=5"
+    secure = f"{base} user=admin password=s3cret-admin sslmode=verify-full sslrootcert={ca}"
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                conn = psycopg.connect(secure, autocommit=True)
+                break
+            except psycopg.OperationalError:
+                if time.time() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.5)
+        with conn:
+            assert conn.pgconn.ssl_in_use
+            conn.execute("CREATE SECRET s AS 'from-the-key-file'")
+        with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+            psycopg.connect(f"{base} user=admin password=wrong sslmode=require")
+        with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+            psycopg.connect(f"{base} user=materialize password=x sslmode=require")
+        response = requests.post(
+            f"https://127.0.0.1:{http_port}/api/sql",
+            json={"query": "SELECT name FROM mz_secrets"},
+            auth=("admin", "s3cret-admin"),
+            verify=str(ca),
+            timeout=30,
+        )
+        assert response.json()["results"][0]["rows"] == [["s"]]
+        assert stat.S_IMODE(os.stat(data_dir).st_mode) == 0o700
+        assert stat.S_IMODE(os.stat(data_dir / "consensus.db").st_mode) == 0o600
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, output
+    assert b"from-the-key-file" not in b"".join(
+        p.read_bytes() for p in data_dir.iterdir() if p.name.startswith("consensus.db")
+    )
+
+
+def test_serve_superuser_needs_its_password(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from coordinator_lib.cli import main
+
+    monkeypatch.delenv("TIDEMARK_SUPERUSER_PASSWORD", raising=False)
+    with pytest.raises(SystemExit, match="TIDEMARK_SUPERUSER_PASSWORD"):
+        main(["serve", "--data-dir", str(tmp_path / "env"), "--superuser", "admin"])

@@ -52,6 +52,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         webhook_max_concurrency=args.webhook_max_concurrency,
         secrets_key_file=args.secrets_key_file,
         users=_superusers(args),
+        local_max_rows=LOCAL_MAX_ROWS if args.local_max_rows is None else args.local_max_rows,
     )
     if args.secrets_key_file:  # a bad or misplaced key file stops serve before it starts
         from coordinator_lib.adapter.secrets_key import SecretsKeyError, configured_key
@@ -224,6 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="a superuser with the password in $TIDEMARK_SUPERUSER_PASSWORD; "
         "turns on password authentication for everybody",
+    )
+    serve.add_argument(
+        "--local-max-rows",
+        type=int,
+        default=None,
+        metavar="N",
+        help="queries and steps over inputs storing more updates run on Spark (0: always)",
     )
     serve.set_defaults(func=_cmd_serve)
 

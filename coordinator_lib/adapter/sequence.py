@@ -626,7 +626,9 @@ def _insert(
         changes = {plan.id: [(row, 1) for row in rows]}
         if session.transaction is not None:
             written = session.transaction.writes.get(plan.id, [])
-            # UNIQUE keys: fail this statement now (COMMIT checks again).
+            # A value that cannot be stored, or a duplicate UNIQUE key, fails
+            # this statement now, as in PostgreSQL (COMMIT checks again).
+            coord.group_commit.encode(changes)
             coord.group_commit.check({plan.id: written + changes[plan.id]})
             session.transaction.writes.setdefault(plan.id, []).extend(changes[plan.id])
         elif rows:

@@ -25,6 +25,7 @@ from coordinator_lib.adapter.webhook import (
     jsonb_text,
 )
 from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.repr.relation import TIME_COLUMN
 from coordinator_lib.sql.coercion import canonical_jsonb
 from tests.adapter.conftest import fast_config, run_on
 from tests.webhook.conftest import Sql
@@ -72,8 +73,8 @@ def test_concurrent_requests_share_one_durable_append(
         time.sleep(0.05)
         storage_append(commands)
         for command in commands:
-            if command.id == source and command.updates:
-                appends.append({u.time for u in command.updates})
+            if command.id == source and len(command.updates):  # group commit's encoded table
+                appends.append(set(command.updates.column(TIME_COLUMN).to_pylist()))
 
     def request(n: int) -> AppendResult:
         result = _append(appender, "events", str(n))

@@ -52,7 +52,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         webhook_max_concurrency=args.webhook_max_concurrency,
         secrets_key_file=args.secrets_key_file,
         users=_superusers(args),
-        local_max_rows=LOCAL_MAX_ROWS if args.local_max_rows is None else args.local_max_rows,
+        **({} if args.local_max_rows is None else {"local_max_rows": args.local_max_rows}),
     )
     if args.secrets_key_file:  # a bad or misplaced key file stops serve before it starts
         from coordinator_lib.adapter.secrets_key import SecretsKeyError, configured_key

@@ -3,12 +3,16 @@ a transaction's writes to several tables land together or not at all, and a
 value that cannot be stored fails its own writer with a proper SQLSTATE and
 nothing else, even when group commit put it in one batch with others.
 
-The environment runs in-process without Spark (small tables), so these
-tests never start a JVM. The SIGKILL half is tests/persist/test_crash.py."""
+The environments run without Spark (small tables), so these tests never
+start a JVM. The SIGKILL loop is tests/persist/test_crash.py (below SQL, both
+backends) and, over pgwire with `tidemark serve` killed, the last test here."""
 
 from __future__ import annotations
 
+import itertools
+import random
 import threading
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -21,6 +25,7 @@ from coordinator_lib.adapter.client import serve
 from coordinator_lib.adapter.errors import AdapterError
 from coordinator_lib.server.environment import Environment
 from tests.adapter.conftest import fast_config, run_on
+from tests.fixtures.serve_process import Server
 
 BAD_PRICE = "1e40"  # numeric is numeric(38, 10): at most 28 digits before the point
 
@@ -173,3 +178,60 @@ def test_group_commit_refuses_only_the_writer_whose_value_cannot_be_stored(
         session.terminate()
     finally:
         handle.shutdown()
+
+
+SERVER_KILLS = 3
+TX_CLIENTS = 4
+
+
+@pytest.mark.slow
+def test_sigkilled_server_tears_no_transaction(tmp_path: Path) -> None:
+    """The issue's crash: psycopg clients commit `BEGIN; INSERT INTO tx1;
+    INSERT INTO tx2; COMMIT` while `tidemark serve` is SIGKILLed mid-write,
+    restarted and killed again. Afterwards tx1 and tx2 hold the same ids
+    and every acknowledged one. (tests/persist/test_crash.py does the same
+    below SQL with many more kills, on both consensus backends.)"""
+    data, log = tmp_path / "env", tmp_path / "serve.log"
+    server = Server(data, log)
+    server.sql("CREATE TABLE tx1 (id bigint)")
+    server.sql("CREATE TABLE tx2 (id bigint)")
+    acked: set[int] = set()
+    lock = threading.Lock()
+    rng = random.Random(0x5EED)
+    for cycle in range(SERVER_KILLS):
+
+        def client(number: int, dsn: str = server.dsn, cycle: int = cycle) -> None:
+            try:
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    for seq in itertools.count():
+                        id = (cycle * TX_CLIENTS + number) * 1_000_000 + seq
+                        with conn.transaction():
+                            conn.execute("INSERT INTO tx1 VALUES (%s)", (id,))
+                            conn.execute("INSERT INTO tx2 VALUES (%s)", (id,))
+                        with lock:
+                            acked.add(id)
+            except psycopg.OperationalError:
+                return  # the server died under us: the last outcome is unknown
+
+        before = len(acked)
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(TX_CLIENTS)]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 30
+        while len(acked) < before + 20 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0, 0.3))
+        server.kill()
+        for thread in threads:
+            thread.join(60)
+        assert not any(thread.is_alive() for thread in threads)
+        assert len(acked) >= before + 20, f"cycle {cycle}: too few commits before the kill"
+        server = Server(data, log)
+    try:
+        first = [id for (id,) in server.sql("SELECT id FROM tx1")]
+        second = [id for (id,) in server.sql("SELECT id FROM tx2")]
+    finally:
+        server.stop()
+    assert len(first) == len(set(first)) and len(second) == len(set(second))
+    assert set(first) ^ set(second) == set(), "a transaction landed in one table only"
+    assert acked <= set(first), f"acknowledged but lost: {sorted(acked - set(first))[:5]}"

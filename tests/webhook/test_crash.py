@@ -6,18 +6,14 @@ request appended exactly once in the end."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import requests
+
+from tests.fixtures.serve_process import Server
 
 pytestmark = pytest.mark.slow
 
@@ -25,64 +21,6 @@ CLIENTS = 8
 SOURCE = (
     "CREATE SOURCE events FROM WEBHOOK BODY FORMAT JSON INCLUDE HEADER 'idempotency-key' AS ikey"
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Server:
-    """`tidemark serve` on a data directory, as its own process."""
-
-    def __init__(self, data_dir: Path, log: Path) -> None:
-        self.http_port = _free_port()
-        self.log = log.open("ab")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "coordinator_lib.cli",
-                "serve",
-                "--data-dir",
-                str(data_dir),
-                "--pgwire-port",
-                str(_free_port()),
-                "--http-port",
-                str(self.http_port),
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        self.url = f"http://127.0.0.1:{self.http_port}"
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if requests.get(f"{self.url}/api/health", timeout=5).status_code == 200:
-                    return
-            except requests.ConnectionError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"tidemark serve did not start; see {log}")
-            time.sleep(0.2)
-
-    def sql(self, query: str) -> list[Any]:
-        answer = requests.post(f"{self.url}/api/sql", json={"query": query}, timeout=60).json()
-        result = answer["results"][-1]
-        assert "error" not in result, result
-        return result.get("rows", [])
-
-    def kill(self) -> None:
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(30)
-        self.log.close()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(60)
-        self.log.close()
 
 
 def _request(key: str) -> bytes:

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from coordinator_lib.persist import batch as batch_io
 from coordinator_lib.persist.blob import BlobStore
+from coordinator_lib.persist.consensus import ConsensusError
 from coordinator_lib.persist.errors import (
     InvalidUpdates,
     LeaseExpired,
@@ -656,6 +657,8 @@ def compare_and_append_all(appends: Sequence[Append]) -> None:
             for shard, key in written:
                 shard.blob.delete_batch(shard.shard_id, key)
                 shard._writer_registered = False
+        except ConsensusError:
+            raise  # unknown outcome: the states may name the blobs; if not, GC takes them
         except BaseException:
             for shard, key in written:
                 shard.blob.delete_batch(shard.shard_id, key)

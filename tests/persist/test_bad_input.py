@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 from coordinator_lib.persist import (
+    ConsensusError,
     InvalidUpdates,
     LeaseExpired,
     PersistClient,
@@ -315,3 +316,28 @@ def test_lapsed_writer_lease_append_lands_once(client: PersistClient, shard: Sha
     assert canonical(shard.snapshot(UPPER + 1)).count(((6, "f", 6, True), 1)) == 1
     named = {b.key for b in shard.state().batches}
     assert set(shard.blob.list_batches(shard.shard_id)) == named
+
+
+def test_append_with_unknown_outcome_keeps_its_blob(
+    client: PersistClient, shard: Shard, consensus_url: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The commit lands, another process changes the shard, then the reply
+    is lost (ConsensusError): the writer cannot tell whether its batch is
+    named, so it must not delete the blob (GC takes it if it is not)."""
+    other = open_client(consensus_url, tmp_path)  # the same environment
+    real = client.consensus.compare_and_set_all
+
+    def landed_then_lost(changes: Any) -> bool:
+        assert real(changes)
+        other.open_shard(shard.shard_id, DESC).open_leased_reader()  # the head moves on
+        raise ConsensusError("connection lost after the commit")
+
+    monkeypatch.setattr(client.consensus, "compare_and_set_all", landed_then_lost)
+    with pytest.raises(ConsensusError):
+        shard.compare_and_append([row((7, "g", 7, True))], Frontier(UPPER), Frontier(UPPER + 1))
+    monkeypatch.undo()
+    assert shard.upper() == Frontier(UPPER + 1)  # it did land
+    assert ((7, "g", 7, True), 1) in shard.snapshot(UPPER)
+    named = {b.key for b in shard.state().batches}
+    assert set(shard.blob.list_batches(shard.shard_id)) == named
+    other.close()

@@ -12,6 +12,7 @@ secret or the CHECK's details):
 - 404: no webhook source has that name;
 - 413: the body is over `Config.webhook_max_body_bytes` (default 2 MiB);
 - 429: `Config.webhook_max_concurrency` requests are in flight already;
+- 507: the disk holding the data is full (nothing written; retry later);
 - 503: the server is shutting down;
 - 500: anything else (a bug; logged).
 
@@ -33,6 +34,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from coordinator_lib.adapter.webhook import AppendWebhookError, WebhookAppender
+from coordinator_lib.persist.errors import DiskFull
 
 if TYPE_CHECKING:
     from coordinator_lib.adapter.coordinator import Coordinator
@@ -131,6 +133,8 @@ class WebhookEndpoint:
             return _answer(error)
         except ClientDisconnect:
             return Response(status_code=400)  # nobody is listening
+        except DiskFull:  # nothing was written; a retry succeeds once space is freed
+            return PlainTextResponse("insufficient storage: the disk is full", status_code=507)
         except RuntimeError as error:
             if request.app.state.shutting_down or "shutdown" in str(error):
                 return _answer(AppendWebhookError.unavailable())  # the executor stopped

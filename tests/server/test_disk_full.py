@@ -2,7 +2,7 @@
 53100 disk_full with a message, the session stays usable, nothing
 acknowledged is lost, and once space is freed writes succeed again without
 restarting the server. Before, the connection was dropped ("server closed
-the connection unexpectedly").
+the connection unexpectedly"). A webhook request answers 507 meanwhile.
 
 The disk is a small tmpfs mounted for the test (root can mount one); where
 mounting is not allowed, the same failure is injected: Parquet writes raise
@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import requests
 from psycopg import errors
 
 from coordinator_lib.persist import batch as batch_io
@@ -110,9 +111,16 @@ def test_disk_full_answers_53100_and_recovers(
     try:
         with psycopg.connect(_dsn(env), autocommit=True) as conn:
             conn.execute("CREATE TABLE t (id int, payload text)")
+            conn.execute("CREATE SOURCE wh FROM WEBHOOK BODY FORMAT TEXT")
             conn.execute("INSERT INTO t VALUES (1, 'before')")
             acknowledged = {1}
+            webhook = f"http://127.0.0.1:{env.http.port}/api/webhook/materialize/public/wh"
             small_disk.fill()
+            refused = requests.post(webhook, data="x" * 2000, timeout=30)
+            assert (refused.status_code, refused.text) == (
+                507,
+                "insufficient storage: the disk is full",
+            )
             for id in (2, 3):
                 with pytest.raises(errors.DiskFull) as full:
                     conn.execute("INSERT INTO t VALUES (%s, %s)", (id, "x" * 2000))
@@ -126,6 +134,8 @@ def test_disk_full_answers_53100_and_recovers(
                 acknowledged.add(id)
             rows = conn.execute("SELECT id FROM t ORDER BY id").fetchall()
             assert {r[0] for r in rows} == acknowledged
+            assert requests.post(webhook, data="after", timeout=30).status_code == 200
+            assert conn.execute("SELECT body FROM wh").fetchall() == [("after",)]
         with psycopg.connect(_dsn(env), autocommit=True) as other:  # new sessions too
             other.execute("INSERT INTO t VALUES (6, 'new session')")
             assert other.execute("SELECT count(*) FROM t").fetchone() == (len(acknowledged) + 1,)

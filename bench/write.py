@@ -107,8 +107,15 @@ class Profiler:
             for frame in {f for f in stack.split(";") if "coordinator_lib" in f}:
                 name = re.sub(r" \(coordinator_lib/([^:]+):\d+\)", r" (\1)", frame)
                 inclusive[name] += int(samples)
-        plumbing = ("_Connection.", "SessionClient.execute", "SessionClient._execute_one")
-        plumbing += ("sequence (", "run_forever", "_handle (", "_dispatch (")
+        plumbing: tuple[str, ...] = (
+            "_Connection.",
+            "SessionClient.execute",
+            "SessionClient._execute_one",
+            "sequence (",
+            "run_forever",
+            "_handle (",
+            "_dispatch (",
+        )
         rows = [
             f"{100 * n / total:.0f}% {name}"
             for name, n in inclusive.most_common(60)

@@ -177,15 +177,14 @@ class CsvDecoder:
                     self.ended = True
                     continue
                 start_line = n
-            if quote not in line:
-                fields: list[str | None] | None = [
-                    None if f == null else f for f in line.split(delimiter)
-                ]
-            else:
-                fields = self._split_quoted(line)
-                if fields is None:  # inside quotes at the end of the line
-                    self.partial, self.partial_line = line, start_line
-                    continue
+            fields = (
+                [None if f == null else f for f in line.split(delimiter)]
+                if quote not in line
+                else self._split_quoted(line)
+            )
+            if fields is None:  # inside quotes at the end of the line
+                self.partial, self.partial_line = line, start_line
+                continue
             self.partial = None
             if self.skip:
                 self.skip = False

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture
 def environment(tmp_path: Path, spark: Any) -> Iterator[Environment]:
-    config = fast_config(tmp_path / "env", users={"alice": "s3cret"})
+    config = fast_config(tmp_path / "env")  # no users: loopback is trusted
     env = Environment(config, pgwire_port=0, http_port=0, spark=spark)
     env.start()
     try:
@@ -80,7 +80,20 @@ def test_psycopg_cancel(environment: Environment) -> None:
         assert conn.execute("SELECT 2").fetchone() == (2,)
 
 
-def test_password_authentication(environment: Environment) -> None:
+@pytest.fixture
+def password_environment(tmp_path: Path) -> Iterator[Environment]:
+    """A configured user: every connection gives a password (tests/server/test_auth.py)."""
+    config = fast_config(tmp_path / "env", users={"alice": "s3cret"})
+    env = Environment(config, pgwire_port=0, http_port=0)
+    env.start()
+    try:
+        yield env
+    finally:
+        env.stop()
+
+
+def test_password_authentication(password_environment: Environment) -> None:
+    environment = password_environment
     with pytest.raises(psycopg.OperationalError) as wrong:
         psycopg.connect(dsn(environment, "alice", "nope"))
     assert 'password authentication failed for user "alice"' in str(wrong.value)

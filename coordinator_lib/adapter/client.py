@@ -50,6 +50,7 @@ from coordinator_lib.compute import budget
 from coordinator_lib.compute.local_scalar import EvalError
 from coordinator_lib.persist.errors import DiskFull
 from coordinator_lib.repr.relation import ScalarType
+from coordinator_lib.sql.depth import too_deep
 from coordinator_lib.sql.dialect import Tidemark
 from coordinator_lib.sql.errors import NotNullViolation, SqlError
 from coordinator_lib.sql.params import bind_parameters, parameter_count, parameter_types
@@ -261,6 +262,10 @@ class SessionClient:
         except EvalError as error:  # a runtime error evaluating the query (in-process)
             self._finish(record, kind, "error", error.message)
             raise AdapterError(error.message, code=error.code) from None
+        except RecursionError:  # running a plan nested beyond sql/depth.py's limit
+            deep = too_deep()
+            self._finish(record, kind, "error", deep.message)
+            raise AdapterError.from_sql_error(deep) from None
         except budget.QueryOutOfMemory as error:
             self._finish(record, kind, "error", error.message)
             raise AdapterError(error.message, code=error.code, hint=error.hint) from None

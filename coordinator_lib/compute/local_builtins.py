@@ -19,6 +19,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from coordinator_lib.repr.numeric import NumericFieldOverflow, to_numeric
+
 NUMERIC_SCALE = decimal.Decimal(1).scaleb(-10)
 _CONTEXT = decimal.Context(prec=60, rounding=decimal.ROUND_HALF_UP)
 
@@ -30,7 +32,11 @@ class FunctionError(ValueError):
 
 
 def _numeric(value: decimal.Decimal) -> decimal.Decimal:
-    return value.quantize(NUMERIC_SCALE, rounding=decimal.ROUND_HALF_UP, context=_CONTEXT)
+    """`value` in numeric's bound (repr/numeric.py), overflow as 22003."""
+    try:
+        return to_numeric(value)
+    except NumericFieldOverflow as error:
+        raise FunctionError(error.message, error.code) from None
 
 
 def _from_float(value: float) -> decimal.Decimal:

@@ -38,20 +38,21 @@ from coordinator_lib.expr.scalar import (
     is_integer,
 )
 from coordinator_lib.repr.array import array_text
+from coordinator_lib.repr.numeric import ARITHMETIC, NumericFieldOverflow
+from coordinator_lib.repr.numeric import to_numeric as stored_numeric
 from coordinator_lib.repr.relation import ColumnType, ScalarType
-from coordinator_lib.sql.coercion import INT_RANGES, parse_text_as
+from coordinator_lib.sql.coercion import INT_RANGES, REAL_MAX, parse_text_as
 
 S = ScalarType
 Row = tuple[Any, ...]
-NUMERIC_CONTEXT = decimal.Context(prec=40, rounding=decimal.ROUND_HALF_EVEN)
-# numeric is stored as decimal(38, 10) (repr/relation.py): results keep 10
-# places, rounded half up as Spark's cast does, so both engines agree.
-NUMERIC_SCALE = decimal.Decimal(1).scaleb(-10)
 
 
-def to_numeric(value: decimal.Decimal) -> decimal.Decimal:
-    """Round to numeric's stored scale."""
-    return value.quantize(NUMERIC_SCALE, rounding=decimal.ROUND_HALF_UP, context=NUMERIC_CONTEXT)
+def to_numeric(value: decimal.Decimal | int) -> decimal.Decimal:
+    """`value` in numeric's bound (repr/numeric.py), overflow as 22003."""
+    try:
+        return stored_numeric(value)
+    except NumericFieldOverflow as error:
+        raise EvalError(error.message, error.code) from None
 
 
 class EvalError(Exception):
@@ -154,7 +155,7 @@ def _cast(value: Any, src: ScalarType, dst: ScalarType) -> Any:
             return to_numeric(decimal.Decimal(repr(value)))
         return to_numeric(decimal.Decimal(value))
     if dst in (S.REAL, S.DOUBLE):
-        return float(value)
+        return _float_result(float(value), dst, value)
     if dst is S.BOOLEAN and is_integer(src):
         return value != 0
     if src is S.DATE and dst in (S.TIMESTAMP, S.TIMESTAMPTZ):
@@ -187,22 +188,38 @@ def _arith(func: BinaryFunc, a: Any, b: Any, st: ScalarType) -> Any:
         return _check_range(result, st)
     if st is S.NUMERIC:
         ops = {
-            BinaryFunc.ADD: NUMERIC_CONTEXT.add,
-            BinaryFunc.SUB: NUMERIC_CONTEXT.subtract,
-            BinaryFunc.MUL: NUMERIC_CONTEXT.multiply,
-            BinaryFunc.DIV: NUMERIC_CONTEXT.divide,
-            BinaryFunc.MOD: NUMERIC_CONTEXT.remainder,
+            BinaryFunc.ADD: ARITHMETIC.add,
+            BinaryFunc.SUB: ARITHMETIC.subtract,
+            BinaryFunc.MUL: ARITHMETIC.multiply,
+            BinaryFunc.DIV: ARITHMETIC.divide,
+            BinaryFunc.MOD: ARITHMETIC.remainder,
         }
         return to_numeric(ops[func](a, b))
     if func is BinaryFunc.ADD:
-        return a + b
-    if func is BinaryFunc.SUB:
-        return a - b
-    if func is BinaryFunc.MUL:
-        return a * b
-    if func is BinaryFunc.DIV:
-        return a / b
-    return math.fmod(a, b)
+        result = a + b
+    elif func is BinaryFunc.SUB:
+        result = a - b
+    elif func is BinaryFunc.MUL:
+        result = a * b
+        if result == 0 and a != 0 and b != 0:
+            raise EvalError("value out of range: underflow", "22003")
+    elif func is BinaryFunc.DIV:
+        result = a / b
+        if result == 0 and a != 0 and not math.isinf(b):
+            raise EvalError("value out of range: underflow", "22003")
+    else:
+        return math.fmod(a, b)
+    return _float_result(result, st, a, b)
+
+
+def _float_result(result: float, st: ScalarType, *inputs: Any) -> float:
+    """PostgreSQL's float overflow check: an infinite result (beyond real's
+    range for a real) from finite inputs is 22003, never `inf`."""
+    finite_inputs = all(not isinstance(v, float) or math.isfinite(v) for v in inputs)
+    too_big = math.isinf(result) or (st is S.REAL and abs(result) > REAL_MAX)
+    if too_big and finite_inputs:
+        raise EvalError("value out of range: overflow", "22003")
+    return result
 
 
 def _scalar_type(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> ScalarType:
@@ -269,9 +286,14 @@ def eval_scalar(expr: ScalarExpr, row: Row, types: tuple[ColumnType, ...]) -> An
         st = _scalar_type(expr.expr, types)
         if func is UnaryFunc.NOT:
             return not value
+        # copy_negate / copy_abs: `-d` and `abs(d)` round a Decimal to 28 digits.
         if func is UnaryFunc.NEG:
+            if isinstance(value, decimal.Decimal):
+                return value.copy_negate()
             return _check_range(-value, st) if is_integer(st) else -value
         if func is UnaryFunc.ABS:
+            if isinstance(value, decimal.Decimal):
+                return value.copy_abs()
             return _check_range(abs(value), st) if is_integer(st) else abs(value)
         if func is UnaryFunc.LOWER:
             return value.lower()
@@ -334,9 +356,13 @@ def aggregate_values(
     if agg.func is AggregateFunc.MAX:
         return max(values)
     if out_type is S.NUMERIC:
-        return to_numeric(sum((decimal.Decimal(v) for v in values), decimal.Decimal(0)))
+        return to_numeric(
+            functools.reduce(ARITHMETIC.add, map(decimal.Decimal, values), decimal.Decimal(0))
+        )
     total = sum(values)
-    return _check_range(total, out_type) if is_integer(out_type) else total
+    if is_integer(out_type):
+        return _check_range(total, out_type)
+    return _float_result(total, out_type, *values)
 
 
 def _compare_nullable(a: Any, b: Any, descending: bool, nulls_first: bool) -> int:

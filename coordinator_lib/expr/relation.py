@@ -35,10 +35,20 @@ class RelationExpr:
         return ()
 
     def depends_on(self) -> set[GlobalId]:
-        """The collections this expression reads."""
+        """The collections this expression reads. Each shared subplan is
+        visited once: plans of nested subqueries reuse a subplan on several
+        branches, and walking them as a tree was exponential in the depth."""
         out: set[GlobalId] = set()
-        for child in self.inputs():
-            out |= child.depends_on()
+        seen: set[int] = set()
+        pending: list[RelationExpr] = [self]
+        while pending:
+            node = pending.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if type(node).depends_on is not RelationExpr.depends_on:
+                out |= node.depends_on()  # a leaf that reads a collection (Get)
+            pending.extend(node.inputs())
         return out
 
 

@@ -64,6 +64,7 @@ from coordinator_lib.adapter.metrics import Metrics
 from coordinator_lib.adapter.responses import ExecuteResponse, ExecuteResponseKind, ResultColumn
 from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.server.pg_types import PG_TYPES
+from coordinator_lib.sql.depth import allow_deep_statements
 from coordinator_lib.sql.dialect import split_statements
 
 if TYPE_CHECKING:
@@ -176,6 +177,7 @@ class HttpServer:
         """Bind, start serving, and return once connections are accepted."""
         if self._thread is not None:
             raise RuntimeError("HttpServer already started")
+        allow_deep_statements()  # the server's threads get the stack deep SQL needs
         sock = _bind(self.host, self.port)
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(

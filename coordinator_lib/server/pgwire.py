@@ -52,6 +52,7 @@ from coordinator_lib.server.pg_types import (
 )
 from coordinator_lib.server.sql_prepare import Prepare, parse_execute, parse_prepare
 from coordinator_lib.server.tls_stream import TlsStream
+from coordinator_lib.sql.depth import allow_deep_statements
 
 if TYPE_CHECKING:
     # Types only: importing client.py at run time would load the whole coordinator.
@@ -1340,6 +1341,7 @@ class PgwireServer:
     def start(self) -> None:
         """Listen (port 0 picks a free port, then `.port` tells which) and
         accept connections on a background thread."""
+        allow_deep_statements()  # connection threads get the stack deep SQL needs
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         listener = socket.socket(family, socket.SOCK_STREAM)
         try:

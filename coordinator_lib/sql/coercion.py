@@ -27,6 +27,7 @@ from typing import Any
 from sqlglot import exp
 
 from coordinator_lib.expr.scalar import NUMERIC_RANK, is_integer, is_numeric
+from coordinator_lib.repr.numeric import NumericFieldOverflow, to_numeric
 from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.sql.errors import (
     InvalidDatetimeFormat,
@@ -44,6 +45,7 @@ INT_RANGES = {
     S.BIGINT: (-(2**63), 2**63 - 1),
 }
 REAL_MAX = 3.4028234663852886e38
+REAL_MIN = 7e-46  # below half of real's smallest subnormal (1.4e-45) rounds to zero
 
 # PostgreSQL's internal type names: what `SELECT 1::int` calls its column.
 INTERNAL_NAMES = {
@@ -225,7 +227,8 @@ def integer_literal_type(value: int) -> ScalarType:
 
 
 def number_literal(text: str) -> tuple[Any, ScalarType]:
-    """Value and type of a numeric constant as written (`42`, `1.5`, `1e3`)."""
+    """Value and type of a numeric constant as written (`42`, `1.5`, `1e3`);
+    a numeric one exact, not yet in numeric's bound (the binder decides)."""
     if re.fullmatch(r"\d+", text):
         value = int(text)
         st = integer_literal_type(value)
@@ -234,6 +237,14 @@ def number_literal(text: str) -> tuple[Any, ScalarType]:
         return decimal.Decimal(text), S.NUMERIC
     except decimal.InvalidOperation:
         raise InvalidTextRepresentation(f"invalid numeric literal {text!r}") from None
+
+
+def stored_numeric(value: decimal.Decimal | int) -> decimal.Decimal:
+    """`value` in numeric's bound (repr/numeric.py), overflow as 22003."""
+    try:
+        return to_numeric(value)
+    except NumericFieldOverflow as error:
+        raise NumericValueOutOfRange(error.message, detail=error.detail) from None
 
 
 def check_int_range(value: int, st: ScalarType) -> int:
@@ -271,7 +282,7 @@ def parse_text_as(text: str, st: ScalarType) -> Any:
             value = None
         if value is None or not value.is_finite():
             raise InvalidTextRepresentation(f'invalid input syntax for type numeric: "{text}"')
-        return value
+        return stored_numeric(value)
     if st in (S.REAL, S.DOUBLE):
         try:
             number = float(stripped)
@@ -279,8 +290,14 @@ def parse_text_as(text: str, st: ScalarType) -> Any:
             raise InvalidTextRepresentation(
                 f'invalid input syntax for type {st.value}: "{text}"'
             ) from None
-        if st is S.REAL and math.isfinite(number) and abs(number) > REAL_MAX:
-            raise NumericValueOutOfRange(f'"{text}" is out of range for type real')
+        smallest = REAL_MIN if st is S.REAL else 0.0
+        spelled_infinite = "inf" in stripped.lower()
+        overflow = math.isinf(number) and not spelled_infinite
+        overflow |= st is S.REAL and math.isfinite(number) and abs(number) > REAL_MAX
+        underflow = abs(number) <= smallest or number == 0
+        underflow &= re.search(r"[1-9]", stripped.lower().split("e")[0]) is not None
+        if overflow or underflow:
+            raise NumericValueOutOfRange(f'"{text}" is out of range for type {st.value}')
         return number
     if st is S.BYTEA:
         return _parse_bytea(text)
@@ -375,16 +392,16 @@ def fold_cast(value: Any, src: ScalarType, dst: ScalarType) -> Any:
     if is_integer(src) and is_integer(dst):
         return check_int_range(value, dst)
     if is_integer(src) and dst is S.NUMERIC:
-        return decimal.Decimal(value)
+        return stored_numeric(value)
     if is_integer(src) and dst in (S.REAL, S.DOUBLE) and abs(value) < 2**53:
         return float(value)
     if src is S.NUMERIC and is_integer(dst):
         rounded = int(value.quantize(decimal.Decimal(1), rounding=decimal.ROUND_HALF_UP))
         return check_int_range(rounded, dst)
-    if src is S.NUMERIC and dst is S.DOUBLE:
+    if src is S.NUMERIC and dst in (S.REAL, S.DOUBLE):
         number = float(value)
-        if math.isinf(number):
-            raise NumericValueOutOfRange(f"value out of range for double precision: {value}")
+        if math.isinf(number) or (dst is S.REAL and abs(number) > REAL_MAX):
+            raise NumericValueOutOfRange(f'"{value}" is out of range for type {dst.value}')
         return number
     if dst is S.TEXT and (is_integer(src) or src is S.NUMERIC):
         return str(value)

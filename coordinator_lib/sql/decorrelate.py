@@ -80,15 +80,17 @@ def is_global_aggregate(plan: Union) -> bool:
     )
 
 
-def reads_outer(node: RelationExpr, memo: dict[int, bool] | None = None) -> bool:
-    """Whether any operator in `node` reads a column of an enclosing query."""
-    memo = {} if memo is None else memo
-    key = id(node)
-    if key not in memo:
-        memo[key] = any(has_outer(s) for s in node_scalars(node)) or any(
-            reads_outer(child, memo) for child in node.inputs()
+def reads_outer(node: RelationExpr) -> bool:
+    """Whether any operator in `node` reads a column of an enclosing query.
+    Remembered on the (immutable) node: each level of nested subqueries asks
+    again about everything below it, which was quadratic in the depth."""
+    cached = node.__dict__.get("_reads_outer")
+    if cached is None:
+        cached = any(has_outer(s) for s in node_scalars(node)) or any(
+            reads_outer(child) for child in node.inputs()
         )
-    return memo[key]
+        node.__dict__["_reads_outer"] = cached  # a cache, not a field
+    return bool(cached)
 
 
 def apply_outer(
@@ -107,7 +109,6 @@ class _Apply:
         self.k = 0 if outer is None else outer.desc.arity
         self.positions = positions
         self.memo: dict[int, RelationExpr] = {}
-        self.reads: dict[int, bool] = {}
 
     def scalar(self, expr: ScalarExpr, column: dict[int, int] | None = None) -> ScalarExpr:
         """`expr` over the new layout: input column c -> column[c] (default
@@ -131,7 +132,7 @@ class _Apply:
         return self.memo[key]
 
     def _apply(self, node: RelationExpr) -> RelationExpr:
-        if not reads_outer(node, self.reads):
+        if not reads_outer(node):
             if self.outer is None:
                 return node
             if isinstance(node, Constant) and node.rows == (((), 1),):
@@ -216,7 +217,7 @@ class _Apply:
         prefixes: list[int] = []  # where each decorrelated input's outer part starts
         width = self.k
         for child, offset in zip(node.inputs_, node.input_offsets(), strict=True):
-            if self.outer is not None and reads_outer(child, self.reads):
+            if self.outer is not None and reads_outer(child):
                 inputs.append(self.apply(child))
                 prefixes.append(width)
                 width += self.k

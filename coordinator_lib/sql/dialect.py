@@ -50,7 +50,9 @@ from coordinator_lib.sql.cluster_syntax import TRANSFORMS as CLUSTER_TRANSFORMS
 from coordinator_lib.sql.cluster_syntax import parse_create_cluster
 from coordinator_lib.sql.continual_task_syntax import TRANSFORMS as CONTINUAL_TASK_TRANSFORMS
 from coordinator_lib.sql.continual_task_syntax import parse_create_continual_task
-from coordinator_lib.sql.errors import ParseError
+from coordinator_lib.sql.depth import too_deep
+from coordinator_lib.sql.errors import ParseError, SqlError
+from coordinator_lib.sql.escape_string import scan_escape_string
 from coordinator_lib.sql.statements import (
     TRANSFORMS as STATEMENT_TRANSFORMS,
 )
@@ -628,6 +630,13 @@ class _PostgresDollarTokenizer(TokenizerCore):
     __slots__ = ()
 
     def _scan_string(self, start: str) -> bool:
+        if start in ("e'", "E'"):
+            text, end = scan_escape_string(self.sql, self._current + 1)
+            body = self.sql[self._current + 1 : end - 1]
+            self._advance(end - self._current)
+            self._line += body.count("\n")
+            self._add(TokenType.BYTE_STRING, text)
+            return True
         if start != "$":
             return super()._scan_string(start)
         sql = self.sql
@@ -694,7 +703,11 @@ def parse_sql(text: str) -> list[exp.Expr]:
     except SqlglotParseError as error:
         raise _convert_parse_error(error, text) from None
     except TokenError as error:
+        if isinstance(error.__cause__, SqlError):  # an escape string's own error
+            raise error.__cause__ from None
         raise _convert_token_error(error, text) from None
+    except RecursionError:
+        raise too_deep() from None
     return [s for s in statements if s is not None and not isinstance(s, exp.Semicolon)]
 
 

@@ -213,6 +213,24 @@ class NumericValueOutOfRange(SqlError):
     code = "22003"
 
 
+class CharacterNotInRepertoire(SqlError):
+    """Bytes that are not UTF-8, or a NUL, where text is expected."""
+
+    code = "22021"
+
+
+class InvalidEscapeSequence(SqlError):
+    """A malformed escape in an `E'...'` constant (`\\u12`)."""
+
+    code = "22025"
+
+
+class StackDepthExceeded(SqlError):
+    """A statement nested deeper than the parser and planner can follow."""
+
+    code = "54001"
+
+
 class NotNullViolation(SqlError):
     """A NULL that is known at plan time to go into a NOT NULL column."""
 
@@ -240,6 +258,7 @@ class ReservedName(SqlError):
 __all__ = [
     "AmbiguousColumn",
     "CannotCoerce",
+    "CharacterNotInRepertoire",
     "DatatypeMismatch",
     "DependentObjects",
     "DuplicateAlias",
@@ -251,6 +270,7 @@ __all__ = [
     "GroupingError",
     "InvalidColumnReference",
     "InvalidDatetimeFormat",
+    "InvalidEscapeSequence",
     "InvalidParameter",
     "InvalidTableDefinition",
     "InvalidTextRepresentation",
@@ -259,6 +279,7 @@ __all__ = [
     "ParseError",
     "ReservedName",
     "SqlError",
+    "StackDepthExceeded",
     "TypeMismatch",
     "UndefinedFunction",
     "UndefinedOperator",

@@ -40,6 +40,7 @@ from coordinator_lib.sql.constraints import (
 )
 from coordinator_lib.sql.context import PlanContext
 from coordinator_lib.sql.create_sql import render_create_sql
+from coordinator_lib.sql.depth import too_deep
 from coordinator_lib.sql.dialect import (
     CreateSource,
     DefaultIndex,
@@ -134,9 +135,12 @@ def plan_statement(text: str, catalog: SqlCatalog) -> Plan:
 def plan_parsed(statement: exp.Expr, catalog: SqlCatalog, text: str = "") -> Plan:
     """Plan one parsed statement (from `parse_statements`; with `$n`
     parameters, after `params.bind_parameters`)."""
-    check_no_parameters(statement)
-    ctx = PlanContext(catalog, text)
-    return plan_in_context(statement, ctx)
+    try:
+        check_no_parameters(statement)
+        ctx = PlanContext(catalog, text)
+        return plan_in_context(statement, ctx)
+    except RecursionError:
+        raise too_deep() from None
 
 
 def check_no_parameters(statement: exp.Expr) -> None:

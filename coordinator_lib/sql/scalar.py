@@ -30,12 +30,14 @@ from coordinator_lib.expr.scalar import (
     Column,
     If,
     Literal,
+    RaiseError,
     ScalarExpr,
     UnaryFunc,
     VariadicFunc,
     is_numeric,
 )
 from coordinator_lib.expr.temporal import MzNow
+from coordinator_lib.repr.numeric import NumericFieldOverflow, to_numeric
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.sql.coercion import (
     NO_FOLD,
@@ -79,6 +81,9 @@ class Typed:
     expr: ScalarExpr
     type: ColumnType
     unknown: bool = False
+    # A numeric constant's value as written, beyond numeric's bound
+    # (repr/numeric.py): a cast to a float type reads it (`1e-20::float8`).
+    exact: Decimal | None = None
 
     @property
     def scalar(self) -> ScalarType:
@@ -88,6 +93,22 @@ class Typed:
 def literal(value: Any, st: ScalarType) -> Typed:
     ctype = ColumnType(st, value is None)
     return Typed(Literal(value, ctype), ctype)
+
+
+def number(value: Any, st: ScalarType) -> Typed:
+    """A numeric constant: a numeric one is rounded into numeric's bound,
+    and one beyond it fails (22003) where it is evaluated as a numeric, as
+    a value computed at runtime does; a cast to a float type folds its
+    exact value instead."""
+    if st is not S.NUMERIC:
+        return literal(value, st)
+    ctype = ColumnType(st, False)
+    expr: ScalarExpr
+    try:
+        expr = Literal(to_numeric(value), ctype)
+    except NumericFieldOverflow as error:
+        expr = RaiseError(error.code, error.message, ctype)
+    return Typed(expr, ctype, exact=value)
 
 
 def null_of(st: ScalarType) -> Literal:
@@ -335,7 +356,7 @@ class ScalarBinder:
             value, st = number_literal(node.this)
         except SqlError as error:
             raise error.at(position_of(node)) from None
-        return literal(value, st)
+        return number(value, st)
 
     def _escape_string(self, node: exp.ByteString) -> Typed:
         text = node.this
@@ -365,6 +386,11 @@ class ScalarBinder:
             return self.resolve_unknown(value, target, node)
         if value.scalar is target:
             return value
+        if value.exact is not None and target in (S.REAL, S.DOUBLE):
+            try:
+                return literal(fold_cast(value.exact, S.NUMERIC, target), target)
+            except SqlError as error:
+                raise error.at(position_of(node)) from None
         if isinstance(value.expr, Literal):
             try:
                 folded = fold_cast(value.expr.value, value.scalar, target)
@@ -634,9 +660,9 @@ class ScalarBinder:
             if inner.this.isdigit():
                 negated = -int(inner.this)
                 st = integer_literal_type(negated)
-                return literal(negated if st is not S.NUMERIC else Decimal(negated), st)
+                return number(negated if st is not S.NUMERIC else Decimal(negated), st)
             value, st = number_literal(inner.this)
-            return literal(-value, st)
+            return number(-value, st)
         operand = self.bind(inner)
         if operand.unknown:
             raise UndefinedOperator("operator is not unique: - unknown", position_of(node))

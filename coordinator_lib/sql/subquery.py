@@ -265,24 +265,23 @@ def columns_read(expr: ScalarExpr) -> set[int]:
     return read
 
 
-def _outer_columns(plan: RelationExpr) -> set[int]:
-    """The enclosing relation's columns (level 1) `plan` reads."""
-    found: set[int] = set()
-    seen: set[int] = set()
-
-    def visit(node: RelationExpr) -> None:
-        if id(node) in seen:
-            return
-        seen.add(id(node))
-        for scalar in node_scalars(node):
-            for n in walk(scalar):
-                if isinstance(n, OuterColumn) and n.depth == 1:
-                    found.add(n.index)
-        for child in node.inputs():
-            visit(child)
-
-    visit(plan)
-    return found
+def _outer_columns(plan: RelationExpr) -> frozenset[int]:
+    """The enclosing relation's columns (level 1) `plan` reads. Remembered
+    on the (immutable) node: each level of nested subqueries asks again
+    about everything below it, which was quadratic in the depth."""
+    cached = plan.__dict__.get("_outer_columns")
+    if cached is None:
+        found = {
+            n.index
+            for scalar in node_scalars(plan)
+            for n in walk(scalar)
+            if isinstance(n, OuterColumn) and n.depth == 1
+        }
+        for child in plan.inputs():
+            found |= _outer_columns(child)
+        cached = frozenset(found)
+        plan.__dict__["_outer_columns"] = cached  # a cache, not a field
+    return cached
 
 
 def _values(

@@ -160,13 +160,21 @@ def test_grant_and_revoke(tmp_path: Path) -> None:
             alice.execute("CREATE TABLE t (x int)")
             alice.execute("INSERT INTO t VALUES (1)")
             alice.execute("CREATE VIEW v AS SELECT x FROM t")
+            alice.execute("CREATE MATERIALIZED VIEW mv AS SELECT count(*) AS n FROM t")
             alice.execute("CREATE SECRET s AS 'shh'")
             assert alice.execute("SELECT x FROM v").fetchall() == [(1,)]
             with connect(env, "bob", "b") as bob:
                 assert denied(bob, "SELECT * FROM t") == "permission denied for table t"
                 assert denied(bob, "INSERT INTO t VALUES (2)") == "permission denied for table t"
                 assert denied(bob, "DELETE FROM t") == "permission denied for table t"
+                assert denied(bob, "UPDATE t SET x = 0") == "permission denied for table t"
                 assert denied(bob, "SELECT * FROM v") == "permission denied for view v"
+                assert (
+                    denied(bob, "SELECT * FROM mv") == "permission denied for materialized view mv"
+                )
+                assert denied(bob, "COPY (SELECT * FROM t) TO STDOUT") == (
+                    "permission denied for table t"
+                )
                 assert denied(bob, "DROP TABLE t") == "must be owner of table t"
                 assert denied(bob, "DROP VIEW v") == "must be owner of view v"
                 assert denied(bob, "DROP SECRET s") == "must be owner of secret s"
@@ -190,6 +198,10 @@ def test_grant_and_revoke(tmp_path: Path) -> None:
                 bob.execute("DROP TABLE b CASCADE")
                 assert denied(bob, "DELETE FROM t") == "permission denied for table t"
                 assert denied(bob, "DROP TABLE t") == "must be owner of table t"
+                alice.execute("GRANT UPDATE ON t TO bob")
+                alice.execute("GRANT SELECT ON mv TO bob")
+                bob.execute("UPDATE t SET x = 2 WHERE x = 2")
+                assert bob.execute("SELECT n FROM mv").fetchone() == (2,)
 
                 # A schema of alice's: bob needs USAGE on it as well.
                 with connect(env, ADMIN, ADMIN_PASSWORD) as admin:
@@ -245,6 +257,7 @@ def test_grant_and_revoke(tmp_path: Path) -> None:
                 ("bob", "s", "secret", "USAGE"),
                 ("alice", "t", "table", "OWNER"),
                 ("bob", "t", "table", "INSERT"),
+                ("bob", "t", "table", "UPDATE"),
                 ("bob", "wh", "source", "OWNER"),
             ]
     finally:
@@ -264,6 +277,7 @@ def test_grant_and_revoke(tmp_path: Path) -> None:
                 admin.execute("DROP ROLE alice")  # she owns objects
             admin.execute("DROP SOURCE wh")
             admin.execute("DROP VIEW v")
+            admin.execute("DROP MATERIALIZED VIEW mv")
             admin.execute("DROP TABLE t")
             admin.execute("DROP SECRET s")
             with pytest.raises(psycopg.errors.DependentObjectsStillExist) as owner:

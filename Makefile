@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := setup
-.PHONY: setup java chromium test run bench bench-storage bench-ivm bench-scheduler bench-webhook bench-write lint format clean slt
+.PHONY: setup java chromium test run bench bench-storage bench-ivm bench-scheduler bench-webhook bench-write bench-soak lint format clean slt
 
 ## setup: .venv with the pinned dependencies, the project installed editable, Java 17, Chromium (UI test).
 setup: $(STAMP) java chromium
@@ -67,6 +67,13 @@ bench-webhook: setup
 bench-write: setup
 	scripts/ensure_postgres.sh
 	$(BIN)/python -m bench.write
+
+## bench-soak: the demo server (load generator, webhook, views, index) under a scripted user
+## (psycopg queries and writes, HTTP, SUBSCRIBE, canceled queries) for SOAK_SECONDS (an hour),
+## its RSS sampled to bench/results/soak.csv, soak.png and soak.json (bench/soak.py).
+SOAK_SECONDS ?= 3600
+bench-soak: setup
+	$(BIN)/python -m bench.soak --duration $(SOAK_SECONDS)
 
 ## slt: the sqllogictest corpus (SLT_DIR) through the coordinator; per-file pass counts;
 ## fails below SLT_MIN_PASS_RATE percent (the issue's target, 95).

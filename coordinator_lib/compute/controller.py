@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
+from coordinator_lib.compute import budget
 from coordinator_lib.compute.arrangement import Arrangement
 from coordinator_lib.compute.dataflow import (
     LOCAL_MAX_ROWS,
@@ -49,6 +50,7 @@ from coordinator_lib.compute.errors import (
     ReplicaMissing,
 )
 from coordinator_lib.compute.local_scalar import EvalError
+from coordinator_lib.compute.spark_cancel import cancelable_jobs
 from coordinator_lib.expr.relation import Get, RelationExpr
 from coordinator_lib.expr.temporal import substitute_mz_now
 from coordinator_lib.persist.read_scope import held_reads
@@ -472,7 +474,7 @@ class ComputeController:
             updates, errors, _ = plan_step_local(description, inputs, timestamp, timestamp + 1)
             _raise_first(errors)
             return [(u.row, u.diff) for u in updates]
-        with held_reads():
+        with held_reads(), cancelable_jobs(self.spark, budget.current()):
             delta, errors, _ = plan_step(self.spark, description, inputs, timestamp, timestamp + 1)
             _raise_first(errors)
             if delta is None:
@@ -481,7 +483,8 @@ class ComputeController:
         names = list(description.desc.names)
         columns = [column_pylist(table.column(i)) for i in range(len(names))]
         diffs = table.column(DIFF_COLUMN).to_pylist()
-        return [(tuple(c[i] for c in columns), diffs[i]) for i in range(table.num_rows)]
+        rows = [(tuple(c[i] for c in columns), diffs[i]) for i in range(table.num_rows)]
+        return budget.charge_list(rows)
 
     def raise_errors(self, ids: set[GlobalId], timestamp: int) -> None:
         """A read of `ids` at `timestamp` fails with the first error of any of

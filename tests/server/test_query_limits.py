@@ -23,6 +23,9 @@ import psycopg
 import pytest
 from psycopg import errors
 
+from coordinator_lib.server.environment import Environment
+from tests.adapter.conftest import fast_config
+
 pytestmark = pytest.mark.timeout(180)
 
 # 600 rows cross-joined three times: 216 million rows, hours of Python and
@@ -183,3 +186,37 @@ def test_max_query_memory_is_checked_and_has_a_default(conn: psycopg.Connection[
     assert conn.execute("SHOW max_query_memory").fetchone() == ("1MB",)
     # A query within the limit runs.
     assert conn.execute("SELECT count(*) FROM t600 a, t600 b WHERE a.x = b.x").fetchone() == (600,)
+
+
+@pytest.mark.spark
+def test_cancel_stops_a_spark_job(tmp_path: Path, spark: Any) -> None:
+    """Every input goes to Spark (local_max_rows=0); the server runs in this
+    process to share the test's Spark session, so the cancel request is
+    psycopg's cancel_safe (its blocking cancel() would hold this process's
+    GIL while the in-process server needs it to answer)."""
+    config = fast_config(tmp_path / "env", local_max_rows=0)
+    env = Environment(config, pgwire_port=0, http_port=0, spark=spark)
+    env.start()
+    try:
+        server = Server.__new__(Server)
+        server.dsn = f"host=127.0.0.1 port={env.pgwire.port} user=materialize dbname=materialize"
+        with server.connect() as conn:
+            conn.execute("CREATE TABLE t600 (x int)")
+            conn.execute("INSERT INTO t600 VALUES " + ", ".join(f"({i})" for i in range(600)))
+        tracker = spark.sparkContext.statusTracker()
+        running = Running(server, TRIPLE_CROSS_JOIN)
+        while not tracker.getActiveJobsIds():
+            assert not running.ended(0.05), f"ended before a Spark job ran: {running.outcome}"
+        running.conn.cancel_safe()
+        assert running.ended(60), "the Spark job kept running after the cancel"
+        (error,) = running.outcome
+        assert isinstance(error, errors.QueryCanceled), error
+        assert "user request" in str(error)
+        assert running.usable()
+        running.conn.close()
+        deadline = time.monotonic() + 30
+        while tracker.getActiveJobsIds():  # its tasks were interrupted, not left running
+            assert time.monotonic() < deadline, "Spark jobs still active after the cancel"
+            time.sleep(0.1)
+    finally:
+        env.stop()

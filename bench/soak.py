@@ -1,0 +1,242 @@
+"""Soak: does the demo server's memory stay flat under normal use?
+
+Starts `tidemark serve` as its own process on a fresh data directory with
+the demo project (demo/sql: the AUCTION load generator ticking every
+second, a webhook source, a table, materialized views and an index), then
+runs a scripted user for `--duration` seconds (default an hour):
+
+- every second or so, over pgwire (psycopg): the views (`item_stats`, the
+  indexed point lookup, `watched_items`, `item_interest`), an ad-hoc join
+  and aggregate over the sources, catalog queries as psql's `\\d` sends,
+  an INSERT / DELETE on `watchlist`; a fresh connection every tenth round;
+- over HTTP: `POST /api/sql` and webhook POSTs to `item_views`;
+- every minute: a short SUBSCRIBE over COPY, and a canceled runaway
+  cross join (the cancel path must not leak either).
+
+The server's RSS (/proc/<pid>/status) is sampled every `--sample-every`
+seconds into bench/results/soak.csv, plotted to soak.png, and summarised in
+soak.json: RSS at the end of the warm-up (the first 10% of the run), at the
+end, and the growth rate over the rest (MB per hour, least squares).
+
+    python -m bench.soak --duration 600
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import random
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import requests
+
+from bench.webhook import Server
+
+RESULTS = Path(__file__).parent / "results"
+DEMO_SQL = Path(__file__).parent.parent / "demo" / "sql"
+WARMUP_FRACTION = 0.1
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def apply_demo(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for path in sorted(DEMO_SQL.glob("*.sql")):
+            conn.execute(path.read_text())
+
+
+class User:
+    """The scripted user: one round of what someone at psql and a browser does."""
+
+    QUERIES = (
+        "SELECT * FROM item_stats ORDER BY bids DESC LIMIT 10",
+        "SELECT * FROM item_stats WHERE item = 'Signed Memorabilia'",
+        "SELECT * FROM watched_items",
+        "SELECT * FROM item_interest ORDER BY views DESC",
+        "SELECT a.item, count(*), max(b.amount) FROM auctions a JOIN bids b "
+        "ON b.auction_id = a.id GROUP BY a.item",
+        "SELECT count(*) FROM auction_bids",
+        "SELECT c.relname, c.relkind FROM pg_catalog.pg_class c "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public'",
+        "SHOW MATERIALIZED VIEWS",
+        "EXPLAIN SELECT * FROM watched_items",
+    )
+    ITEMS = ("Signed Memorabilia", "City Bar Crawl", "Best Pizza in Town", "Gift Basket")
+
+    def __init__(self, server: Server, dsn: str) -> None:
+        self.server = server
+        self.dsn = dsn
+        self.conn = psycopg.connect(dsn, autocommit=True)
+        self.rounds = 0
+        self.errors: list[str] = []
+        self.http = requests.Session()
+
+    def round(self) -> None:
+        self.rounds += 1
+        if self.rounds % 10 == 0:
+            self.conn.close()
+            self.conn = psycopg.connect(self.dsn, autocommit=True)
+        for query in self.QUERIES:
+            self.conn.execute(query).fetchall()
+        user_id = self.rounds % 50
+        item = random.choice(self.ITEMS)
+        self.conn.execute(
+            "INSERT INTO watchlist VALUES (%s, %s, %s)", (user_id, item, random.randint(1, 100))
+        )
+        if self.rounds % 3 == 0:
+            self.conn.execute("DELETE FROM watchlist WHERE user_id = %s", (user_id,))
+        url = self.server.url
+        answer = self.http.post(
+            f"{url}/api/sql", json={"query": "SELECT * FROM item_stats"}, timeout=60
+        )
+        answer.raise_for_status()
+        for _ in range(3):
+            self.http.post(
+                f"{url}/api/webhook/materialize/public/item_views", data=item, timeout=60
+            ).raise_for_status()
+
+    def minutely(self) -> None:
+        """A SUBSCRIBE over COPY and a runaway cross join, each canceled after a while."""
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            threading.Timer(3.0, conn.cancel_safe).start()
+            with (
+                contextlib.suppress(psycopg.errors.QueryCanceled),
+                conn.cursor().copy("COPY (SUBSCRIBE item_stats) TO STDOUT") as copy,
+            ):
+                for _ in copy:
+                    pass
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            threading.Timer(2.0, conn.cancel_safe).start()
+            with contextlib.suppress(psycopg.errors.QueryCanceled):
+                conn.execute("SELECT count(*) FROM bids a, bids b, bids c").fetchall()
+
+    def close(self) -> None:
+        self.conn.close()
+        self.http.close()
+
+
+def run(duration: float, sample_every: float, out: Path) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    samples: list[tuple[float, float, int]] = []
+    with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
+        server = Server(Path(tmp) / "data")
+        dsn = f"host=127.0.0.1 port={server.pgwire_port} user=materialize dbname=materialize"
+        try:
+            apply_demo(dsn)
+            user = User(server, dsn)
+            started = time.monotonic()
+            done = threading.Event()
+
+            def sample() -> None:  # on its own thread: a slow round must not thin the samples
+                while True:
+                    seconds = time.monotonic() - started
+                    samples.append((seconds, rss_mb(server.proc.pid), user.rounds))
+                    print(f"{seconds:7.0f} s  RSS {samples[-1][1]:7.1f} MB", flush=True)
+                    if done.wait(sample_every):
+                        return
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            next_minute = started
+            while (now := time.monotonic()) - started < duration:
+                if now >= next_minute:
+                    next_minute += 60
+                    _attempt(user.minutely, user.errors)
+                _attempt(user.round, user.errors)
+                time.sleep(max(0.0, 1.0 - (time.monotonic() - now)))
+            done.set()
+            sampler.join()
+            samples.append((time.monotonic() - started, rss_mb(server.proc.pid), user.rounds))
+            user.close()
+        finally:
+            server.stop()
+    summary = _summarise(samples, duration, user.errors)
+    _write(samples, summary, out)
+    return summary
+
+
+def _attempt(action: Any, errors: list[str]) -> None:
+    try:
+        action()
+    except Exception as error:  # counted, not fatal: the soak is about memory
+        errors.append(f"{type(error).__name__}: {error}")
+
+
+def _slope_mb_per_hour(points: list[tuple[float, float]]) -> float:
+    n = len(points)
+    if n < 2:
+        return 0.0
+    mean_t = sum(t for t, _ in points) / n
+    mean_m = sum(m for _, m in points) / n
+    var = sum((t - mean_t) ** 2 for t, _ in points)
+    cov = sum((t - mean_t) * (m - mean_m) for t, m in points)
+    return cov / var * 3600 if var else 0.0
+
+
+def _summarise(
+    samples: list[tuple[float, float, int]], duration: float, errors: list[str]
+) -> dict[str, Any]:
+    warm = [(t, m) for t, m, _ in samples if t >= duration * WARMUP_FRACTION]
+    return {
+        "duration_s": round(samples[-1][0]),
+        "rounds": samples[-1][2],
+        "rss_after_warmup_mb": round(warm[0][1], 1) if warm else None,
+        "rss_end_mb": round(samples[-1][1], 1),
+        "rss_max_mb": round(max(m for _, m, _ in samples), 1),
+        "growth_after_warmup_mb_per_hour": round(_slope_mb_per_hour(warm), 1),
+        "errors": len(errors),
+        "first_errors": errors[:5],
+    }
+
+
+def _write(samples: list[tuple[float, float, int]], summary: dict[str, Any], out: Path) -> None:
+    with (out / "soak.csv").open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["seconds", "rss_mb", "rounds"])
+        writer.writerows((round(t, 1), round(m, 1), r) for t, m, r in samples)
+    (out / "soak.json").write_text(json.dumps(summary, indent=2) + "\n")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(8, 4))
+    axis.plot([t / 60 for t, _, _ in samples], [m for _, m, _ in samples])
+    axis.set_xlabel("minutes")
+    axis.set_ylabel("tidemark serve RSS (MB)")
+    axis.set_ylim(bottom=0)
+    axis.set_title(
+        f"soak: demo server + scripted user, "
+        f"{summary['growth_after_warmup_mb_per_hour']} MB/h after warm-up"
+    )
+    axis.grid(True, alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(out / "soak.png", dpi=100)
+    plt.close(figure)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--duration", type=float, default=3600, help="seconds (default 3600)")
+    parser.add_argument("--sample-every", type=float, default=5, help="seconds between samples")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    summary = run(args.duration, args.sample_every, args.out)
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -234,10 +234,12 @@ class GroupCommitter:
 
     def _present(self, id: GlobalId, known: dict[GlobalId, bool]) -> bool:
         """Whether `id` can still be written: not dropped, so its collection
-        exists and its upper is open (memoized in `known` for one batch)."""
+        exists and its upper is open (memoized in `known` for one batch).
+        The cached upper costs no consensus read; a table another process
+        closed fails the append once, which refreshes it."""
         if id not in known:
             try:
-                known[id] = not self.storage.collection_frontiers(id)[1].is_empty
+                known[id] = not self.storage.collection(id).write_frontier.is_empty
             except IdentifierMissing:
                 known[id] = False
         return known[id]

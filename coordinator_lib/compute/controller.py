@@ -347,6 +347,7 @@ class ComputeController:
 
     @staticmethod
     def _failed(dataflow: Dataflow, error: Exception) -> None:
+        error = _evaluation_error(error)
         previous = dataflow.failure
         if previous is None or (type(previous), str(previous)) != (type(error), str(error)):
             log.warning(
@@ -534,6 +535,17 @@ class ComputeController:
                 listen.close()
         finally:
             hold.release()
+
+
+def _evaluation_error(error: Exception) -> Exception:
+    """A Spark job's data exception (SQLSTATE class 22: overflow, a bad cast)
+    as the EvalError it is, with Spark's SQLSTATE (PostgreSQL's codes) and
+    the first line of its message; any other failure as it is."""
+    sql_state = getattr(error, "getSqlState", None)
+    code = sql_state() if callable(sql_state) else None
+    if isinstance(code, str) and code.startswith("22"):
+        return EvalError(str(error).strip().splitlines()[0], code)
+    return error
 
 
 def _raise_first(errors: list[Update]) -> None:

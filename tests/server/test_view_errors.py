@@ -100,3 +100,35 @@ def test_a_failing_row_fails_only_its_view(
     assert not [r for r in caplog.records if r.exc_info], caplog.text[:2000]
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert not [w for w in warnings if "division by zero" in w], warnings
+
+
+@pytest.mark.spark
+def test_on_spark_a_failing_row_fails_only_its_view(tmp_path: Path, spark: Any) -> None:
+    """Every step on Spark: division by zero goes to the error collection
+    (the job does not fail); an overflow, which Spark still raises, stops
+    only its own view, whose reads answer 22003 instead of waiting."""
+    config = fast_config(tmp_path / "env", local_max_rows=0)
+    env = Environment(config, pgwire_port=0, http_port=0, spark=spark)
+    env.start()
+    try:
+        dsn = f"host=127.0.0.1 port={env.pgwire.port} user=materialize dbname=materialize"
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+            conn.execute("CREATE TABLE a (x int, y int)")
+            conn.execute("CREATE TABLE b (v int)")
+            conn.execute("INSERT INTO a VALUES (6, 2)")
+            conn.execute("INSERT INTO b VALUES (1)")
+            conn.execute("CREATE MATERIALIZED VIEW a_div AS SELECT x / y AS q FROM a")
+            conn.execute("CREATE MATERIALIZED VIEW a_big AS SELECT x * 1000000000 AS m FROM a")
+            conn.execute("CREATE MATERIALIZED VIEW b_v AS SELECT v FROM b")
+            assert rows(conn, "SELECT q FROM a_div") == [(3,)]
+            conn.execute("INSERT INTO a VALUES (1, 0)")
+            assert_division_by_zero(conn, "SELECT q FROM a_div")
+            conn.execute("INSERT INTO a VALUES (5, 1)")  # 5 * 10^9 overflows integer
+            with pytest.raises(psycopg.errors.NumericValueOutOfRange):
+                conn.execute("SELECT m FROM a_big")
+            conn.execute("INSERT INTO b VALUES (2)")
+            assert rows(conn, "SELECT v FROM b_v ORDER BY v") == [(1,), (2,)]
+            conn.execute("DELETE FROM a WHERE y = 0")
+            assert rows(conn, "SELECT q FROM a_div ORDER BY q") == [(3,), (5,)]
+    finally:
+        env.stop()

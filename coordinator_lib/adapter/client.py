@@ -26,6 +26,7 @@ from typing import Any
 from sqlglot import exp
 
 from coordinator_lib.adapter.catalog import SessionCatalog
+from coordinator_lib.adapter.catalog_functions import substitute_catalog_functions
 from coordinator_lib.adapter.coordinator import Config, Coordinator
 from coordinator_lib.adapter.errors import (
     AdapterError,
@@ -34,6 +35,7 @@ from coordinator_lib.adapter.errors import (
     QueryCanceled,
 )
 from coordinator_lib.adapter.pg_class import substitute_table_visibility
+from coordinator_lib.adapter.privileges import authorize, current_role
 from coordinator_lib.adapter.responses import (
     ExecuteResponse,
     ExecuteResponseKind,
@@ -41,7 +43,6 @@ from coordinator_lib.adapter.responses import (
     StartupResponse,
     StatementDescription,
 )
-from coordinator_lib.adapter.privileges import authorize, current_role
 from coordinator_lib.adapter.sequence import CatalogConflict, sequence
 from coordinator_lib.adapter.session import Session
 from coordinator_lib.adapter.session_functions import substitute_session_functions
@@ -55,13 +56,13 @@ from coordinator_lib.sql.dialect import Tidemark
 from coordinator_lib.sql.errors import NotNullViolation, SqlError
 from coordinator_lib.sql.params import bind_parameters, parameter_count, parameter_types
 from coordinator_lib.sql.plan import parse_statements, plan_parsed
+from coordinator_lib.sql.plan_role import redact
 from coordinator_lib.sql.plans import (
     AbortTransactionPlan,
     CommitTransactionPlan,
     Plan,
     SavepointPlan,
 )
-from coordinator_lib.sql.plan_role import redact
 from coordinator_lib.sql.webhook_syntax import SENSITIVE
 from coordinator_lib.storage import StorageError
 
@@ -193,6 +194,7 @@ class SessionClient:
         # After binding: to_regtype($1) needs its argument's value.
         bound = substitute_session_functions(bound, self.session)
         bound = substitute_table_visibility(bound, coordinator, self.session)
+        bound = substitute_catalog_functions(bound, coordinator, self.session)
         return plan_parsed(bound, catalog, sql), catalog
 
     def _execute_one(

@@ -114,6 +114,7 @@ def pg_type_rows() -> list[tuple]:
             0,
             False,
             0,
+            0,
         )
         for r in PG_TYPE_ROWS
     ]
@@ -132,4 +133,5 @@ PG_TYPE_COLUMNS = (
     ("typbasetype", "integer", False),
     ("typnotnull", "boolean", False),
     ("typrelid", "integer", False),
+    ("typcollation", "integer", False),  # 0: Tidemark has the default collation only
 )

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
+from coordinator_lib.adapter import privileges
 from coordinator_lib.adapter.pg_catalog import PG_CATALOG_NAMESPACE
 from coordinator_lib.sql.catalog import CatalogItem, ItemKind
 
@@ -30,14 +31,34 @@ if TYPE_CHECKING:
 Row = tuple[Any, ...]
 
 PG_NAMESPACE_COLUMNS = (("oid", "integer", False), ("nspname", "text", False))
+# The columns psql's describe commands read (\\d name asks a 9.5 server for
+# all of them); Tidemark has no rules, triggers, row security, inheritance,
+# TOAST or tablespaces, so those are constant.
 PG_CLASS_COLUMNS = (
     ("oid", "integer", False),
     ("relname", "text", False),
     ("relnamespace", "integer", False),
     ("relkind", "text", False),
+    ("relowner", "integer", False),
+    ("relchecks", "smallint", False),
+    ("relhasindex", "boolean", False),
+    ("relhasrules", "boolean", False),
+    ("relhastriggers", "boolean", False),
+    ("relrowsecurity", "boolean", False),
+    ("relforcerowsecurity", "boolean", False),
+    ("relhasoids", "boolean", False),
+    ("relispartition", "boolean", False),
+    ("reltablespace", "integer", False),
+    ("reloftype", "integer", False),
+    ("relpersistence", "text", False),
+    ("relreplident", "text", False),
+    ("reltoastrelid", "integer", False),
+    ("relam", "integer", False),
+    ("relnatts", "smallint", False),
 )
 _USER_OID_BASE = 20000
 _SCHEMA_OID_BASE = 16384
+_ROLE_OID_BASE = 30000
 _RELKIND = {
     ItemKind.TABLE: "r",
     ItemKind.SOURCE: "r",
@@ -59,6 +80,22 @@ def relation_oid(item: CatalogItem) -> int:
     return _USER_OID_BASE + item.id.value
 
 
+def user_relations(coord: Coordinator) -> list[tuple[int, CatalogItem]]:
+    """(OID, item) of every user relation (what pg_class lists)."""
+    return [(relation_oid(item), item) for item in _relations(coord)]
+
+
+def role_oids(coord: Coordinator) -> dict[str, int]:
+    """An OID per role (pg_class.relowner; pg_get_userbyid names it): the
+    roles of pg_roles, then owners that are none of them (a user of a
+    server without authentication)."""
+    names = [row[0] for row in privileges.pg_roles_rows(coord)]
+    rows = privileges.privilege_rows(coord.catalog.state)
+    owners = {role for _, role, what in rows if what == "owner"}
+    names += sorted(o for o in owners if o is not None and o not in names)
+    return {name: _ROLE_OID_BASE + n for n, name in enumerate(names)}
+
+
 def pg_namespace_rows(coord: Coordinator) -> list[Row]:
     rows: list[Row] = [(PG_CATALOG_NAMESPACE, "pg_catalog")]
     rows += [(oid, schema) for (_, schema), oid in _schema_oids(coord).items()]
@@ -67,12 +104,30 @@ def pg_namespace_rows(coord: Coordinator) -> list[Row]:
 
 def pg_class_rows(coord: Coordinator) -> list[Row]:
     schemas = _schema_oids(coord)
+    roles = role_oids(coord)
+    state = coord.catalog.state
     return [
         (
             relation_oid(item),
             item.name.item,
             schemas.get((item.name.database, item.name.schema), 0),
             _RELKIND[item.kind],
+            roles.get(privileges.owner_of(state, f"item:{item.id}") or "", 0),
+            0,
+            False,
+            False,
+            False,
+            False,
+            False,
+            False,
+            False,
+            0,
+            0,
+            "p",
+            "d",
+            0,
+            0,
+            0 if item.kind is ItemKind.INDEX else item.desc.arity,
         )
         for item in _relations(coord)
     ]

@@ -16,6 +16,17 @@ from urllib.parse import quote
 
 from coordinator_lib.adapter import privileges
 from coordinator_lib.adapter.catalog import system_item
+from coordinator_lib.adapter.information_schema import (
+    INFORMATION_SCHEMA_COLUMNS,
+    INFORMATION_SCHEMA_TABLES,
+    columns_rows,
+    tables_rows,
+)
+from coordinator_lib.adapter.pg_attribute import (
+    EMPTY_CATALOGS,
+    PG_ATTRIBUTE_COLUMNS,
+    pg_attribute_rows,
+)
 from coordinator_lib.adapter.pg_catalog import PG_TYPE_COLUMNS, pg_type_rows
 from coordinator_lib.adapter.pg_class import (
     PG_CLASS_COLUMNS,
@@ -137,6 +148,12 @@ _RELATIONS: list[tuple[str, str, RelationDesc]] = [
     # What SQLAlchemy's has_table (pandas to_sql) asks (adapter/pg_class.py).
     ("pg_catalog", "pg_namespace", RelationDesc.of(*PG_NAMESPACE_COLUMNS)),
     ("pg_catalog", "pg_class", RelationDesc.of(*PG_CLASS_COLUMNS)),
+    # What psql's describe commands read (adapter/pg_attribute.py).
+    ("pg_catalog", "pg_attribute", RelationDesc.of(*PG_ATTRIBUTE_COLUMNS)),
+    *(("pg_catalog", name, RelationDesc.of(*cols)) for name, cols in EMPTY_CATALOGS.items()),
+    # The SQL standard's views (adapter/information_schema.py).
+    ("information_schema", "tables", RelationDesc.of(*INFORMATION_SCHEMA_TABLES)),
+    ("information_schema", "columns", RelationDesc.of(*INFORMATION_SCHEMA_COLUMNS)),
 ]
 
 SYSTEM_ITEMS: list[CatalogItem] = [
@@ -268,6 +285,10 @@ _ROWS: dict[str, Callable[[Coordinator], list[Row]]] = {
     "pg_type": lambda coord: pg_type_rows(),
     "pg_namespace": pg_namespace_rows,
     "pg_class": pg_class_rows,
+    "pg_attribute": pg_attribute_rows,
+    **{name: (lambda coord: []) for name in EMPTY_CATALOGS},
+    "tables": tables_rows,
+    "columns": columns_rows,
 }
 
 

@@ -14,6 +14,8 @@ by side in one run (`make bench-write`).
   requests/s, p50/p99 to the 200; the source must hold exactly the events
   that got a 200 (`bench/webhook.py`).
 
+BENCH_WRITE_PHASES (pgbench,copy,webhook) runs only the phases named.
+
 Each Tidemark phase is profiled with py-spy (sampling the server process
 while the load runs); the top frames say what bounds the number. Writes
 bench/results/write.json and write.md (BENCH_WRITE_OUT: elsewhere).
@@ -196,6 +198,7 @@ def run(work: Path) -> dict:
     clients = [int(c) for c in os.environ.get("BENCH_WRITE_CLIENTS", "1,8,32").split(",")]
     copy_rows = _env_int("BENCH_WRITE_COPY_ROWS", 1_000_000)
     webhook_seconds = _env_int("BENCH_WRITE_WEBHOOK_SECONDS", 10)
+    phases = set(os.environ.get("BENCH_WRITE_PHASES", "pgbench,copy,webhook").split(","))
     script = work / "insert.sql"
     script.write_text(INSERT_SCRIPT)
     csv = work / "rows.csv"
@@ -218,7 +221,7 @@ def run(work: Path) -> dict:
         for dsn in (tm_dsn, pg_dsn):
             with psycopg.connect(dsn, autocommit=True) as conn:
                 conn.execute("CREATE TABLE pgb (id bigint, k integer, v text)")
-        for n in clients:
+        for n in clients if "pgbench" in phases else []:
             for system, dsn in (("Tidemark", tm_dsn), ("PostgreSQL 15", pg_dsn)):
                 profiler = (
                     Profiler(server.proc.pid, seconds - 2, work / f"pgbench-{n}.txt")
@@ -230,12 +233,15 @@ def run(work: Path) -> dict:
                 pgbench.append(PgbenchRun(system, n, seconds, tps, latency, failed, top))
                 print(f"pgbench {system:>13} x{n:<3} {tps:>9.1f} tps {latency:8.2f} ms", flush=True)
         for system, dsn, pid in (
-            ("Tidemark", tm_dsn, server.proc.pid),
-            ("PostgreSQL 15", pg_dsn, None),
+            (("Tidemark", tm_dsn, server.proc.pid), ("PostgreSQL 15", pg_dsn, None))
+            if "copy" in phases
+            else ()
         ):
             run_ = _copy(system, dsn, csv, copy_rows, pid, work)
             copies.append(run_)
             print(f"COPY {system:>13} {run_.rows_per_s:>10,} rows/s {run_.seconds} s", flush=True)
+        if "webhook" not in phases:
+            return _document(load_before, pgbench, copies, webhook)
         server.sql("CREATE SOURCE events FROM WEBHOOK BODY FORMAT JSON")
         event = json.dumps({"id": 1, "kind": "click", "user": "u-123", "amount": 9.5}).encode()
         profiler = Profiler(server.proc.pid, webhook_seconds - 1, work / "webhook.txt")
@@ -248,6 +254,12 @@ def run(work: Path) -> dict:
     finally:
         server.stop()
         postgres.stop()
+    return _document(load_before, pgbench, copies, webhook)
+
+
+def _document(
+    load_before: float, pgbench: list[PgbenchRun], copies: list[CopyRun], webhook: dict
+) -> dict:
     return {
         "machine": {
             "cpus": os.cpu_count(),

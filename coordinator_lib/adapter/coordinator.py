@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import pyarrow as pa
 from pydantic import BaseModel
 
 from coordinator_lib.adapter import clusters
@@ -496,13 +497,18 @@ class Coordinator:
         return out
 
     # ------------------------------------------------------------ writes
-    def commit_writes(self, changes: Changes) -> int:
-        """Group-commit table changes; returns their timestamp (durable)."""
+    def commit_writes(
+        self, changes: Changes, encoded: dict[GlobalId, pa.Table] | None = None
+    ) -> int:
+        """Group-commit table changes (or, with `encoded`, the batch tables
+        already encoded for the tables `changes` names); returns their
+        timestamp (durable)."""
         with self.using(set(changes)):
-            timestamp = self.group_commit.commit(changes)
+            timestamp = self.group_commit.commit(changes, encoded)
         if self.metrics is not None:
             for id, rows in changes.items():
-                self.metrics.rows_appended(str(id), len(rows))
+                count = encoded[id].num_rows if encoded and id in encoded else len(rows)
+                self.metrics.rows_appended(str(id), count)
         return timestamp
 
     # ------------------------------------------------------------ reads

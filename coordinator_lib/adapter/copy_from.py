@@ -10,14 +10,22 @@ not at all. A bad value fails the COPY with PostgreSQL's SQLSTATE (22P02,
 `COPY t, line 3, column b: "x"`. Inside BEGIN the rows join the
 transaction's writes, as an INSERT's do.
 
-Rows are kept as tuples until the commit, so memory grows with the COPY
-(about 100-200 bytes a row of four columns).
+Outside a transaction, into a table without unique constraints, the COPY
+is columnar: the server's fast path (`server/copy_arrow.py`) hands whole
+Arrow columns to `add_columns`, and records the Python decoder read are
+converted and encoded as Arrow every `_ENCODE_ROWS` rows, so the COPY is
+held as Arrow tables (tens of bytes a row) and committed as one table
+write of them. Otherwise rows are kept as tuples until the commit (about
+100-200 bytes a row of four columns).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
 
 from coordinator_lib.adapter.errors import AdapterError
 from coordinator_lib.adapter.verify import verify_datum_desc
@@ -32,6 +40,7 @@ if TYPE_CHECKING:
 
 Record = tuple[int, Sequence[str | None]]  # (line number, fields)
 _VERIFY_CHUNK = 50_000
+_ENCODE_ROWS = 50_000
 S = ScalarType
 
 
@@ -59,9 +68,12 @@ def _converter(st: ScalarType) -> Callable[[str], Any] | None:
             if "_" in text:
                 return parse_text_as(text, st)
             try:
-                return float(text)
+                value = float(text)
             except ValueError:
                 return parse_text_as(text, st)
+            if value == 0.0 or math.isinf(value):  # 1e-400 and 1e400 are 22003
+                return parse_text_as(text, st)
+            return value
 
         return double
     return lambda text: parse_text_as(text, st)
@@ -83,6 +95,9 @@ class CopyIn:
         self._slots = list(plan.columns)
         self._arity = desc.arity
         self.rows: list[tuple[Any, ...]] = []
+        self.tables: list[pa.Table] = []  # encoded batch tables (columnar)
+        constraints = coord.group_commit.constraints(plan.id)
+        self.columnar = session.transaction is None and not (constraints and constraints[0])
 
     def _context(self, line: int, column: int | None, value: str | None = None) -> str:
         where = f"COPY {self.plan.name.item}, line {line}"
@@ -129,6 +144,42 @@ class CopyIn:
                 for slot, value in zip(slots, values, strict=True):
                     row[slot] = value
                 append(tuple(row))
+        if self.columnar and len(self.rows) >= _ENCODE_ROWS:
+            self._encode_rows()
+
+    def add_columns(self, columns: pa.Table, redo: Callable[[], Iterable[Record]]) -> None:
+        """Keep records decoded by the server's fast path: one Arrow column
+        per data column (COPY order) of its column's type. `redo`: the same
+        records from the Python decoder, read when a value breaks a rule of
+        the table (a NULL in a NOT NULL column) to fail naming its line."""
+        if not self.columnar or self.rows:
+            self.add(redo())
+            return
+        schema = self.plan.desc.arrow_schema(with_time_diff=True)
+        count = columns.num_rows
+        given = dict(zip(self._slots, columns.columns, strict=True))
+        arrays = []
+        for i in range(self._arity):
+            field = schema.field(i)
+            column = given.get(i)
+            if column is None:
+                column = pa.chunked_array([pa.nulls(count, field.type)])
+            if not field.nullable and column.null_count:
+                self.add(redo())  # raises 23502 naming the line
+                return
+            arrays.append(column)
+        arrays.append(pa.chunked_array([pa.repeat(pa.scalar(0, pa.int64()), count)]))
+        arrays.append(pa.chunked_array([pa.repeat(pa.scalar(1, pa.int64()), count)]))
+        self.tables.append(pa.Table.from_arrays(arrays, schema=schema))
+
+    def _encode_rows(self) -> None:
+        """Kept rows checked and encoded as a batch table (columnar COPY)."""
+        rows, self.rows = self.rows, []
+        if not rows:
+            return
+        verify_datum_desc(self.plan.desc, rows)
+        encoded = self.coord.group_commit.encode({self.plan.id: [(row, 1) for row in rows]})
+        self.tables.extend(encoded.values())
 
     def _wrong_width(self, line: int, fields: Sequence[str | None]) -> None:
         width = len(self.types)
@@ -147,6 +198,8 @@ class CopyIn:
 
     def finish(self) -> int:
         """Write every row as one table write; the number of rows."""
+        if self.columnar:
+            return self._finish_columnar()
         plan, rows = self.plan, self.rows
         for start in range(0, len(rows), _VERIFY_CHUNK):
             verify_datum_desc(plan.desc, rows[start : start + _VERIFY_CHUNK])
@@ -161,6 +214,16 @@ class CopyIn:
                 self.coord.commit_writes(changes)
         self.rows = []
         return len(rows)
+
+    def _finish_columnar(self) -> int:
+        self._encode_rows()
+        tables, self.tables = self.tables, []
+        count = sum(table.num_rows for table in tables)
+        if count:
+            encoded = {self.plan.id: pa.concat_tables(tables).combine_chunks()}
+            with self.coord.write_lock.shared():
+                self.coord.commit_writes({self.plan.id: []}, encoded)
+        return count
 
 
 __all__ = ["CopyIn", "Record"]

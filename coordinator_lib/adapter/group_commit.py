@@ -93,11 +93,13 @@ class GroupCommitter:
         self._leading = False  # a writer is committing (under _queue_lock)
         self.commits = 0
 
-    def commit(self, changes: Changes) -> int:
+    def commit(self, changes: Changes, encoded: dict[GlobalId, pa.Table] | None = None) -> int:
         """Make `changes` durable at one timestamp with others queued at the
         same moment; returns that timestamp. A value that cannot be stored
-        fails here, before this writer joins a batch (`encode`)."""
-        pending = _Pending(changes, self.encode(changes))
+        fails here, before this writer joins a batch (`encode`). `encoded`:
+        the changes already encoded (COPY's columnar path; its `changes`
+        then name the tables with no rows, and no table has constraints)."""
+        pending = _Pending(changes, self.encode(changes) if encoded is None else encoded)
         with self._queue_lock:
             self._queue.append(pending)
             if not self._leading:

@@ -41,7 +41,13 @@ from coordinator_lib.adapter.errors import AdapterError, AdapterNotice
 from coordinator_lib.adapter.responses import ExecuteResponse, ExecuteResponseKind, ResultColumn
 from coordinator_lib.adapter.scram import MECHANISM, ScramExchange, ScramFailure
 from coordinator_lib.repr.relation import ScalarType
-from coordinator_lib.server.copy_in import copy_decoder
+from coordinator_lib.server.copy_arrow import (
+    ArrowCopyReader,
+    ArrowPiece,
+    Piece,
+    fast_path_applies,
+)
+from coordinator_lib.server.copy_in import CsvDecoder, TextDecoder, copy_decoder
 from coordinator_lib.server.pg_types import (
     PG_TYPES,
     TYPES_BY_OID,
@@ -1024,6 +1030,22 @@ class _Connection:
         sink = response.copy_in
         plan = sink.plan
         decoder = copy_decoder(plan, [PG_TYPES[st].oid for st in sink.types])
+        reader = (
+            ArrowCopyReader(plan, sink.types, decoder)
+            if sink.columnar
+            and isinstance(decoder, TextDecoder | CsvDecoder)
+            and fast_path_applies(plan, sink.types)
+            else None
+        )
+
+        def deliver(pieces: list[Piece]) -> None:
+            for piece in pieces:
+                if isinstance(piece, ArrowPiece):
+                    assert reader is not None
+                    sink.add_columns(piece.table, lambda p=piece: reader.redo(p.raw, p.first_line))
+                else:
+                    sink.add(piece)
+
         fmt = 1 if plan.format == "binary" else 0
         width = len(sink.types)
         self.send(_message(b"G", struct.pack(f">bh{width}h", fmt, width, *[fmt] * width)))
@@ -1036,9 +1058,9 @@ class _Connection:
                 raise item
             tag, raw = item
             if tag == b"d":
-                sink.add(decoder.feed(raw))
+                deliver(reader.feed(raw) if reader else [decoder.feed(raw)])
             elif tag == b"c":
-                sink.add(decoder.finish())
+                deliver(reader.finish() if reader else [decoder.finish()])
                 with self.busy():
                     count = sink.finish()
                 self.send(_command_complete(f"COPY {count}"))

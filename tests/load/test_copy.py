@@ -17,6 +17,7 @@ import pg8000.native
 import psycopg
 import pytest
 
+from coordinator_lib.server import copy_arrow
 from coordinator_lib.server.copy_in import BinaryDecoder, CsvDecoder, TextDecoder
 from coordinator_lib.server.environment import Environment
 from tests.load.conftest import dsn
@@ -222,3 +223,59 @@ def test_pg8000_copy_over_the_extended_protocol(environment: Environment) -> Non
         assert con.run("SELECT a, b, c FROM t ORDER BY a") == [[1, "a", None], [2, "b", 0.5]]
     finally:
         con.close()
+
+
+def _generated(csv: bool, count: int, bad: str | None = None) -> str:
+    """`count` rows for t that mix what the columnar fast path reads with
+    what only the Python decoder reads (quotes, escapes, a multi-line field,
+    Infinity, a zero with an exponent); line 701 holds `bad` if given."""
+    lines = []
+    for i in range(count):
+        b = f"name {i}"
+        if i % 37 == 5:
+            b = '"q,""x""\nnext"' if csv else "tab\\there"
+        c = ("Infinity", "-0", "0e5", "1e-5", "2.5")[i % 5] if i % 11 == 3 else f"{i / 4}"
+        d = f"20{i % 30:02d}-0{i % 9 + 1}-1{i % 10}" if i % 13 else ("" if csv else "\\N")
+        row = f"{i},{b},{c},{d}" if csv else f"{i}\t{b}\t{c}\t{d}"
+        lines.append(row)
+    if bad is not None:
+        lines[700] = bad
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("csv", [True, False], ids=["csv", "text"])
+def test_columnar_pieces_match_postgres(
+    both: list[Any], csv: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pieces of a few hundred bytes, so the fast path and the Python
+    decoder take turns across piece and CopyData boundaries."""
+    monkeypatch.setattr(copy_arrow, "PIECE_BYTES", 300)
+    statement = "COPY t FROM STDIN WITH (FORMAT csv)" if csv else "COPY t FROM STDIN"
+    data = _generated(csv, 2000)
+    counts = [copy_in(conn, statement, data, pieces=40) for conn in both]
+    assert counts[0] == counts[1] == 2000
+    assert contents(both[0]) == contents(both[1])
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [",x,1,2024-01-01", "700,x,1e400,2024-01-01", "99999999999,x,1,2024-01-01", "7,x,1"],
+    ids=["not-null", "double-overflow", "int-overflow", "missing-column"],
+)
+def test_columnar_bad_value_fails_like_postgres(
+    both: list[Any], bad: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bad value in a piece the fast path read: PostgreSQL's SQLSTATE and
+    CONTEXT line (the line counted across pieces), nothing written."""
+    monkeypatch.setattr(copy_arrow, "PIECE_BYTES", 300)
+    data = _generated(True, 1000, bad)
+    errors = []
+    for conn in both:
+        with pytest.raises(psycopg.Error) as failed:
+            copy_in(conn, "COPY t FROM STDIN WITH (FORMAT csv)", data, pieces=25)
+        errors.append(failed.value)
+        assert contents(conn) == []
+    ours, theirs = errors
+    assert ours.sqlstate == theirs.sqlstate, (str(ours), str(theirs))
+    assert ours.diag.context is not None and theirs.diag.context is not None
+    assert ours.diag.context.split(":")[0] == theirs.diag.context.split(":")[0]

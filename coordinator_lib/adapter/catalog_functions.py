@@ -9,7 +9,7 @@ that moment, as `regtype` is (session_functions.py):
 - `pg_get_expr(text, relid [, pretty])`: its text (Tidemark stores no
   expression trees in the catalog; the empty pg_attrdef has none anyway);
 - `obj_description`, `col_description`, `shobj_description`: NULL (there are
-  no comments);
+  no comments); `pg_type_is_visible`, `pg_collation_is_visible`: TRUE;
 - `x::regclass`: a relation's OID from its name or number, and an OID's name;
   `::oid` and `::pg_catalog.<type>` are the plain types (`oid` is `integer`,
   `char` is `text`);
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 _NO_COMMENTS = ("obj_description", "col_description", "shobj_description")
 _CATALOG_SCHEMAS = ("pg_catalog", "mz_catalog")
+# Every type is in pg_catalog, on every search path; there are no collations.
+_ALWAYS_VISIBLE = ("pg_type_is_visible", "pg_collation_is_visible")
 # Types named `pg_catalog.<name>` in casts, and the planner's type for each.
 _PLAIN_TYPES = {"oid": "int", "char": "text", "name": "text", "regproc": "text"}
 
@@ -131,6 +133,8 @@ class _Resolver:
             return exp.cast(args[0].copy(), "text")
         if name in _NO_COMMENTS:
             return _null_text()
+        if name in _ALWAYS_VISIBLE and len(args) == 1:
+            return exp.true()
         return None
 
     def cast(self, node: exp.Cast) -> exp.Expr | None:

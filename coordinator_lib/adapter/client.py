@@ -28,6 +28,7 @@ from sqlglot import exp
 from coordinator_lib.adapter.catalog import SessionCatalog
 from coordinator_lib.adapter.catalog_functions import substitute_catalog_functions
 from coordinator_lib.adapter.coordinator import Config, Coordinator
+from coordinator_lib.adapter.cursor import session_cursors
 from coordinator_lib.adapter.errors import (
     AdapterError,
     InFailedTransaction,
@@ -235,6 +236,7 @@ class SessionClient:
                 try:
                     authorize(coordinator, self.session, plan, catalog)
                     current_role.set(self.session.user)  # owner of what it creates
+                    session_cursors.set(self.session.cursors)  # what pg_cursors lists
                     with budget.active(budget.QueryBudget(check, self.session.max_query_memory)):
                         response = sequence(coordinator, self.session, plan, catalog, check)
                     break

@@ -4,8 +4,11 @@ subscription's RowStream, so FETCH waits (up to its timeout) for new rows."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
 
 from coordinator_lib.adapter.responses import ResultColumn
 from coordinator_lib.adapter.stream import Row, RowStream
@@ -17,6 +20,7 @@ class Cursor:
     columns: tuple[ResultColumn, ...]
     rows: Iterator[Row] | None = None  # a SELECT's rows
     stream: RowStream | None = None  # a SUBSCRIBE's rows
+    created_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
 
     def fetch(self, count: int | None, timeout_ms: int | None) -> list[Row]:
         if self.stream is not None:
@@ -33,3 +37,24 @@ class Cursor:
     def close(self) -> None:
         if self.stream is not None:
             self.stream.close()
+
+
+# The cursors of the session whose statement is running: pg_catalog.pg_cursors
+# lists them (psycopg's named cursor asks it before CLOSE).
+session_cursors: ContextVar[dict[str, Cursor] | None] = ContextVar("session_cursors", default=None)
+
+PG_CURSORS_COLUMNS = (
+    ("name", "text", False),
+    ("statement", "text", False),
+    ("is_holdable", "boolean", False),
+    ("is_binary", "boolean", False),
+    ("is_scrollable", "boolean", False),
+    ("creation_time", "timestamp with time zone", False),
+)
+
+
+def pg_cursors_rows(_: Any) -> list[tuple[Any, ...]]:
+    """The running session's open cursors (not scrollable, not held past
+    the transaction; the statement text is not kept)."""
+    cursors = session_cursors.get() or {}
+    return [(c.name, "", False, False, False, c.created_at) for c in cursors.values()]

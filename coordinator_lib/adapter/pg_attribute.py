@@ -47,7 +47,11 @@ EMPTY_CATALOGS: dict[str, tuple[tuple[str, str, bool], ...]] = {
         ("adnum", "smallint", False),
         ("adbin", "text", False),
     ),
-    "pg_collation": (("oid", "integer", False), ("collname", "text", False)),
+    "pg_collation": (
+        ("oid", "integer", False),
+        ("collname", "text", False),
+        ("collnamespace", "integer", False),
+    ),
     "pg_description": (
         ("objoid", "integer", False),
         ("classoid", "integer", False),

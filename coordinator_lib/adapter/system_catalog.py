@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from coordinator_lib.adapter import privileges
 from coordinator_lib.adapter.catalog import system_item
+from coordinator_lib.adapter.cursor import PG_CURSORS_COLUMNS, pg_cursors_rows
 from coordinator_lib.adapter.information_schema import (
     INFORMATION_SCHEMA_COLUMNS,
     INFORMATION_SCHEMA_TABLES,
@@ -154,6 +155,7 @@ _RELATIONS: list[tuple[str, str, RelationDesc]] = [
     # The SQL standard's views (adapter/information_schema.py).
     ("information_schema", "tables", RelationDesc.of(*INFORMATION_SCHEMA_TABLES)),
     ("information_schema", "columns", RelationDesc.of(*INFORMATION_SCHEMA_COLUMNS)),
+    ("pg_catalog", "pg_cursors", RelationDesc.of(*PG_CURSORS_COLUMNS)),
 ]
 
 SYSTEM_ITEMS: list[CatalogItem] = [
@@ -289,6 +291,7 @@ _ROWS: dict[str, Callable[[Coordinator], list[Row]]] = {
     **{name: (lambda coord: []) for name in EMPTY_CATALOGS},
     "tables": tables_rows,
     "columns": columns_rows,
+    "pg_cursors": pg_cursors_rows,
 }
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import functools
+import json
 import math
 import re
 import zoneinfo
@@ -548,7 +549,36 @@ def to_char(value: dt.datetime | dt.date, template: str, zone: str) -> str:
     return "".join(parts)
 
 
+def _json_value(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | decimal.Decimal) or (
+        isinstance(value, float) and math.isfinite(value)
+    ):
+        return str(value)
+    if isinstance(value, dt.datetime | dt.date):
+        return json.dumps(value.isoformat())
+    return json.dumps(str(value))
+
+
+def json_build_object(*args: Any) -> str:
+    """json_build_object(k1, v1, ...): keys as text, values as JSON (numbers
+    and booleans as themselves, NULL as null, the rest as strings)."""
+    if len(args) % 2:
+        raise ValueError("argument list must have even number of elements")
+    if any(key is None for key in args[::2]):
+        raise ValueError("null value not allowed for object key")
+    pairs = (
+        f"{json.dumps(str(k))}: {_json_value(v)}"
+        for k, v in zip(args[::2], args[1::2], strict=True)
+    )
+    return "{" + ", ".join(pairs) + "}"
+
+
 EXTRA_BUILTINS: dict[str, Callable[..., Any]] = {
+    "json_build_object": json_build_object,
     "ln": ln,
     "log10": log10,
     "log_base": log_base,

@@ -96,6 +96,7 @@ PYTHON_BUILTINS = frozenset(
         "make_date",
         "make_timestamp",
         "to_char",  # (timestamp, template, zone name TZ prints)
+        "json_build_object",  # (k1, v1, ...) -> jsonb
     }
 )
 BUILTIN_FUNCTIONS = BUILTIN_FUNCTIONS | PYTHON_BUILTINS
@@ -103,7 +104,7 @@ BUILTIN_FUNCTIONS = BUILTIN_FUNCTIONS | PYTHON_BUILTINS
 FUNCTION_NAMES = WEBHOOK_FUNCTIONS | JSONB_FUNCTIONS | BUILTIN_FUNCTIONS
 # What compute/spark_functions.py renders.
 SPARK_FUNCTIONS = JSONB_FUNCTIONS | BUILTIN_FUNCTIONS
-NULL_TOLERANT = frozenset({"concat", "concat_ws"})
+NULL_TOLERANT = frozenset({"concat", "concat_ws", "json_build_object"})
 
 
 @dataclass(frozen=True)

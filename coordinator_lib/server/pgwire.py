@@ -1173,10 +1173,15 @@ class _Connection:
             formats: Sequence[int] = [0] * len(columns or ())
         elif kind == b"P":
             portal = self.portals.get(name)
-            if portal is None:
+            cursor = self.session.session.cursors.get(name) if self.session is not None else None
+            if portal is not None:
+                columns = portal.statement.description.columns
+                formats = portal.result_formats
+            elif cursor is not None:  # a DECLAREd cursor is a portal too (FETCH sends text)
+                columns = cursor.columns
+                formats = [0] * len(columns)
+            else:
                 raise AdapterError(f'portal "{name}" does not exist', code="34000")
-            columns = portal.statement.description.columns
-            formats = portal.result_formats
         else:
             raise ProtocolViolation(f"invalid DESCRIBE message subtype {kind!r}")
         self.send(_NO_DATA if columns is None else _row_description(columns, formats))

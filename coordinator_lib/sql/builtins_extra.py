@@ -13,6 +13,8 @@ implements these):
   by the binder's `+`/`-`), make_date(y, m, d), make_timestamp(y, mo, d, h,
   mi, sec double), `ts AT TIME ZONE 'zone'` (a constant zone name),
   to_char(timestamp | timestamptz | date, constant template) -> text.
+- json_build_object(k1, v1, ...) -> jsonb (SQLAlchemy's inspector asks for
+  a column's collation with it).
 """
 
 from __future__ import annotations
@@ -244,6 +246,25 @@ EXTRA_BUILTINS: dict[type, Callable[[Any, Any], Typed]] = {
     exp.TimestampFromParts: _make_timestamp,
     exp.AtTimeZone: _at_time_zone,
 }
-EXTRA_NAMED: dict[str, Callable[[Any, Any], Typed]] = {"make_date": _make_date, "to_char": _to_char}
+
+
+def _json_build_object(b: ScalarBinder, node: exp.Anonymous) -> Typed:
+    """json_build_object(key, value, ...) -> jsonb (Tidemark has no json type):
+    keys as text, values of any type (an untyped literal is text)."""
+    args = _Args(b, node, "json_build_object", list(node.expressions))
+    if len(args.values) % 2:
+        raise InvalidParameter("argument list must have even number of elements", position_of(node))
+    values = [
+        args.any_text(i) if i % 2 == 0 or args.values[i].unknown else args.values[i]
+        for i in range(len(args.values))
+    ]
+    return _call("json_build_object", values, S.JSONB, nullable=False)
+
+
+EXTRA_NAMED: dict[str, Callable[[Any, Any], Typed]] = {
+    "make_date": _make_date,
+    "to_char": _to_char,
+    "json_build_object": _json_build_object,
+}
 
 __all__ = ["EXTRA_BUILTINS", "EXTRA_NAMED", "date_arithmetic"]

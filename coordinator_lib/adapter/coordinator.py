@@ -179,6 +179,7 @@ class Coordinator:
         self.heartbeat: MaintainerHeartbeat | None = None
         if config.background:
             self.heartbeat = MaintainerHeartbeat(consensus)
+            self.heartbeat.start()
             self._thread = threading.Thread(
                 target=self._maintenance_loop, name="coordinator-maintenance", daemon=True
             )
@@ -740,8 +741,6 @@ class Coordinator:
         interval = self.config.maintenance_interval_ms / 1000
         while not self._closed.wait(interval):
             try:
-                if self.heartbeat is not None:
-                    self.heartbeat.beat()
                 self.refresh_catalog()
                 if wall_clock_ms() - self.oracle.peek_write_ts() >= self.config.advance_interval_ms:
                     self.group_commit.advance()

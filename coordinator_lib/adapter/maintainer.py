@@ -13,8 +13,10 @@ record lapses after `ttl_ms`, so runs take over again.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
+import threading
 import uuid
 from dataclasses import dataclass
 
@@ -22,6 +24,8 @@ from coordinator_lib.adapter.oracle import wall_clock_ms
 from coordinator_lib.persist.consensus import Consensus, VersionedData
 
 __all__ = ["MAINTAINER_KEY", "Maintainer", "MaintainerHeartbeat", "current_maintainer"]
+
+log = logging.getLogger(__name__)
 
 MAINTAINER_KEY = "maintainer"
 DEFAULT_TTL_MS = 15_000
@@ -56,26 +60,35 @@ def current_maintainer(consensus: Consensus, now_ms: int | None = None) -> Maint
 
 
 class MaintainerHeartbeat:
-    """The serving coordinator's record: renewed by `beat()` (cheap to call
-    often: it writes once a quarter of the TTL), withdrawn by `stop()`."""
+    """The serving coordinator's record, renewed by a thread of its own every
+    quarter of the TTL (a long step of the maintenance loop, such as a Spark
+    hydration, must not let it lapse), withdrawn by `stop()`."""
 
     def __init__(self, consensus: Consensus, ttl_ms: int = DEFAULT_TTL_MS) -> None:
         self.consensus = consensus
         self.ttl_ms = ttl_ms
         self.holder = f"tidemark serve {uuid.uuid4().hex[:8]}"
         self._started_ms = wall_clock_ms()
-        self._written_ms = 0
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="maintainer-heartbeat", daemon=True)
 
-    def beat(self) -> None:
-        now = wall_clock_ms()
-        if now - self._written_ms < self.ttl_ms // 4:
-            return
-        self._write(now + self.ttl_ms)
-        self._written_ms = now
+    def start(self) -> None:
+        self._write(wall_clock_ms() + self.ttl_ms)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stopped.wait(self.ttl_ms / 4000):
+            try:
+                self._write(wall_clock_ms() + self.ttl_ms)
+            except Exception:
+                log.warning("maintainer heartbeat not renewed", exc_info=True)
 
     def stop(self) -> None:
-        """Expire the record now if it is still ours (a clean shutdown hands
-        the views back to Dagster at once)."""
+        """Stop renewing and expire the record now if it is still ours (a
+        clean shutdown hands the views back to Dagster at once)."""
+        self._stopped.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
         head = self.consensus.head(MAINTAINER_KEY)
         if head is not None and _decode(head.data).holder == self.holder:
             self._write(wall_clock_ms())

@@ -37,6 +37,7 @@ from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import RelationDesc, ScalarType
 from coordinator_lib.sql.catalog import CatalogItem, ItemKind, QualifiedName
 from coordinator_lib.sql.coercion import parse_text_as
+from coordinator_lib.sql.escape_string import invalid_byte_sequence
 from coordinator_lib.sql.plan_webhook import (
     CreateWebhookSourcePlan,
     WebhookBodyFormat,
@@ -222,8 +223,8 @@ def body_values(body: bytes, body_format: WebhookBodyFormat) -> list[Any]:
         return [body]
     if body_format is WebhookBodyFormat.TEXT:
         try:
-            return [body.decode("utf-8")]
-        except UnicodeDecodeError as error:
+            return [_utf8(body.decode("utf-8"))]
+        except ValueError as error:  # UnicodeDecodeError too
             raise AppendWebhookError.invalid_body("text", _short(error)) from None
     values = json_values(body, body_format is WebhookBodyFormat.JSON_ARRAY)
     try:
@@ -238,9 +239,16 @@ def _key_order(key: str) -> tuple[int, bytes]:
 
 
 def _ordered(value: Any) -> Any:
-    """`value` with object keys in jsonb's order; refuses non-finite numbers."""
+    """`value` with object keys in jsonb's order; refuses non-finite numbers
+    and NUL in strings (PostgreSQL's jsonb cannot convert \\u0000 to text)."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError(
+                "unsupported Unicode escape sequence: \\u0000 cannot be converted to text"
+            )
+        return value
     if isinstance(value, dict):
-        return {key: _ordered(value[key]) for key in sorted(value, key=_key_order)}
+        return {_ordered(key): _ordered(value[key]) for key in sorted(value, key=_key_order)}
     if isinstance(value, list):
         return [_ordered(item) for item in value]
     if isinstance(value, float) and not math.isfinite(value):
@@ -255,11 +263,14 @@ def jsonb_text(value: Any) -> str:
 
 
 def _utf8(text: str) -> str:
-    """`text`, if it can be stored (JSON allows lone surrogates; UTF-8 does not)."""
+    """`text`, if it can be stored: JSON allows lone surrogates, UTF-8 does
+    not; PostgreSQL's text holds no NUL (22021)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise ValueError("invalid unicode escape in a string") from None
+    if "\x00" in text:
+        raise ValueError(invalid_byte_sequence(b"\x00"))
     return text
 
 

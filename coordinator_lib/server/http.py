@@ -66,6 +66,7 @@ from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.server.pg_types import PG_TYPES
 from coordinator_lib.sql.depth import allow_deep_statements
 from coordinator_lib.sql.dialect import split_statements
+from coordinator_lib.sql.escape_string import invalid_byte_sequence
 
 if TYPE_CHECKING:
     from coordinator_lib.adapter.client import Client, SessionClient
@@ -278,11 +279,14 @@ class _Query:
 def _parse_request(body: bytes) -> list[_Query]:
     try:
         request = json.loads(body)
+    except RecursionError:
+        raise _bad_request("request body is not valid JSON: nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as error:
         raise _bad_request(f"request body is not valid JSON: {error}") from None
     if not isinstance(request, dict):
         raise _bad_request('request body must be a JSON object with "query" or "queries"')
     if isinstance(request.get("query"), str):
+        _check_text(request["query"])
         statements = split_statements(request["query"])
         if not statements:
             return []
@@ -302,12 +306,29 @@ def _extended_query(entry: Any) -> _Query:
         params = []
     if not isinstance(params, list) or not all(p is None or isinstance(p, str) for p in params):
         raise _bad_request('"params" must be an array of strings or nulls')
+    for text in [query, *params]:
+        if text is not None:
+            _check_text(text)
     statements = split_statements(query)
     if len(statements) != 1:
         raise _bad_request(
             f'each query must contain exactly 1 statement, but "{query}" contains {len(statements)}'
         )
     return _Query(query, tuple(params), refused=_first_unsupported(statements))
+
+
+def _check_text(text: str) -> None:
+    """Refuse what PostgreSQL's text cannot hold (22021): a lone surrogate,
+    which JSON's `\\ud800` escapes allow and UTF-8 does not, and NUL."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        bad = f"\\u{ord(error.object[error.start]):04x}"
+        raise _HttpError(
+            400, f"invalid Unicode in request: lone surrogate {bad}", "22021"
+        ) from None
+    if "\x00" in text:
+        raise _HttpError(400, invalid_byte_sequence(b"\x00"), "22021")
 
 
 def _first_unsupported(statements: list[str]) -> str | None:

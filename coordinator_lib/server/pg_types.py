@@ -16,6 +16,7 @@ from typing import Any
 
 from coordinator_lib.repr.array import array_text
 from coordinator_lib.repr.relation import ScalarType
+from coordinator_lib.sql.escape_string import invalid_byte_sequence
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,11 @@ _NUMERIC_NEG = 0x4000
 _NUMERIC_NAN = 0xC000
 _NUMERIC_PINF = 0xD000
 _NUMERIC_NINF = 0xF000
+
+
+class InvalidEncoding(ValueError):
+    """A parameter's bytes are not UTF-8 text without NUL: PostgreSQL's 22021
+    in either format (it checks the encoding before any input function)."""
 
 
 class UnsupportedFormat(ValueError):
@@ -482,8 +488,9 @@ def decode_param(data: bytes | None, format_code: int, oid: int) -> str | None:
                 raise UnsupportedFormat(f"binary format for type oid {oid} is not supported")
         else:
             raise UnsupportedFormat(f"unsupported format code: {format_code}")
-    except UnicodeDecodeError:
-        raise ValueError("invalid byte sequence for encoding UTF8") from None
+    except UnicodeDecodeError as error:
+        bad = error.object[error.start : error.end]
+        raise InvalidEncoding(invalid_byte_sequence(bad)) from None
     if "\x00" in text:
-        raise ValueError("invalid byte sequence for encoding UTF8: 0x00")
+        raise InvalidEncoding(invalid_byte_sequence(b"\x00"))
     return text

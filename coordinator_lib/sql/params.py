@@ -25,7 +25,8 @@ from coordinator_lib.repr.relation import RelationDesc, ScalarType
 from coordinator_lib.sql.catalog import SqlCatalog
 from coordinator_lib.sql.coercion import scalar_type_of
 from coordinator_lib.sql.dialect import Tidemark
-from coordinator_lib.sql.errors import SqlError
+from coordinator_lib.sql.errors import CharacterNotInRepertoire, SqlError
+from coordinator_lib.sql.escape_string import invalid_byte_sequence
 from coordinator_lib.sql.positions import parameter_start
 from coordinator_lib.sql.scope import ident_name, table_parts
 
@@ -72,7 +73,11 @@ def bind_parameters(
 ) -> exp.Expr:
     """A copy of `statement` with `$n` replaced by `values[n - 1]` (text
     format; None is NULL), typed by `types[n - 1]` when given and not None.
-    Parameters without a value stay (planning then refuses them)."""
+    Parameters without a value stay (planning then refuses them). A value
+    with NUL is 22021, as PostgreSQL refuses it before any input function."""
+    for value in values:
+        if value is not None and "\x00" in value:
+            raise CharacterNotInRepertoire(invalid_byte_sequence(b"\x00"))
     copy = statement.copy()
     for param in list(copy.find_all(exp.Parameter)):
         n = _number(param)

@@ -51,6 +51,7 @@ from coordinator_lib.server.copy_in import CsvDecoder, TextDecoder, copy_decoder
 from coordinator_lib.server.pg_types import (
     PG_TYPES,
     TYPES_BY_OID,
+    InvalidEncoding,
     UnsupportedFormat,
     decode_param,
     encode_binary,
@@ -1152,6 +1153,8 @@ class _Connection:
             return decode_param(data, fmt, oid)
         except UnsupportedFormat as exc:
             raise AdapterError(f"parameter ${i + 1}: {exc}", code="0A000") from None
+        except InvalidEncoding as exc:
+            raise AdapterError(str(exc), code="22021") from None
         except ValueError as exc:
             raise AdapterError(
                 f"incorrect binary data format in bind parameter {i + 1}: {exc}"

@@ -315,6 +315,22 @@ def date_trunc(unit: str, value: dt.datetime) -> dt.datetime:
     return out.replace(tzinfo=tz) if tz is not None else out
 
 
+_EPOCH_2000 = dt.datetime(2000, 1, 1)
+
+
+def timestamp_round(value: dt.datetime, precision: int) -> dt.datetime:
+    """A cast to timestamp(p): the fraction rounded to `p` digits, half away
+    from PostgreSQL's epoch 2000-01-01 as PostgreSQL's AdjustTimestampForTypmod."""
+    if precision >= 6:
+        return value
+    naive, tz = _naive(value)
+    micros = (naive - _EPOCH_2000) // dt.timedelta(microseconds=1)
+    scale = 10 ** (6 - precision)
+    magnitude = (abs(micros) + scale // 2) // scale * scale
+    out = _EPOCH_2000 + dt.timedelta(microseconds=magnitude if micros >= 0 else -magnitude)
+    return out.replace(tzinfo=tz) if tz is not None else out
+
+
 def _field(field: str, value: dt.date) -> decimal.Decimal:
     if isinstance(value, dt.datetime):
         naive, _ = _naive(value)
@@ -397,6 +413,7 @@ BUILTINS: dict[str, Callable[..., Any]] = {
     "sqrt": sqrt,
     "power": power,
     "date_trunc": date_trunc,
+    "timestamp_round": timestamp_round,
     "extract": extract,
     "date_part": date_part,
     "add_interval": add_interval,

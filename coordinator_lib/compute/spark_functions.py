@@ -153,6 +153,23 @@ _SPARK_TRUNC = {
 }
 
 
+_EPOCH_2000_MICROS = 946_684_800_000_000
+
+
+def _timestamp_round(expr: CallFunction, value: SparkColumn, out: T.DataType) -> SparkColumn:
+    """timestamp(p): as local_builtins.timestamp_round, on microseconds since 2000."""
+    precision = expr.args[1]
+    if not isinstance(precision, Literal):
+        raise TypeError("timestamp_round needs a constant precision on Spark")
+    if int(precision.value) >= 6:
+        return value
+    scale = 10 ** (6 - int(precision.value))
+    micros = F.unix_micros(value.cast(T.TimestampType())) - F.lit(_EPOCH_2000_MICROS)
+    magnitude = F.floor((F.abs(micros) + F.lit(scale // 2)) / F.lit(scale)) * F.lit(scale)
+    rounded = F.when(micros >= 0, magnitude).otherwise(-magnitude) + F.lit(_EPOCH_2000_MICROS)
+    return F.timestamp_micros(rounded.cast("long")).cast(out)
+
+
 def _constant_unit(expr: CallFunction) -> str:
     unit = expr.args[0]
     if not isinstance(unit, Literal) or not isinstance(unit.value, str):
@@ -302,6 +319,8 @@ def _render(expr: CallFunction, args: list[SparkColumn], types: list[ColumnType]
         return _power(args[0], args[1], out)
     if name == "date_trunc":
         return _date_trunc(expr, args[1], expr.type.scalar_type)
+    if name == "timestamp_round":
+        return _timestamp_round(expr, args[0], out)
     if name == "add_interval":
         out_value = args[0]
         for unit, amount in zip(("MONTH", "DAY", "MICROSECOND"), args[1:], strict=True):

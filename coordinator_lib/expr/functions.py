@@ -63,6 +63,7 @@ BUILTIN_FUNCTIONS = frozenset(
         "power",
         # date/time: the unit or field is the first argument, a text constant
         "date_trunc",
+        "timestamp_round",  # (timestamp, precision): a cast to timestamp(p)
         "extract",  # -> numeric
         "date_part",  # -> double precision
         "add_interval",  # (timestamp, months, days, microseconds): `+ interval '...'`

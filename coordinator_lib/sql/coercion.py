@@ -98,6 +98,20 @@ def scalar_type_of(data_type: exp.DataType) -> ScalarType:
     raise UnsupportedFeature(f"type {name} is not supported")
 
 
+def timestamp_precision(data_type: exp.DataType) -> int | None:
+    """The `p` of `timestamp(p)` / `timestamptz(p)` (at most 6, as PostgreSQL
+    reduces it), None when not given or for other types."""
+    if data_type.this not in (exp.DType.TIMESTAMP, exp.DType.TIMESTAMPTZ):
+        return None
+    params = data_type.expressions
+    if len(params) != 1 or not isinstance(params[0].this, exp.Literal):
+        return None
+    precision = int(params[0].this.this)
+    if precision < 0:
+        raise InvalidParameter(f"TIMESTAMP({precision}) precision must not be negative")
+    return min(precision, 6)
+
+
 # --- casts ----------------------------------------------------------------------
 
 _IMPLICIT: dict[ScalarType, set[ScalarType]] = {
@@ -254,11 +268,32 @@ def check_int_range(value: int, st: ScalarType) -> int:
     return value
 
 
+def _parse_array(text: str, element: ScalarType) -> tuple[Any, ...]:
+    """A one-dimensional array literal, `{1,2,NULL}` or `{"a b",c}`."""
+    body = text.strip()
+    if not (body.startswith("{") and body.endswith("}")):
+        raise InvalidTextRepresentation(f'malformed array literal: "{text}"')
+    items = re.findall(r'\s*("(?:[^"\\]|\\.)*"|[^,{}"]*)\s*(?:,|$)', body[1:-1])
+    if body[1:-1].strip() == "":
+        return ()
+    values: list[Any] = []
+    for item in items[: body[1:-1].count(",") + 1]:
+        if item.startswith('"'):
+            values.append(parse_text_as(re.sub(r"\\(.)", r"\1", item[1:-1]), element))
+        elif item.strip().upper() == "NULL":
+            values.append(None)
+        else:
+            values.append(parse_text_as(item.strip(), element))
+    return tuple(values)
+
+
 def parse_text_as(text: str, st: ScalarType) -> Any:
     """The value an untyped string literal denotes as type `st` (PostgreSQL's
     input function for the type). Raises the SQLSTATE PostgreSQL raises."""
     if st is S.TEXT:
         return text
+    if st.element is not None:
+        return _parse_array(text, st.element)
     stripped = text.strip()
     if st is S.BOOLEAN:
         low = stripped.lower()
@@ -308,7 +343,7 @@ def parse_text_as(text: str, st: ScalarType) -> Any:
             raise InvalidDatetimeFormat(f'invalid input syntax for type date: "{text}"') from None
     if st in (S.TIMESTAMP, S.TIMESTAMPTZ):
         try:
-            value = dt.datetime.fromisoformat(stripped)
+            value = _parse_timestamp(stripped)
         except ValueError:
             raise InvalidDatetimeFormat(
                 f'invalid input syntax for type {st.value}: "{text}"'
@@ -326,6 +361,21 @@ def parse_text_as(text: str, st: ScalarType) -> Any:
                 f'invalid input syntax for type json: "{text}"'
             ) from None
     raise UnsupportedFeature(f"literals of type {st.value} are not supported")  # pragma: no cover
+
+
+_FRACTION_BEYOND_MICROS = re.compile(r"(:\d\d\.\d{6})(\d+)")
+
+
+def _parse_timestamp(text: str) -> dt.datetime:
+    """ISO text as a datetime, digits beyond microseconds rounded (half up,
+    as PostgreSQL's input) rather than cut off."""
+    beyond = _FRACTION_BEYOND_MICROS.search(text)
+    if beyond is None:
+        return dt.datetime.fromisoformat(text)
+    value = dt.datetime.fromisoformat(text[: beyond.end(1)] + text[beyond.end() :])
+    if beyond.group(2)[0] >= "5":
+        value += dt.timedelta(microseconds=1)
+    return value
 
 
 def _parse_bytea(text: str) -> bytes:

@@ -19,6 +19,7 @@ from sqlglot import exp
 from coordinator_lib.expr.relation import (
     Map,
     OrderKey,
+    Project,
     RelationExpr,
     Window,
     WindowExpr,
@@ -35,7 +36,6 @@ from coordinator_lib.expr.scalar import (
 )
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.sql.errors import SqlError, UnsupportedFeature
-from coordinator_lib.sql.outer import has_subquery
 from coordinator_lib.sql.positions import position_of
 from coordinator_lib.sql.scalar import (
     ScalarBinder,
@@ -271,10 +271,7 @@ def plan_windows(
             specs.setdefault((partition, tuple(keys)), []).append(entry)
     finally:
         binder.clause = clause
-    scalars = planner.scalars
-    if any(has_subquery(s) for s in scalars):
-        rel, scalars = lower_subqueries(rel, scalars)
-    out: RelationExpr = Map(rel, tuple(scalars)) if scalars else rel
+    out = _with_scalars(rel, planner.scalars)
     values: dict[int, Typed] = {}
     for (partition, keys), entries in specs.items():
         functions: list[WindowExpr] = []
@@ -287,6 +284,21 @@ def plan_windows(
         for call_id, kind, columns, types in where:
             values[call_id] = _value(out, kind, columns, types)
     return out, WindowBinder(binder, out.desc.types, values)
+
+
+def _with_scalars(rel: RelationExpr, scalars: list[ScalarExpr]) -> RelationExpr:
+    """`rel` with `scalars` appended right after its columns, where the
+    planner numbered them: the columns that lowering their subqueries adds
+    are projected away again."""
+    if not scalars:
+        return rel
+    arity = rel.desc.arity
+    lowered, scalars = lower_subqueries(rel, scalars)
+    out: RelationExpr = Map(lowered, tuple(scalars))
+    width = lowered.desc.arity
+    if width == arity:
+        return out
+    return Project(out, tuple(range(arity)) + tuple(range(width, width + len(scalars))))
 
 
 def _value(rel: RelationExpr, kind: str, columns: list[int], arg_types: list) -> Typed:

@@ -72,6 +72,7 @@ from coordinator_lib.sql.coercion import (
 from coordinator_lib.sql.context import CteBinding, PlanContext
 from coordinator_lib.sql.errors import (
     AmbiguousColumn,
+    DuplicateAlias,
     GroupingError,
     InvalidColumnReference,
     InvalidParameter,
@@ -171,6 +172,10 @@ def plan_query(node: exp.Expr, ctx: PlanContext) -> BoundQuery:
     try:
         for cte in with_.expressions:
             name = ident_name(cte.args["alias"].this)
+            if name in frame:
+                raise DuplicateAlias(
+                    f'WITH query name "{name}" specified more than once', position_of(cte)
+                )
             bound = plan_query(cte.this, ctx)
             expr = visible(bound, cte)
             names = list(bound.names)
@@ -308,7 +313,15 @@ def _plan_join_tree(
     rel, _ = _add_factor(first, ctx, scope, ignore_joins=True)
     inputs = [rel]
     predicates: list[ScalarExpr] = []
-    for join in joins:
+    joins = list(joins)
+    while joins:
+        join = joins.pop(0)
+        group = _comma_group(join, joins)
+        if group:  # `, b FULL JOIN c`: the comma binds looser than JOIN
+            del joins[: len(group)]
+            rel, _ = _add_join_group(join.this, group, ctx, scope, join)
+            inputs.append(rel)
+            continue
         side = (join.args.get("side") or "").upper()
         kind = (join.args.get("kind") or "").upper()
         method = (join.args.get("method") or "").upper()
@@ -377,22 +390,51 @@ def _add_factor(
         and isinstance(inner, exp.Table | exp.Subquery)
         and inner.args.get("joins")
     ):
-        sub = Scope(outer=scope.outer, context=ctx)
-        inputs, predicates = _plan_join_tree(inner, inner.args["joins"], ctx, sub)
-        rel = build_join(inputs, predicates)
-        star = scope.star(None)
-        offset = scope.arity
-        natural = scope.star_order is None and sub.star_order is None
-        for item in sub.items:
-            scope.add(item, node)
-        for name, column in sub.merged.items():
-            scope.merged[name] = column + offset
-        if not natural:
-            scope.star_order = star + [c + offset for c in sub.star(None)]
-        return rel, list(sub.items)
+        return _add_join_group(inner, inner.args["joins"], ctx, scope, node)
     rel, item = plan_table_factor(node, ctx, ignore_joins)
     scope.add(item, node)
     return rel, [item]
+
+
+def _comma_group(join: exp.Expr, rest: list[exp.Expr]) -> list[exp.Expr]:
+    """The JOINs after the comma item `join` up to the next comma, when one
+    of them is an outer join: `a, b FULL JOIN c` is `a, (b FULL JOIN c)`, so
+    the outer join must not see `a`. Empty when grouping changes nothing (no
+    outer join) or when a LATERAL item may refer to the items before."""
+    if not _is_comma(join) or isinstance(join.this, exp.Lateral):
+        return []
+    group: list[exp.Expr] = []
+    for other in rest:
+        if _is_comma(other):
+            break
+        if isinstance(other.this, exp.Lateral):
+            return []
+        group.append(other)
+    return group if any(j.args.get("side") for j in group) else []
+
+
+def _is_comma(join: exp.Expr) -> bool:
+    return not any(join.args.get(k) for k in ("side", "kind", "method", "on", "using"))
+
+
+def _add_join_group(
+    first: exp.Expr, joins: list[exp.Expr], ctx: PlanContext, scope: Scope, node: exp.Expr
+) -> tuple[RelationExpr, list[ScopeItem]]:
+    """`first JOIN ... JOIN ...` planned on its own and added to `scope` as
+    one input whose items all become visible."""
+    sub = Scope(outer=scope.outer, context=ctx)
+    inputs, predicates = _plan_join_tree(first, joins, ctx, sub)
+    rel = build_join(inputs, predicates)
+    star = scope.star(None)
+    offset = scope.arity
+    natural = scope.star_order is None and sub.star_order is None
+    for item in sub.items:
+        scope.add(item, node)
+    for name, column in sub.merged.items():
+        scope.merged[name] = column + offset
+    if not natural:
+        scope.star_order = star + [c + offset for c in sub.star(None)]
+    return rel, list(sub.items)
 
 
 def _make_nullable(items: list[ScopeItem]) -> None:
@@ -402,9 +444,10 @@ def _make_nullable(items: list[ScopeItem]) -> None:
 
 
 def _natural_columns(scope: Scope, left_star: list[int], right: ScopeItem) -> list[exp.Expr]:
-    """NATURAL JOIN: USING the column names both sides have."""
-    left_names = {scope.column_name(i) for i in left_star}
-    return [exp.to_identifier(n, quoted=True) for n in right.names if n in left_names]
+    """NATURAL JOIN: USING the column names both sides have, in the left
+    side's order (the order `*` shows the merged columns in)."""
+    left_names = dict.fromkeys(scope.column_name(i) for i in left_star)
+    return [exp.to_identifier(n, quoted=True) for n in left_names if n in right.names]
 
 
 def _merge_using(

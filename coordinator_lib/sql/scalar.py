@@ -21,6 +21,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from coordinator_lib.expr.functions import CallFunction
 from coordinator_lib.expr.scalar import (
     BinaryFunc,
     CallBinary,
@@ -51,6 +52,7 @@ from coordinator_lib.sql.coercion import (
     operator_type,
     parse_text_as,
     scalar_type_of,
+    timestamp_precision,
 )
 from coordinator_lib.sql.errors import (
     CannotCoerce,
@@ -681,12 +683,21 @@ class ScalarBinder:
             raise error.at(position_of(node.to) or position_of(node)) from None
         value = self.bind(node.this)
         if value.unknown:
-            return self.resolve_unknown(value, target, node.this)
-        if not can_cast_explicitly(value.scalar, target):
+            cast = self.resolve_unknown(value, target, node.this)
+        elif not can_cast_explicitly(value.scalar, target):
             raise CannotCoerce(
                 f"cannot cast type {value.scalar.value} to {target.value}", position_of(node)
             )
-        return self.cast_to(value, target, node)
+        else:
+            cast = self.cast_to(value, target, node)
+        try:
+            precision = timestamp_precision(node.to)
+        except SqlError as error:
+            raise error.at(position_of(node.to) or position_of(node)) from None
+        if precision is None or precision == 6:
+            return cast
+        digits = Literal(precision, ColumnType(ScalarType.INTEGER, False))
+        return self.typed(CallFunction("timestamp_round", (cast.expr, digits), cast.type))
 
     def _case(self, node: exp.Case) -> Typed:
         operand_node = node.args.get("this")

@@ -52,7 +52,7 @@ def _array_to_text(column: SparkColumn, source: ScalarType) -> SparkColumn:
     if element is ScalarType.TIMESTAMPTZ:
         column = column.cast(T.ArrayType(T.TimestampNTZType()))
 
-    def text(values):  # type: ignore[no-untyped-def]  # (hints make Spark guess a pandas UDF)
+    def text(values):  # no hints: they make Spark guess a pandas UDF
         if values is None:
             return None
         if element is ScalarType.TIMESTAMPTZ:

@@ -107,7 +107,7 @@ class Project(RelationExpr):
     names: tuple[str, ...] | None = None
 
     @cached_property
-    def desc(self) -> RelationDesc:  # type: ignore[override]
+    def desc(self) -> RelationDesc:
         d = self.input.desc
         names = list(self.names) if self.names else [d.names[i] for i in self.outputs]
         return RelationDesc(_unique_names(names), tuple(d.types[i] for i in self.outputs))
@@ -125,7 +125,7 @@ class Map(RelationExpr):
     names: tuple[str, ...] = ()
 
     @cached_property
-    def desc(self) -> RelationDesc:  # type: ignore[override]
+    def desc(self) -> RelationDesc:
         d = self.input.desc
         types = list(d.types)
         for scalar in self.scalars:
@@ -165,7 +165,7 @@ class Join(RelationExpr):
     equivalences: tuple[tuple[ScalarExpr, ...], ...]
 
     @cached_property
-    def desc(self) -> RelationDesc:  # type: ignore[override]
+    def desc(self) -> RelationDesc:
         names: list[str] = []
         types: list[ColumnType] = []
         for child in self.inputs_:
@@ -258,7 +258,7 @@ class Reduce(RelationExpr):
     names: tuple[str, ...] = field(default=())
 
     @cached_property
-    def desc(self) -> RelationDesc:  # type: ignore[override]
+    def desc(self) -> RelationDesc:
         input_types = self.input.desc.types
         types = [k.typ(input_types) for k in self.group_key]
         types += [a.typ(input_types) for a in self.aggregates]
@@ -293,7 +293,7 @@ class Union(RelationExpr):
     inputs_: tuple[RelationExpr, ...]
 
     @cached_property
-    def desc(self) -> RelationDesc:  # type: ignore[override]
+    def desc(self) -> RelationDesc:
         first = self.inputs_[0].desc
         types = list(first.types)
         for child in self.inputs_[1:]:
@@ -366,7 +366,7 @@ class TopK(RelationExpr):
     offset: int = 0
 
     @cached_property
-    def desc(self) -> RelationDesc:  # type: ignore[override]
+    def desc(self) -> RelationDesc:
         d = self.input.desc
         keys = d.keys
         if self.limit == 1:
@@ -444,7 +444,7 @@ class Window(RelationExpr):
     names: tuple[str, ...] = ()
 
     @cached_property
-    def desc(self) -> RelationDesc:  # type: ignore[override]
+    def desc(self) -> RelationDesc:
         d = self.input.desc
         types = [f.typ(d.types) for f in self.functions]
         names = [

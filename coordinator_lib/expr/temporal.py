@@ -172,7 +172,7 @@ def _rewrite(value: object, timestamp: int) -> object:
             new = _rewrite(old, timestamp)
             if new is not old:
                 changes[f.name] = new
-        return dataclasses.replace(value, **changes) if changes else value  # type: ignore[type-var]
+        return dataclasses.replace(value, **changes) if changes else value
     return value
 
 

@@ -173,7 +173,7 @@ class RelationDesc:
         names, types = [], []
         for column in columns:
             name, type_name = column[0], column[1]
-            nullable = column[2] if len(column) > 2 else True  # type: ignore[misc]
+            nullable = column[2] if len(column) > 2 else True
             names.append(name)
             types.append(ColumnType(parse_scalar_type(type_name), bool(nullable)))
         return RelationDesc(tuple(names), tuple(types), tuple(tuple(k) for k in keys))

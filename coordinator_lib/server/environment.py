@@ -84,8 +84,7 @@ def run_forever(environment: Environment) -> None:
         signal.signal(signum, lambda *_: stop.set())
     environment.start()
     print(
-        f"tidemark: pgwire on 127.0.0.1:{environment.pgwire.port}, "
-        f"HTTP on {environment.http.url}",
+        f"tidemark: pgwire on 127.0.0.1:{environment.pgwire.port}, HTTP on {environment.http.url}",
         flush=True,
     )
     stop.wait()

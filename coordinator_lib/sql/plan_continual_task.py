@@ -104,7 +104,7 @@ def plan_create_continual_task(statement: CreateContinualTask, ctx: PlanContext)
             position_of(input_node),
         )
     body_ctx = PlanContext(
-        _WithTask(ctx.catalog, CatalogItem(SELF, name, ItemKind.TABLE, desc)),  # type: ignore[arg-type]
+        _WithTask(ctx.catalog, CatalogItem(SELF, name, ItemKind.TABLE, desc)),
         ctx.text,
     )
     body_ctx.references = ctx.references

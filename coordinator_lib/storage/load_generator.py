@@ -329,4 +329,4 @@ def make_generator(kind: str, **options: object) -> LoadGenerator:
             f"load generator {cls.name!r} does not take option(s) {', '.join(unknown)}; "
             f"it takes: {', '.join(allowed) or 'none'}"
         )
-    return cls(**options)  # type: ignore[arg-type]
+    return cls(**options)

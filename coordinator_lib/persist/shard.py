@@ -384,7 +384,8 @@ class Shard:
     def snapshot(self, as_of: int) -> list[tuple[Row, int]]:
         """The consolidated contents at `as_of` as (row, diff) pairs."""
         table = self.snapshot_table(as_of)
-        rows = zip(*(column_pylist(table.column(n)) for n in self.desc.names), strict=True)
+        columns = (column_pylist(table.column(n)) for n in self.desc.names)
+        rows: Iterator[Row] = zip(*columns, strict=True)
         if not self.desc.names:
             rows = iter([() for _ in range(table.num_rows)])
         return list(zip(rows, table.column(DIFF_COLUMN).to_pylist(), strict=True))

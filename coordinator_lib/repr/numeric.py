@@ -57,3 +57,14 @@ def to_numeric(value: decimal.Decimal | int) -> decimal.Decimal:
     if rounded.copy_abs() >= NUMERIC_LIMIT:  # abs() would round to 28 digits
         raise NumericFieldOverflow(NumericFieldOverflow.message)
     return rounded
+
+
+def numeric_display(value: decimal.Decimal) -> decimal.Decimal:
+    """`value` as clients see it: without trailing fractional zeros, as
+    Materialize prints numeric (`avg` of 1, 2, 2, 2 is 1.75, not the stored
+    1.7500000000), and never with an exponent."""
+    if not value.is_finite():
+        return value
+    if value == value.to_integral_value():
+        return value.quantize(decimal.Decimal(1), context=ARITHMETIC)
+    return value.normalize(context=ARITHMETIC)

@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from coordinator_lib.repr.array import array_text
+from coordinator_lib.repr.numeric import numeric_display
 from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.sql.escape_string import invalid_byte_sequence
 
@@ -211,7 +212,7 @@ def format_float(value: float, single: bool = False) -> str:
 
 
 def format_numeric(value: decimal.Decimal | int | float) -> str:
-    """numeric text: plain digits (never an exponent), scale kept."""
+    """numeric text: plain digits (never an exponent), no trailing zeros."""
     if isinstance(value, bool):
         raise TypeError("numeric value expected, got bool")
     if isinstance(value, int):
@@ -224,7 +225,7 @@ def format_numeric(value: decimal.Decimal | int | float) -> str:
         return "Infinity" if value > 0 else "-Infinity"
     if value.is_zero():
         value = value.copy_abs()
-    return format(value, "f")
+    return format(numeric_display(value), "f")
 
 
 def _as_utc_naive(value: dt.datetime) -> dt.datetime:
@@ -296,7 +297,7 @@ def _numeric_to_binary(value: decimal.Decimal | int | float) -> bytes:
         return struct.pack(">hhHH", 0, 0, _NUMERIC_NAN, 0)
     if value.is_infinite():
         return struct.pack(">hhHH", 0, 0, _NUMERIC_PINF if value > 0 else _NUMERIC_NINF, 0)
-    sign, digit_tuple, exponent = value.as_tuple()
+    sign, digit_tuple, exponent = numeric_display(value).as_tuple()
     assert isinstance(exponent, int)
     digits = "".join(map(str, digit_tuple))
     if exponent > 0:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -13,6 +13,7 @@ from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import ColumnType
 from coordinator_lib.sql.catalog import CatalogItem, QualifiedName, SqlCatalog
 from coordinator_lib.sql.errors import SqlError
+from coordinator_lib.sql.outer import shift_outer
 from coordinator_lib.sql.positions import position_of
 
 if TYPE_CHECKING:
@@ -26,6 +27,9 @@ class CteBinding:
     expr: RelationExpr
     names: tuple[str, ...]
     types: tuple[ColumnType, ...]
+    # How many queries enclose the one that defines it (len(PlanContext.outer)):
+    # its references to their columns are relative to that level.
+    level: int | None = None
 
 
 @dataclass
@@ -55,9 +59,17 @@ class PlanContext:
         return item
 
     def cte(self, name: str) -> CteBinding | None:
+        """The WITH query `name`, its outer references adjusted to the level
+        it is named at (a subquery may name its enclosing query's CTE)."""
         for frame in reversed(self.ctes):
             if name in frame:
-                return frame[name]
+                binding = frame[name]
+                if binding.level is None:
+                    return binding
+                deeper = len(self.outer) - binding.level
+                if deeper <= 0:
+                    return binding
+                return replace(binding, expr=shift_outer(binding.expr, deeper))
         return None
 
     def readable_names(self) -> dict[GlobalId, str]:

@@ -93,6 +93,42 @@ def rewrite(expr: ScalarExpr, replace: Callable[[ScalarExpr], ScalarExpr | None]
     return dataclasses.replace(expr, **changes) if changes else expr  # type: ignore[type-var]
 
 
+def shift_outer(plan: RelationExpr, by: int) -> RelationExpr:
+    """`plan` used `by` query levels deeper than it was planned at (a WITH
+    query named inside a subquery of the query that defines it): each
+    reference to a column outside `plan` reaches `by` more levels out."""
+    memo: dict[int, object] = {}
+
+    def shift(value: object, level: int) -> object:
+        if isinstance(value, OuterColumn):
+            if value.depth <= level:
+                return value
+            return OuterColumn(value.depth + by, value.index, value.type)
+        if isinstance(value, tuple):
+            items = tuple(shift(v, level) for v in value)
+            return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
+        if not dataclasses.is_dataclass(value) or isinstance(value, type):
+            return value
+        key = id(value)
+        if key in memo:
+            return memo[key]
+        inner = level + 1 if isinstance(value, SubqueryExpr) else level
+        changes = {}
+        for f in dataclasses.fields(value):
+            old = getattr(value, f.name)
+            new = shift(old, inner if f.name == "plan" else level)
+            if new is not old:
+                changes[f.name] = new
+        memo[key] = dataclasses.replace(value, **changes) if changes else value
+        return memo[key]
+
+    if by == 0:
+        return plan
+    shifted = shift(plan, 0)
+    assert isinstance(shifted, RelationExpr)
+    return shifted
+
+
 def walk(expr: ScalarExpr) -> Iterator[ScalarExpr]:
     """`expr` and every node below it (not into subquery plans)."""
     yield expr

@@ -713,15 +713,35 @@ def parse_sql(text: str) -> list[exp.Expr]:
 
 def _convert_parse_error(error: SqlglotParseError, text: str) -> ParseError:
     info = error.errors[0] if error.errors else {}
-    description = info.get("description") or str(error)
+    description = _user_description(info.get("description") or str(error))
     start = info.get("start")
     position = start + 1 if isinstance(start, int) else None
+    near = info.get("highlight")
+    # "Required keyword ... missing" at the last token (an operator or clause
+    # keyword, not a closing one): the operand was missing at the end.
+    missing = str(info.get("description", "")).startswith("Required keyword")
+    after_last = (
+        near
+        and near.upper() not in ("END", ")")
+        and position is not None
+        and position - 1 + len(near) >= len(text.rstrip())
+    )
     if position is not None and position > len(text.rstrip()):
         return ParseError("syntax error at end of input", position, detail=description)
-    near = info.get("highlight")
+    if missing and after_last:
+        return ParseError("syntax error at end of input", len(text.rstrip()) + 1)
     if near:
         return ParseError(f'syntax error at or near "{near}"', position, detail=description)
-    return ParseError(f"syntax error: {description}", position)
+    return ParseError(f"syntax error: {description}" if description else "syntax error", position)
+
+
+def _user_description(description: str) -> str | None:
+    """sqlglot's description of a syntax error, unless it names the parser's
+    own classes (`Required keyword: 'this' missing for <class 'sqlglot...'>`),
+    which mean nothing to a user."""
+    if "<class" in description or "sqlglot" in description:
+        return None
+    return description
 
 
 def _convert_token_error(error: TokenError, text: str) -> ParseError:

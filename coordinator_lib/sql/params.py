@@ -25,7 +25,7 @@ from coordinator_lib.repr.relation import RelationDesc, ScalarType
 from coordinator_lib.sql.catalog import SqlCatalog
 from coordinator_lib.sql.coercion import scalar_type_of
 from coordinator_lib.sql.dialect import Tidemark
-from coordinator_lib.sql.errors import CharacterNotInRepertoire, SqlError
+from coordinator_lib.sql.errors import CharacterNotInRepertoire, ParseError, SqlError
 from coordinator_lib.sql.escape_string import invalid_byte_sequence
 from coordinator_lib.sql.positions import parameter_start
 from coordinator_lib.sql.scope import ident_name, table_parts
@@ -35,6 +35,13 @@ _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeE
 
 
 def _number(param: exp.Parameter) -> int:
+    """n of `$n`; anything else the parser reads as a parameter (`@x`,
+    which PostgreSQL reads as an operator) is a syntax error."""
+    if not param.name.isdigit():
+        start = parameter_start(param)
+        raise ParseError(
+            f'syntax error at or near "{param.name}"', start + 1 if start is not None else None
+        )
     return int(param.name)
 
 

@@ -36,7 +36,7 @@ from typing import Any
 import pyarrow as pa
 
 from coordinator_lib.adapter.errors import AdapterError
-from coordinator_lib.adapter.oracle import TimestampOracle
+from coordinator_lib.adapter.oracle import TimestampOracle, TimestampTaken
 from coordinator_lib.persist import batch as batch_io
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
@@ -165,9 +165,11 @@ class GroupCommitter:
 
     def _append(self, batch: list[_Pending]) -> tuple[int, dict[int, BaseException]]:
         """Commit the admitted writers of `batch`; returns the timestamp and
-        the rejected writers (by position) with their errors."""
+        the rejected writers (by position) with their errors. The oracle's
+        record changes in the append's own compare-and-set (`claim`); a
+        commit with nothing to append takes its time with `write_ts`."""
         for _ in range(_RETRIES):
-            timestamp = self.oracle.write_ts()
+            timestamp = self.oracle.propose_write_ts()
             keys, rejected = self._admit(batch)
             tables: dict[GlobalId, list[pa.Table]] = {id: [] for id in keys}
             for i, pending in enumerate(batch):
@@ -187,16 +189,21 @@ class GroupCommitter:
             ]
             if commands:
                 try:
-                    self.storage.append(commands)  # all tables at once, or none
-                except (InvalidUppers, IdentifierMissing):
-                    # Another process wrote first, or a table was dropped (its
-                    # writers are rejected next time): nothing landed, try again.
+                    # all tables at once, or none, with the oracle's record
+                    self.storage.append(commands, [self.oracle.claim(timestamp)])
+                except (InvalidUppers, IdentifierMissing, TimestampTaken):
+                    # Another process wrote first or took the time, or a table
+                    # was dropped (its writers are rejected next time): nothing
+                    # landed, try again.
                     continue
+            else:
+                timestamp = self.oracle.write_ts()
             with self._keys_lock:
                 for id, (_, counts) in keys.items():
                     self._keys[id] = (Frontier.at(timestamp + 1), counts)
             self._advance_idle(timestamp + 1, skip=set(tables))
-            self.oracle.apply_write(timestamp)
+            if not commands:
+                self.oracle.apply_write(timestamp)
             return timestamp, rejected
         raise StorageError(f"could not commit after {_RETRIES} attempts: uppers kept moving")
 

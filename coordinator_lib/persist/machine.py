@@ -5,7 +5,8 @@ writes it back with compare-and-set on the seqno, retrying on a lost race.
 A transition either returns a result with no change, changes the state, or
 raises (and then nothing is written). `apply_all` does the same for several
 shards at once: one compare-and-set of all their states, so a commit to many
-shards lands everywhere or nowhere.
+shards lands everywhere or nowhere; other records of the same consensus (the
+timestamp oracle's) can join that compare-and-set as `RecordChange`s.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ T = TypeVar("T")
 
 # A transition returns (changed, result); `changed` False means "write nothing".
 Transition = Callable[[ShardState, int], tuple[bool, T]]
+# A record outside the shards changed in the same compare-and-set: its key and
+# a pure function from its current bytes (None: absent) to its new bytes; it
+# may raise to write nothing anywhere.
+RecordChange = tuple[str, Callable[[bytes | None], bytes]]
 
 SHARD_KEY_PREFIX = "shard/"
 
@@ -82,13 +87,17 @@ class Machine:
 
 
 def apply_all(
-    steps: Sequence[tuple[Machine, Transition[Any]]], *, allow_finalized: bool = False
+    steps: Sequence[tuple[Machine, Transition[Any]]],
+    *,
+    allow_finalized: bool = False,
+    records: Sequence[RecordChange] = (),
 ) -> list[Any]:
     """Run one transition per shard (all in one consensus, each shard once)
-    and write every changed state in one `Consensus.compare_and_set_all`:
-    all of them land or none does. A lost race on any shard re-reads them
-    all and runs every transition again; a transition that raises writes
-    nothing anywhere. Returns the transitions' results in order."""
+    and write every changed state, and every record of `records`, in one
+    `Consensus.compare_and_set_all`: all of them land or none does. A lost
+    race on any shard or record re-reads them all and runs every transition
+    again; a transition or record change that raises writes nothing
+    anywhere. Returns the transitions' results in order."""
     consensus = steps[0][0].consensus
     while True:
         now = now_ms()
@@ -112,7 +121,16 @@ def apply_all(
                 changes.append(KeyChange(machine.key, head.seqno, new))
                 landed_on = landed_on or machine
         if landed_on is None:
+            if records:
+                raise ValueError("record changes need a shard change to land with")
             return results
+        for key, change in records:
+            head = consensus.head(key)
+            data = change(None if head is None else head.data)
+            seqno = 1 if head is None else head.seqno + 1
+            changes.append(
+                KeyChange(key, None if head is None else head.seqno, VersionedData(seqno, data))
+            )
         try:
             if consensus.compare_and_set_all(changes):
                 return results

@@ -31,7 +31,7 @@ from coordinator_lib.persist.errors import (
     ShardFinalized,
     UpperMismatch,
 )
-from coordinator_lib.persist.machine import Machine, Transition, apply_all
+from coordinator_lib.persist.machine import Machine, RecordChange, Transition, apply_all
 from coordinator_lib.persist.read_scope import SEQNO_HOLD_LEASE_MS, current_scope
 from coordinator_lib.persist.state import (
     BatchMeta,
@@ -628,13 +628,14 @@ class Append:
     new_upper: Frontier
 
 
-def compare_and_append_all(appends: Sequence[Append]) -> None:
+def compare_and_append_all(appends: Sequence[Append], records: Sequence[RecordChange] = ()) -> None:
     """Append to several shards of one environment as one atomic step
     (Materialize does this with its txn-wal): every batch is written to blob
     first, then one compare-and-set of all the shards' states names them all
     and moves every upper, or none of them (UpperMismatch if any shard's
-    upper is not the expected one). A crash at any point leaves either all of
-    it visible or only unnamed blobs, which garbage collection takes."""
+    upper is not the expected one). `records` (the timestamp oracle's) land in
+    the same compare-and-set. A crash at any point leaves either all of it
+    visible or only unnamed blobs, which garbage collection takes."""
     if len({a.shard.shard_id for a in appends}) != len(appends):
         raise InvalidUpdates("an atomic append names a shard more than once")
     for append in appends:
@@ -650,7 +651,7 @@ def compare_and_append_all(appends: Sequence[Append]) -> None:
                     written.append((shard, meta.key))
                 commit = shard._commit(meta, append.expected_upper, append.new_upper)
                 steps.append((shard.machine, commit))
-            apply_all(steps)
+            apply_all(steps, records=records)
             return
         except LeaseExpired:
             # A writer's lease lapsed, so GC may have taken its blob:

@@ -41,6 +41,7 @@ from pydantic import BaseModel, Field
 from coordinator_lib.persist import errors as persist_errors
 from coordinator_lib.persist.client import PersistClient
 from coordinator_lib.persist.consensus import VersionedData
+from coordinator_lib.persist.machine import RecordChange
 from coordinator_lib.persist.shard import Append, LeasedReader, Shard, compare_and_append_all
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
@@ -437,11 +438,14 @@ class StorageController:
             return CollectionStatistics(stats.rows, stats.bytes, stats.batches)
 
     # ---------------------------------------------------------- reads/writes
-    def append(self, commands: Sequence[AppendCommand | tuple]) -> None:
+    def append(
+        self, commands: Sequence[AppendCommand | tuple], records: Sequence[RecordChange] = ()
+    ) -> None:
         """Append to tables (and webhook or introspection collections) as one
         atomic step: every command is checked and encoded first, then one
         compare-and-set makes all of them visible, or none
-        (`persist.shard.compare_and_append_all`). InvalidUppers means
+        (`persist.shard.compare_and_append_all`), together with `records`
+        (group commit's timestamp oracle change). InvalidUppers means
         nothing landed."""
         with self._lock:
             planned: list[tuple[GlobalId, Append]] = []
@@ -466,7 +470,7 @@ class StorageController:
                     mismatches.append((id, append.expected_upper, current))
             if not mismatches:
                 try:
-                    compare_and_append_all([append for _, append in planned])
+                    compare_and_append_all([append for _, append in planned], records)
                 except persist_errors.UpperMismatch as error:
                     id = next(id for id, a in planned if a.shard.shard_id == error.shard_id)
                     mismatches.append((id, error.expected, error.current))

@@ -680,12 +680,12 @@ def test_concurrent_writers_share_group_commits(
     real_append = storage.append
     appends_with_rows = 0
 
-    def slow_append(commands: Any) -> None:
+    def slow_append(commands: Any, records: Any = ()) -> None:
         nonlocal appends_with_rows
         if any(len(command.updates) for command in commands):
             appends_with_rows += 1
             time.sleep(0.03)
-        real_append(commands)
+        real_append(commands, records)
 
     monkeypatch.setattr(storage, "append", slow_append)
     writers, per_writer = 8, 8

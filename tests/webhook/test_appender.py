@@ -69,9 +69,9 @@ def test_concurrent_requests_share_one_durable_append(
     storage_append = coord.storage.append
     appends: list[set[int]] = []  # the update times of each append with rows for `events`
 
-    def slow_append(commands: Any) -> None:  # give callers time to queue behind one commit
+    def slow_append(commands: Any, records: Any = ()) -> None:  # callers queue behind one commit
         time.sleep(0.05)
-        storage_append(commands)
+        storage_append(commands, records)
         for command in commands:
             if command.id == source and len(command.updates):  # group commit's encoded table
                 appends.append(set(command.updates.column(TIME_COLUMN).to_pylist()))

@@ -28,6 +28,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -92,6 +93,12 @@ class Profiler:
             self.proc = subprocess.Popen(
                 command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
             )
+
+    def stop(self) -> None:
+        """End the sampling now (py-spy writes what it has on SIGINT): the
+        phase ended before the `seconds` it was given."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
 
     def top(self, count: int = 8) -> list[str]:
         if self.proc is None:
@@ -175,6 +182,8 @@ def _copy(system: str, dsn: str, csv: Path, rows: int, pid: int | None, work: Pa
         timeout=3600,
     )
     elapsed = time.perf_counter() - began
+    if profiler is not None:
+        profiler.stop()  # sample the COPY, not the count below
     if result.returncode != 0 or f"COPY {rows}" not in result.stdout:
         raise RuntimeError(f"{system} COPY failed: {result.stdout}{result.stderr}")
     peak = _rss_mb(pid, "VmHWM") if pid else None

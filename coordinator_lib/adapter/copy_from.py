@@ -220,7 +220,7 @@ class CopyIn:
         tables, self.tables = self.tables, []
         count = sum(table.num_rows for table in tables)
         if count:
-            encoded = {self.plan.id: pa.concat_tables(tables).combine_chunks()}
+            encoded = {self.plan.id: pa.concat_tables(tables)}  # no copy: chunks stay
             with self.coord.write_lock.shared():
                 self.coord.commit_writes({self.plan.id: []}, encoded)
         return count

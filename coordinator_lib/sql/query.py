@@ -107,7 +107,7 @@ from coordinator_lib.sql.scalar import (
     is_aggregate,
     null_of,
 )
-from coordinator_lib.sql.scope import Scope, ScopeItem, ident_name, table_parts
+from coordinator_lib.sql.scope import MERGED_USING, Scope, ScopeItem, ident_name, table_parts
 from coordinator_lib.sql.subquery import lower_filter, lower_subqueries
 
 S = ScalarType
@@ -188,7 +188,7 @@ def plan_query(node: exp.Expr, ctx: PlanContext) -> BoundQuery:
                     position_of(cte),
                 )
             names[: len(columns)] = columns
-            frame[name] = CteBinding(expr, tuple(names), expr.desc.types)
+            frame[name] = CteBinding(expr, tuple(names), expr.desc.types, len(ctx.outer))
         return _plan_query_body(node, ctx)
     finally:
         ctx.ctes.pop()
@@ -474,7 +474,7 @@ def _merge_using(
         )
         hidden = ScopeItem(
             None,
-            tuple(f"?using?{n}" for n in names),
+            tuple(f"{MERGED_USING}{n}" for n in names),
             tuple(
                 ColumnType(types[a].scalar_type, types[a].nullable and types[b].nullable)
                 for a, b in zip(lefts, rights, strict=True)

@@ -48,6 +48,11 @@ def table_parts(table: exp.Table) -> tuple[str, ...]:
     return tuple(ident_name(p) for p in parts if p is not None and ident_name(p) != "")
 
 
+# Prefix of the hidden columns that hold a FULL JOIN's merged USING columns
+# (coalesce of both sides): no name lookup finds them, `*` shows the name.
+MERGED_USING = "?using?"
+
+
 @dataclass
 class ScopeItem:
     """One FROM item: `alias` is what qualifies its columns (None for an
@@ -187,5 +192,6 @@ class Scope:
         return list(range(item.offset, item.offset + item.arity))
 
     def column_name(self, column: int) -> str:
+        """The name `*` shows for `column` (a merged USING column its own name)."""
         item = self.items[self.item_of(column)]
-        return item.names[column - item.offset]
+        return item.names[column - item.offset].removeprefix(MERGED_USING)

@@ -3,7 +3,7 @@
 resolved in the parsed statement before planning against the catalog at
 that moment, as `regtype` is (session_functions.py):
 
-- `pg_get_userbyid(oid)`: the role's name (OIDs from pg_class.role_oids);
+- `pg_get_userbyid(oid)`: the role's name (OIDs from privileges.role_oids);
 - `format_type(type_oid, typmod)`: the type's SQL name (pg_catalog.pg_type);
 - `pg_get_viewdef(oid [, pretty])`: a view's or materialized view's query;
 - `pg_get_expr(text, relid [, pretty])`: its text (Tidemark stores no
@@ -13,6 +13,7 @@ that moment, as `regtype` is (session_functions.py):
 - `x::regclass`: a relation's OID from its name or number, and an OID's name;
   `::oid` and `::pg_catalog.<type>` are the plain types (`oid` is `integer`,
   `char` is `text`);
+- `array_to_string(ARRAY(subquery), sep)`: a string_agg over the subquery;
 - `a OPERATOR(pg_catalog.op) b` is `a op b`; `COLLATE pg_catalog.default`
   (or "default") is the default collation, i.e. nothing.
 """
@@ -25,7 +26,8 @@ import sqlglot
 from sqlglot import exp
 
 from coordinator_lib.adapter.pg_catalog import PG_TYPE_ROWS
-from coordinator_lib.adapter.pg_class import role_oids, user_relations
+from coordinator_lib.adapter.pg_class import user_relations
+from coordinator_lib.adapter.privileges import role_oids
 from coordinator_lib.sql.catalog import ItemKind
 from coordinator_lib.sql.dialect import Tidemark
 from coordinator_lib.sql.errors import SqlError
@@ -135,6 +137,8 @@ class _Resolver:
             return _null_text()
         if name in _ALWAYS_VISIBLE and len(args) == 1:
             return exp.true()
+        if name == "array_to_string" and len(args) == 2:
+            return _joined_subquery(args[0], args[1])
         return None
 
     def cast(self, node: exp.Cast) -> exp.Expr | None:
@@ -151,6 +155,35 @@ class _Resolver:
         if plain is not None:
             return exp.Cast(this=node.this.copy(), to=exp.DataType.build(plain, dialect=Tidemark))
         return None
+
+
+def _joined_subquery(array: exp.Expr, separator: exp.Expr) -> exp.Expr | None:
+    """`array_to_string(ARRAY(SELECT v FROM ... ORDER BY k), sep)` is
+    `COALESCE((SELECT string_agg(v::text, sep ORDER BY k) FROM ...), '')`:
+    the same text (NULL elements skipped by both, '' for no rows) without an
+    array value. Other arrays are left to the planner."""
+    query = array.expressions[0] if isinstance(array, exp.Array) else None
+    if not isinstance(query, exp.Select) or len(query.expressions) != 1:
+        return None
+    query = query.copy()
+    value = query.expressions[0].unalias()
+    order = query.args.get("order")
+    keys = []
+    for ordered in order.expressions if order else []:
+        key = ordered.this
+        if isinstance(key, exp.Literal) and key.is_int:  # ORDER BY 1: the value
+            ordered = ordered.copy()
+            ordered.set("this", value.copy())
+        keys.append(ordered.sql(dialect=Tidemark))
+    order_by = f" ORDER BY {', '.join(keys)}" if keys else ""
+    aggregate = sqlglot.parse_one(
+        f"string_agg(CAST({value.sql(dialect=Tidemark)} AS TEXT), "
+        f"{separator.sql(dialect=Tidemark)}{order_by})",
+        read=Tidemark,
+    )
+    query.set("expressions", [aggregate])
+    query.set("order", None)
+    return exp.Coalesce(this=exp.Subquery(this=query), expressions=[exp.Literal.string("")])
 
 
 def _operator(node: exp.Operator) -> exp.Expr:
@@ -181,6 +214,8 @@ def substitute_catalog_functions(
         nonlocal resolver
         if isinstance(node, exp.Operator):
             return _operator(node)
+        if isinstance(node, exp.ArrayToString) and node.expression is not None:
+            return _joined_subquery(node.this, node.expression)
         if isinstance(node, exp.Collate) and _is_default_collation(node):
             return node.this
         named = _call_name(node)

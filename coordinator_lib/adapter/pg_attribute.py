@@ -81,6 +81,16 @@ EMPTY_CATALOGS: dict[str, tuple[tuple[str, str, bool], ...]] = {
         ("ev_class", "integer", False),
     ),
     "pg_am": (("oid", "integer", False), ("amname", "text", False)),
+    "pg_policy": (
+        ("oid", "integer", False),
+        ("polname", "text", False),
+        ("polrelid", "integer", False),
+        ("polcmd", "text", False),
+        ("polpermissive", "boolean", False),
+        ("polroles", "integer[]", False),
+        ("polqual", "text"),
+        ("polwithcheck", "text"),
+    ),
 }
 
 _OIDS = {row.scalar_type: row for row in PG_TYPE_ROWS if row.scalar_type is not None}

@@ -58,7 +58,6 @@ PG_CLASS_COLUMNS = (
 )
 _USER_OID_BASE = 20000
 _SCHEMA_OID_BASE = 16384
-_ROLE_OID_BASE = 30000
 _RELKIND = {
     ItemKind.TABLE: "r",
     ItemKind.SOURCE: "r",
@@ -85,17 +84,6 @@ def user_relations(coord: Coordinator) -> list[tuple[int, CatalogItem]]:
     return [(relation_oid(item), item) for item in _relations(coord)]
 
 
-def role_oids(coord: Coordinator) -> dict[str, int]:
-    """An OID per role (pg_class.relowner; pg_get_userbyid names it): the
-    roles of pg_roles, then owners that are none of them (a user of a
-    server without authentication)."""
-    names = [row[0] for row in privileges.pg_roles_rows(coord)]
-    rows = privileges.privilege_rows(coord.catalog.state)
-    owners = {role for _, role, what in rows if what == "owner"}
-    names += sorted(o for o in owners if o is not None and o not in names)
-    return {name: _ROLE_OID_BASE + n for n, name in enumerate(names)}
-
-
 def pg_namespace_rows(coord: Coordinator) -> list[Row]:
     rows: list[Row] = [(PG_CATALOG_NAMESPACE, "pg_catalog")]
     rows += [(oid, schema) for (_, schema), oid in _schema_oids(coord).items()]
@@ -104,7 +92,7 @@ def pg_namespace_rows(coord: Coordinator) -> list[Row]:
 
 def pg_class_rows(coord: Coordinator) -> list[Row]:
     schemas = _schema_oids(coord)
-    roles = role_oids(coord)
+    roles = privileges.role_oids(coord)
     state = coord.catalog.state
     return [
         (

@@ -296,6 +296,7 @@ PG_ROLES_COLUMNS = (
     ("rolsuper", "boolean", False),
     ("rolcanlogin", "boolean", False),
     ("rolpassword", "text"),
+    ("oid", "integer", False),
 )
 PRIVILEGE_COLUMNS = (
     ("grantee", "text", False),
@@ -319,10 +320,23 @@ def mz_roles_rows(coord: Coordinator) -> list[tuple[Any, ...]]:
     return [(name, login, superuser) for name, login, superuser, _ in _roles(coord)]
 
 
+_ROLE_OID_BASE = 30000
+
+
+def role_oids(coord: Coordinator) -> dict[str, int]:
+    """An OID per role (pg_roles.oid, pg_class.relowner): the roles, then
+    owners that are none of them (a user of a server without authentication)."""
+    names = [row[0] for row in _roles(coord)]
+    owners = {role for _, role, what in privilege_rows(coord.catalog.state) if what == "owner"}
+    names += sorted(o for o in owners if o is not None and o not in names)
+    return {name: _ROLE_OID_BASE + n for n, name in enumerate(names)}
+
+
 def pg_roles_rows(coord: Coordinator) -> list[tuple[Any, ...]]:
     """PostgreSQL's pg_roles: the password column is '********' when set."""
+    oids = role_oids(coord)
     return [
-        (name, superuser, login, "********" if password else None)
+        (name, superuser, login, "********" if password else None, oids[name])
         for name, login, superuser, password in _roles(coord)
     ]
 

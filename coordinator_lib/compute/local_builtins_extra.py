@@ -577,8 +577,17 @@ def json_build_object(*args: Any) -> str:
     return "{" + ", ".join(pairs) + "}"
 
 
+def array_contains(values: Any, x: Any) -> bool | None:
+    """`x = ANY (values)` with PostgreSQL's NULLs: TRUE if an element equals
+    x, else NULL if an element is NULL, else FALSE."""
+    if any(v is not None and v == x for v in values):
+        return True
+    return None if any(v is None for v in values) else False
+
+
 EXTRA_BUILTINS: dict[str, Callable[..., Any]] = {
     "json_build_object": json_build_object,
+    "array_contains": array_contains,
     "ln": ln,
     "log10": log10,
     "log_base": log_base,

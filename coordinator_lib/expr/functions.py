@@ -98,6 +98,7 @@ PYTHON_BUILTINS = frozenset(
         "make_timestamp",
         "to_char",  # (timestamp, template, zone name TZ prints)
         "json_build_object",  # (k1, v1, ...) -> jsonb
+        "array_contains",  # (array, x): `x = ANY (array)`
     }
 )
 BUILTIN_FUNCTIONS = BUILTIN_FUNCTIONS | PYTHON_BUILTINS

@@ -287,11 +287,37 @@ def _parse_array(text: str, element: ScalarType) -> tuple[Any, ...]:
     return tuple(values)
 
 
+_ARRAY_ITEM = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([^,{}"]*?))\s*(,|$)')
+
+
+def _parse_array(text: str, element: ScalarType) -> tuple[Any, ...]:
+    """A one-dimensional array literal, `{1,2,NULL}` or `{"a b",c}`."""
+    body = text.strip()
+    if not (body.startswith("{") and body.endswith("}")):
+        raise InvalidTextRepresentation(f'malformed array literal: "{text}"')
+    inner, values, at = body[1:-1], [], 0
+    while inner.strip() and at <= len(inner):
+        match = _ARRAY_ITEM.match(inner, at)
+        if match is None or match.end() == at:
+            raise InvalidTextRepresentation(f'malformed array literal: "{text}"')
+        quoted, bare, comma = match.groups()
+        if quoted is not None:
+            values.append(parse_text_as(re.sub(r"\\(.)", r"\1", quoted), element))
+        elif bare.upper() == "NULL":
+            values.append(None)
+        else:
+            values.append(parse_text_as(bare, element))
+        at = match.end() if comma else len(inner) + 1
+    return tuple(values)
+
+
 def parse_text_as(text: str, st: ScalarType) -> Any:
     """The value an untyped string literal denotes as type `st` (PostgreSQL's
     input function for the type). Raises the SQLSTATE PostgreSQL raises."""
     if st is S.TEXT:
         return text
+    if st.element is not None:
+        return _parse_array(text, st.element)
     if st.element is not None:
         return _parse_array(text, st.element)
     stripped = text.strip()

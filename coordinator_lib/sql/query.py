@@ -603,9 +603,11 @@ def figure_colname(node: exp.Expr) -> str:
         if inner != "?column?":
             return inner
         try:
-            return INTERNAL_NAMES[scalar_type_of(node.to)]
+            target = scalar_type_of(node.to)
         except SqlError:
             return "?column?"
+        # `'{1}'::int[]` is named as PostgreSQL names it: after the element type.
+        return INTERNAL_NAMES.get(target.element or target, "?column?")
     if isinstance(node, exp.Boolean):
         return "bool"
     if isinstance(node, exp.Case):

@@ -565,6 +565,8 @@ class ScalarBinder:
             ]
             joined = exp.and_(*parts) if isinstance(right, exp.All) else exp.or_(*parts)
             return self.bind(exp.Paren(this=joined))
+        if isinstance(right, exp.Any) and symbol == "=" and not isinstance(array, exp.Query):
+            return self._array_contains(node.this, array)
         if self.scope.context is None or not isinstance(query, exp.Query):
             word = "ANY" if isinstance(right, exp.Any) else "ALL"
             raise UnsupportedFeature(f"{symbol} {word} (...) needs a subquery", position_of(right))
@@ -572,6 +574,21 @@ class ScalarBinder:
 
         every = isinstance(right, exp.All)
         return bind_any(self, node, node.this, query, func, symbol, every)
+
+    def _array_contains(self, left_node: exp.Expr, array_node: exp.Expr) -> Typed:
+        """`x = ANY (array)`: TRUE if an element equals x, else NULL if one is
+        NULL, else FALSE (compute's `array_contains`)."""
+        values = self.bind(array_node)
+        element = None if values.unknown else values.scalar.element
+        if element is None:
+            raise UnsupportedFeature(
+                "= ANY (...) needs a subquery or an array", position_of(array_node)
+            )
+        left = self.coerce(self.bind(left_node), element, left_node, "= ANY")
+        result = CallFunction(
+            "array_contains", (values.expr, left.expr), ColumnType(ScalarType.BOOLEAN, True)
+        )
+        return Typed(result, result.type)
 
     def _connective(self, node: exp.Connector) -> Typed:
         func = VariadicFunc.AND if isinstance(node, exp.And) else VariadicFunc.OR

@@ -34,6 +34,7 @@ def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
         dsn = f"host=127.0.0.1 port={env.pgwire.port} user=materialize dbname=materialize"
         with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
             conn.execute("CREATE TABLE orders (id int NOT NULL, item text, price numeric)")
+            conn.execute("INSERT INTO orders VALUES (1, 'a', 1), (2, 'c', 20), (3, NULL, 3)")
             conn.execute("CREATE VIEW cheap AS SELECT id, item FROM orders WHERE price < 10")
             conn.execute(
                 "CREATE MATERIALIZED VIEW per_item AS "
@@ -96,6 +97,45 @@ def test_backslash_d_view_lists_columns(port: int) -> None:
         "id|integer||not null|",
         "item|text|||",
     ]
+
+
+def test_backslash_d_table_and_materialized_view(port: int) -> None:
+    """psql also asks pg_policy (`array_to_string(ARRAY(subquery), ',')`,
+    `oid = ANY (polroles)`, `polroles = '{0}'`) and pg_inherits here."""
+    assert psql(port, r"\d orders") == [
+        'Table "public.orders"',
+        "Column|Type|Collation|Nullable|Default",
+        "id|integer||not null|",
+        "item|text|||",
+        "price|numeric|||",
+    ]
+    assert psql(port, r"\d per_item") == [
+        'Materialized view "public.per_item"',
+        "Column|Type|Collation|Nullable|Default",
+        "item|text|||",
+        "n|bigint||not null|",
+    ]
+
+
+def test_arrays_psql_uses(port: int) -> None:
+    """`x = ANY (array)` with PostgreSQL's NULLs, array literals, and
+    array_to_string of an ARRAY(subquery)."""
+    dsn = f"host=127.0.0.1 port={port} user=materialize dbname=materialize"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT 3 = ANY('{1,NULL}'::int[]), 1 = ANY('{1,NULL}'::int[]),"
+            " 3 = ANY('{1,2}'::int[]), 'b c' = ANY('{a,\"b c\"}'::text[])"
+        ).fetchone()
+        assert row == (None, True, False, True)
+        joined = conn.execute(
+            "SELECT array_to_string(ARRAY(SELECT item FROM orders ORDER BY 1 DESC), '+'),"
+            " pg_catalog.array_to_string(ARRAY(SELECT item FROM orders WHERE false), ',')"
+        ).fetchone()
+        assert joined == ("c+a", "")  # NULL elements are skipped
+        with pytest.raises(psycopg.errors.InvalidTextRepresentation):
+            conn.execute("SELECT '{1,x}'::int[]")
+        with pytest.raises(psycopg.errors.FeatureNotSupported):
+            conn.execute("SELECT 1 = ANY(5)")
 
 
 def test_catalog_functions(port: int) -> None:

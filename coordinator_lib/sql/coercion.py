@@ -268,25 +268,6 @@ def check_int_range(value: int, st: ScalarType) -> int:
     return value
 
 
-def _parse_array(text: str, element: ScalarType) -> tuple[Any, ...]:
-    """A one-dimensional array literal, `{1,2,NULL}` or `{"a b",c}`."""
-    body = text.strip()
-    if not (body.startswith("{") and body.endswith("}")):
-        raise InvalidTextRepresentation(f'malformed array literal: "{text}"')
-    items = re.findall(r'\s*("(?:[^"\\]|\\.)*"|[^,{}"]*)\s*(?:,|$)', body[1:-1])
-    if body[1:-1].strip() == "":
-        return ()
-    values: list[Any] = []
-    for item in items[: body[1:-1].count(",") + 1]:
-        if item.startswith('"'):
-            values.append(parse_text_as(re.sub(r"\\(.)", r"\1", item[1:-1]), element))
-        elif item.strip().upper() == "NULL":
-            values.append(None)
-        else:
-            values.append(parse_text_as(item.strip(), element))
-    return tuple(values)
-
-
 _ARRAY_ITEM = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([^,{}"]*?))\s*(,|$)')
 
 
@@ -316,8 +297,6 @@ def parse_text_as(text: str, st: ScalarType) -> Any:
     input function for the type). Raises the SQLSTATE PostgreSQL raises."""
     if st is S.TEXT:
         return text
-    if st.element is not None:
-        return _parse_array(text, st.element)
     if st.element is not None:
         return _parse_array(text, st.element)
     stripped = text.strip()

@@ -39,7 +39,7 @@ from coordinator_lib.adapter.errors import (
     InvalidTimestamp,
     QueryCanceled,
 )
-from coordinator_lib.adapter.finishing import finish_rows
+from coordinator_lib.adapter.finishing import iter_finished
 from coordinator_lib.adapter.group_commit import Changes, GroupCommitter
 from coordinator_lib.adapter.maintainer import MaintainerHeartbeat
 from coordinator_lib.adapter.oracle import TimestampOracle, wall_clock_ms
@@ -53,7 +53,7 @@ from coordinator_lib.adapter.timestamp_selection import (
     TimestampDetermination,
     determine_timestamp,
 )
-from coordinator_lib.adapter.verify import verify_datum_desc
+from coordinator_lib.adapter.verify import verified_rows
 from coordinator_lib.adapter.webhook import install_webhook_source
 from coordinator_lib.adapter.write_lock import WriteLock
 from coordinator_lib.compute import ComputeController, ComputeError, DataflowDescription
@@ -659,17 +659,31 @@ class Coordinator:
         check: Callable[[], None],
     ) -> tuple[list[Row], int]:
         """Rows of `expr` at the chosen time, finished; and that time."""
-        with self.using(self.storage_inputs(expr)):
-            return self._peek(session, expr, finishing, as_of, check)
+        rows, timestamp = self.peek_stream(session, expr, finishing, as_of, check)
+        return list(rows), timestamp
 
-    def _peek(
+    def peek_stream(
         self,
         session: Session,
         expr: RelationExpr,
         finishing: RowSetFinishing,
         as_of: AsOfTime | None,
         check: Callable[[], None],
-    ) -> tuple[list[Row], int]:
+    ) -> tuple[Iterator[Row], int]:
+        """peek's rows finished and verified as they are consumed (a result
+        is sent as it is expanded, not built whole first)."""
+        with self.using(self.storage_inputs(expr)):
+            rows, timestamp = self._peek(session, expr, as_of, check)
+        finished = iter_finished(rows, finishing)
+        return verified_rows(_finished_desc(expr, finishing), finished), timestamp
+
+    def _peek(
+        self,
+        session: Session,
+        expr: RelationExpr,
+        as_of: AsOfTime | None,
+        check: Callable[[], None],
+    ) -> tuple[list[tuple[Row, int]], int]:
         inputs = self.storage_inputs(expr)
         transaction = session.transaction
         if transaction is not None and transaction.timestamp is not None and as_of is None:
@@ -700,9 +714,7 @@ class Coordinator:
             if transaction is None:
                 for hold in holds:
                     hold.release()
-        finished = finish_rows(rows, finishing)
-        verify_datum_desc(_finished_desc(expr, finishing), finished)
-        return finished, timestamp
+        return rows, timestamp
 
     def new_transient_id(self) -> GlobalId:
         """Unique across processes too: transient collections share consensus."""

@@ -3,7 +3,8 @@ applied to the consolidated result (not maintained, as in Materialize)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import itertools
+from collections.abc import Iterable, Iterator
 from functools import cmp_to_key
 from typing import Any
 
@@ -38,9 +39,8 @@ def _compare_arrays(a: tuple, b: tuple) -> int:
     return (len(a) > len(b)) - (len(a) < len(b))
 
 
-def finish_rows(rows: Iterable[tuple[Row, int]], finishing: RowSetFinishing) -> list[Row]:
-    """Expand multiplicities, then sort, offset, limit and project."""
-    flat: list[Row] = []
+def _expanded(rows: Iterable[tuple[Row, int]]) -> Iterator[Row]:
+    """Each row as many times as its multiplicity."""
     for row, count in rows:
         if count < 0:
             raise AdapterError(
@@ -48,20 +48,36 @@ def finish_rows(rows: Iterable[tuple[Row, int]], finishing: RowSetFinishing) -> 
                 f"exist: {row}",
                 code="XX000",
             )
-        flat += [row] * count
+        for _ in range(count):
+            yield row
 
-    def compare(a: Row, b: Row) -> int:
-        for order in finishing.order_by:
-            result = compare_values(a[order.column], b[order.column], order.desc, order.nulls_last)
-            if result:
-                return result
-        return 0
 
+def finish_rows(rows: Iterable[tuple[Row, int]], finishing: RowSetFinishing) -> list[Row]:
+    """Expand multiplicities, then sort, offset, limit and project."""
+    return list(iter_finished(rows, finishing))
+
+
+def iter_finished(rows: Iterable[tuple[Row, int]], finishing: RowSetFinishing) -> Iterator[Row]:
+    """finish_rows as rows are consumed: without ORDER BY nothing is built
+    first, so a large result is sent as it is expanded (a row with a
+    multiplicity of millions is one row until then)."""
     if finishing.order_by:
-        flat.sort(key=cmp_to_key(compare))
-    flat = flat[finishing.offset :]
-    if finishing.limit is not None:
-        flat = flat[: finishing.limit]
-    if finishing.project:
-        return [tuple(row[i] for i in finishing.project) for row in flat]
-    return flat
+
+        def compare(a: Row, b: Row) -> int:
+            for order in finishing.order_by:
+                result = compare_values(
+                    a[order.column], b[order.column], order.desc, order.nulls_last
+                )
+                if result:
+                    return result
+            return 0
+
+        ordered: Iterable[Row] = sorted(_expanded(rows), key=cmp_to_key(compare))
+    else:
+        ordered = _expanded(rows)
+    stop = None if finishing.limit is None else finishing.offset + finishing.limit
+    finished = itertools.islice(ordered, finishing.offset, stop)
+    project = finishing.project
+    if project:
+        return (tuple(row[i] for i in project) for row in finished)
+    return finished

@@ -9,7 +9,7 @@ A catalog change that loses a race with another process raises
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from coordinator_lib.adapter import clusters, privileges, roles, secrets
@@ -694,9 +694,10 @@ def _select_columns(plan: p.SelectPlan) -> tuple[ResultColumn, ...]:
 
 def _run_select(
     coord: Coordinator, session: Session, plan: p.SelectPlan, check: Check
-) -> list[Row]:
+) -> Iterator[Row]:
+    """The rows as they are finished: the front door sends them as they come."""
     _read_allowed(session)
-    rows, _ = coord.peek(session, plan.expr, plan.finishing, plan.as_of, check)
+    rows, _ = coord.peek_stream(session, plan.expr, plan.finishing, plan.as_of, check)
     return rows
 
 
@@ -704,9 +705,7 @@ def _select(
     coord: Coordinator, session: Session, plan: p.SelectPlan, catalog: SessionCatalog, check: Check
 ) -> ExecuteResponse:
     rows = _run_select(coord, session, plan, check)
-    return ExecuteResponse(
-        Kind.SENDING_ROWS, f"SELECT {len(rows)}", _select_columns(plan), iter(rows)
-    )
+    return ExecuteResponse(Kind.SENDING_ROWS, "SELECT", _select_columns(plan), rows)
 
 
 def _explain(
@@ -800,7 +799,7 @@ def _copy_to(
         stream = start_subscribe(coord, session, inner, check)
         columns, rows = subscribe_columns(inner), iter(stream)
     elif isinstance(inner, p.SelectPlan):
-        columns, rows = _select_columns(inner), iter(_run_select(coord, session, inner, check))
+        columns, rows = _select_columns(inner), _run_select(coord, session, inner, check)
     else:
         raise AdapterError("COPY TO needs a SELECT or SUBSCRIBE", code="42601")
     return ExecuteResponse(Kind.COPY_TO, "COPY", columns, rows, copy_format=plan.format)

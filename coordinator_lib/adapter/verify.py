@@ -14,7 +14,8 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import functools
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import pandas as pd
@@ -126,3 +127,15 @@ def verify_datum_desc(desc: RelationDesc, rows: Sequence[tuple[Any, ...]]) -> No
         raise AdapterError(
             f'column "{column}" row {row}: {value!r} is not a {expected}', code="XX000"
         ) from None
+
+
+VERIFY_BATCH = 1024
+
+
+def verified_rows(desc: RelationDesc, rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+    """`rows` checked by verify_datum_desc a batch at a time as they are
+    consumed, so a streamed result never sits whole in a DataFrame."""
+    iterator = iter(rows)
+    while batch := list(itertools.islice(iterator, VERIFY_BATCH)):
+        verify_datum_desc(desc, batch)
+        yield from batch

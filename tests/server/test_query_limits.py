@@ -57,37 +57,45 @@ class Server:
         return psycopg.connect(self.dsn, autocommit=True, connect_timeout=10)
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    data_dir: Path = tmp_path_factory.mktemp("limits")
+def start_server(data_dir: Path) -> Server:
+    """`tidemark serve` on `data_dir`, once it accepts connections."""
     pg_port, http_port = _free_port(), _free_port()
     command = [sys.executable, "-m", "coordinator_lib.cli", "serve", "--data-dir", str(data_dir)]
     command += ["--pgwire-port", str(pg_port), "--http-port", str(http_port)]
-    log = open(data_dir / "serve.log", "w")  # noqa: SIM115 (closed below)
-    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True)
+    with open(data_dir.parent / f"{data_dir.name}.log", "a") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True)
     server = Server(proc, pg_port)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            server.connect().close()
+            return server
+        except psycopg.OperationalError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                stop_server(server)
+                raise AssertionError("tidemark serve did not start") from None
+            time.sleep(0.5)
+
+
+def stop_server(server: Server) -> None:
+    server.proc.terminate()
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with server.connect() as conn:
-                    conn.execute("CREATE TABLE t600 (x int)")
-                    values = ", ".join(f"({i})" for i in range(600))
-                    conn.execute(f"INSERT INTO t600 VALUES {values}")
-                break
-            except psycopg.OperationalError:
-                assert proc.poll() is None, (data_dir / "serve.log").read_text()
-                assert time.monotonic() < deadline, "tidemark serve did not start"
-                time.sleep(0.5)
+        server.proc.wait(60)
+    except subprocess.TimeoutExpired:
+        server.proc.kill()
+        server.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    server = start_server(tmp_path_factory.mktemp("limits") / "data")
+    try:
+        with server.connect() as conn:
+            conn.execute("CREATE TABLE t600 (x int)")
+            conn.execute("INSERT INTO t600 VALUES " + ", ".join(f"({i})" for i in range(600)))
         yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        stop_server(server)
 
 
 @pytest.fixture
@@ -220,3 +228,48 @@ def test_cancel_stops_a_spark_job(tmp_path: Path, spark: Any) -> None:
             time.sleep(0.1)
     finally:
         env.stop()
+
+
+@pytest.mark.slow
+def test_a_large_select_streams_in_bounded_memory(tmp_path: Path) -> None:
+    """A million rows (a thousand distinct, each a thousand times) go to the
+    client as they are expanded: the server's peak RSS grows by far less
+    than the result (it used to expand them into a list and a DataFrame
+    first). The server restarts after loading so the loading's freed memory
+    cannot hide the SELECT's."""
+    data_dir = tmp_path / "data"
+    loader = start_server(data_dir)
+    try:
+        with loader.connect() as conn:
+            conn.execute("CREATE TABLE big (x int, label text)")
+            values = ", ".join(f"({i}, 'row number {i}')" for i in range(1000))
+            conn.execute(f"INSERT INTO big VALUES {values}")
+            for _ in range(10):  # 1,000 * 2**10 rows
+                conn.execute("INSERT INTO big SELECT * FROM big")
+    finally:
+        stop_server(loader)
+    server = start_server(data_dir)
+    try:
+        with server.connect() as conn:
+            assert conn.execute("SELECT count(*) FROM big").fetchone() == (1_024_000,)
+            baseline = server.rss()
+            peaks = [baseline]
+            done = threading.Event()
+
+            def sample() -> None:
+                while not done.wait(0.02):
+                    peaks.append(server.rss())
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            try:
+                rows = conn.execute("SELECT * FROM big").fetchall()
+            finally:
+                done.set()
+                sampler.join()
+        assert len(rows) == 1_024_000
+        assert all(label == f"row number {x}" for x, label in rows[::10_000])
+        grew = max(peaks) - baseline
+        assert grew < 25 * MB, f"server RSS grew by {grew / MB:.0f} MB"
+    finally:
+        stop_server(server)

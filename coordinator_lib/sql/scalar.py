@@ -321,14 +321,11 @@ class ScalarBinder:
             raise UnsupportedFeature("query parameters are not supported yet", position)
         if isinstance(node, exp.TryCast):
             raise UnsupportedFeature("TRY_CAST is not supported", position)
-        if isinstance(node, exp.AggFunc):
-            raise UnsupportedFeature(
-                f"aggregate function {node.sql_name().lower()} is not supported yet", position
-            )
-        if isinstance(node, exp.Func):
-            raise UnsupportedFeature(
-                f"function {node.sql_name().lower()} is not supported yet", position
-            )
+        written = _function_name(node)
+        if isinstance(node, exp.AggFunc) and written:
+            raise UnsupportedFeature(f"aggregate function {written} is not supported yet", position)
+        if written:
+            raise UnsupportedFeature(f"function {written} is not supported yet", position)
         raise UnsupportedFeature(
             f"expression {node.sql(dialect='postgres')!r} is not supported", position
         )
@@ -878,3 +875,14 @@ def check_aggregate_argument(func: str, value: Typed, node: exp.Expr) -> Typed:
             f"function {func}({value.scalar.value}) does not exist", position_of(node)
         )
     return value
+
+
+def _function_name(node: exp.Expr) -> str | None:
+    """The name of the function call `node` as written, None when the parser
+    made a function of an operator or other syntax (`#-`, `COLLATE`), whose
+    internal name would mean nothing to the user."""
+    if not isinstance(node, exp.Func):
+        return None
+    name = node.sql_name().lower()
+    written = node.sql(dialect="postgres").lower()
+    return name if written.startswith(name) else None

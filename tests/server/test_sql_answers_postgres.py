@@ -16,6 +16,7 @@ names) in the message, detail or hint.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -97,7 +98,10 @@ QUERIES = {
     # The comma binds looser than JOIN: a, (b FULL JOIN c).
     "comma_full_join": "SELECT * FROM a, b FULL JOIN c ON b = c",
     "comma_full_join_where": "SELECT * FROM a, b FULL JOIN c ON b = c WHERE a = 1",
-    "comma_two_groups": "SELECT * FROM a, b LEFT JOIN c ON b = c, t1 RIGHT JOIN (SELECT k, x AS y FROM t2) s USING (k)",
+    "comma_two_groups": (
+        "SELECT * FROM a, b LEFT JOIN c ON b = c,"
+        " t1 RIGHT JOIN (SELECT k, x AS y FROM t2) s USING (k)"
+    ),
     # NATURAL merges the common columns in the left side's order.
     "natural_full_order": (
         "SELECT * FROM (SELECT 1 AS a, 2 AS b) l NATURAL FULL JOIN (SELECT 3 AS b, 4 AS a) r"
@@ -204,6 +208,8 @@ UNSUPPORTED = [
     "SELECT sum(a) OVER (ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM a",
     "SELECT a FROM a, LATERAL generate_series(1, a) g",
     "SELECT 'x'::jsonb #- '{a}'",
+    "SELECT JSON_OBJECT('a': 1)",
+    "SELECT 'a' COLLATE \"C\"",
     "SELECT ~1",
     "SELECT 1 << 2",
     "SELECT a FROM a CONNECT BY a = 1",
@@ -228,3 +234,5 @@ def test_errors_are_postgres_errors(tidemark: psycopg.Connection[Any], statement
     assert caught.value.sqlstate is not None and caught.value.sqlstate != "XX000"
     shown = " ".join(filter(None, [diag.message_primary, diag.message_detail, diag.message_hint]))
     assert "sqlglot" not in shown and "<class" not in shown, shown
+    # nor a parser class's name made snake case (JSONBDeleteAtPath: j_s_o_n_b_...)
+    assert re.search(r"\b[a-z](_[a-z]){2,}", shown) is None, shown

@@ -343,6 +343,12 @@ class SessionClient:
             return response.columns
         return None
 
+    def cursor_columns(self, name: str) -> tuple[ResultColumn, ...] | None:
+        """The columns of the DECLAREd cursor `name`, if there is one: the
+        extended protocol describes it as a portal."""
+        cursor = self.session.cursors.get(name)
+        return cursor.columns if cursor is not None else None
+
     def cancel(self) -> None:
         """Cancel the running statement (callable from any thread)."""
         self._canceled.set()

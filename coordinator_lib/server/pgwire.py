@@ -121,6 +121,8 @@ class AdapterSession(Protocol):
         self, sql: str, param_types: Sequence[ScalarType | None] = ()
     ) -> StatementDescription: ...
 
+    def cursor_columns(self, name: str) -> tuple[ResultColumn, ...] | None: ...
+
     def cancel(self) -> None: ...
 
     def terminate(self) -> None: ...
@@ -1176,12 +1178,12 @@ class _Connection:
             formats: Sequence[int] = [0] * len(columns or ())
         elif kind == b"P":
             portal = self.portals.get(name)
-            cursor = self.session.session.cursors.get(name) if self.session is not None else None
+            declared = self.session.cursor_columns(name) if self.session is not None else None
             if portal is not None:
                 columns = portal.statement.description.columns
                 formats = portal.result_formats
-            elif cursor is not None:  # a DECLAREd cursor is a portal too (FETCH sends text)
-                columns = cursor.columns
+            elif declared is not None:  # a DECLAREd cursor is a portal too (FETCH sends text)
+                columns = declared
                 formats = [0] * len(columns)
             else:
                 raise AdapterError(f'portal "{name}" does not exist', code="34000")

@@ -198,6 +198,9 @@ class FakeSession:
     def transaction_status(self) -> str:
         return self.status
 
+    def cursor_columns(self, name: str) -> tuple[ResultColumn, ...] | None:
+        return None  # the fake has no DECLARE
+
     # -- the interface ---------------------------------------------------------
 
     def execute(

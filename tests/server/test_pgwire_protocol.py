@@ -466,7 +466,7 @@ def test_copy_out_formats(raw: Raw) -> None:
     messages = raw.query("COPY (SELECT * FROM typed) TO STDOUT")
     assert tags(messages) == b"HddcCZ"
     assert messages[0][1] == struct.pack(">bh", 0, 13) + b"\x00\x00" * 13
-    assert messages[1][1].startswith(b"t\t-2\t40000\t1099511627776\t1.5\t0.1\t-12345.678900\t")
+    assert messages[1][1].startswith(b"t\t-2\t40000\t1099511627776\t1.5\t0.1\t-12345.6789\t")
     assert b'tab\\there "q", back\\\\slash\\nnewline\t\\\\x00ff6162\t' in messages[1][1]
     assert messages[2][1] == b"\t".join([b"\\N"] * 13) + b"\n"
     assert messages[4][1] == cstr("COPY 2")

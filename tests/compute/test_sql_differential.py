@@ -428,6 +428,19 @@ QUERIES: dict[str, tuple[str, str | None]] = {
     "oj_cross_plain": ("SELECT u.name, r.w FROM u CROSS JOIN r", None),
     "oj_nonequi_between": ("SELECT t.k, r.w FROM t JOIN r ON t.v BETWEEN r.w AND r.x", None),
     "oj_right_nonequi": ("SELECT t.k, t.v, r.w FROM t RIGHT JOIN r ON t.v >= r.x", None),
+    # The comma binds looser than JOIN: u, (t FULL JOIN r).
+    "oj_comma_full": ("SELECT u.name, t.k AS tk, r.w FROM u, t FULL JOIN r ON t.v = r.x", None),
+    # NATURAL merges the common columns in the left side's order (k, v).
+    "oj_natural_full": (
+        "SELECT * FROM (SELECT k, v FROM t) a NATURAL FULL JOIN (SELECT x AS v, w AS k FROM r) b",
+        None,
+    ),
+    # Window keys that are correlated subqueries.
+    "win_subquery_keys": (
+        "SELECT k, v, s, lag(v) OVER (PARTITION BY (SELECT count(*) FROM r WHERE r.w = t.k)"
+        " ORDER BY (SELECT -t.v) NULLS FIRST, s NULLS FIRST) AS prev FROM t",
+        None,
+    ),
     # more subqueries: NOT IN over NULLs, ANY/ALL, nested, derived tables, CTEs
     "sub_not_in_nulls": ("SELECT k, v FROM t WHERE v NOT IN (SELECT x FROM r)", None),
     "sub_in_where": ("SELECT name FROM u WHERE k IN (SELECT k FROM t WHERE v > 0)", None),

@@ -226,6 +226,10 @@ EXPRESSIONS = [
     "date_trunc('month', tz)",
     "date_trunc('quarter', ts)",
     "date_trunc('year', tz)",
+    # timestamp(p): rounded to p fractional digits, half away from 2000-01-01
+    "ts::timestamp(3)",
+    "ts::timestamp(0)",
+    "tz::timestamptz(1)",
     "date_trunc('hour', ts)",
     "date_trunc('minute', ts)",
     "date_trunc('second', ts)",

@@ -88,8 +88,8 @@ EMPTY_CATALOGS: dict[str, tuple[tuple[str, str, bool], ...]] = {
         ("polcmd", "text", False),
         ("polpermissive", "boolean", False),
         ("polroles", "integer[]", False),
-        ("polqual", "text"),
-        ("polwithcheck", "text"),
+        ("polqual", "text", True),
+        ("polwithcheck", "text", True),
     ),
 }
 

@@ -62,6 +62,7 @@ from starlette.routing import BaseRoute, Route
 from coordinator_lib.adapter.errors import AdapterError, AdapterNotice
 from coordinator_lib.adapter.metrics import Metrics
 from coordinator_lib.adapter.responses import ExecuteResponse, ExecuteResponseKind, ResultColumn
+from coordinator_lib.repr.numeric import numeric_display
 from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.server.pg_types import PG_TYPES
 from coordinator_lib.sql.depth import allow_deep_statements
@@ -568,7 +569,7 @@ def _shortest_float4(value: float) -> float:
 
 def numeric_text(value: Any) -> str:
     if isinstance(value, Decimal):
-        return format(value, "f")
+        return format(numeric_display(value), "f")  # as pgwire prints it
     if isinstance(value, float):
         return format(Decimal(repr(value)), "f")
     return str(value)

@@ -47,7 +47,8 @@ def test_split_statements(sql: str, expected: list[str]) -> None:
         (float("-inf"), ScalarType.REAL, None),
         (0.1, ScalarType.DOUBLE, 0.1),
         (float("nan"), ScalarType.DOUBLE, None),
-        (Decimal("1.50"), ScalarType.NUMERIC, "1.50"),
+        (Decimal("1.50"), ScalarType.NUMERIC, "1.5"),  # as pgwire: no trailing zeros
+        (Decimal("1.7500000000"), ScalarType.NUMERIC, "1.75"),
         (Decimal("1E-7"), ScalarType.NUMERIC, "0.0000001"),
         (Decimal("NaN"), ScalarType.NUMERIC, "NaN"),
         (7, ScalarType.NUMERIC, "7"),

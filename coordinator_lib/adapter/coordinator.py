@@ -8,7 +8,8 @@ storage and compute controllers of one process, and keeps them in step.
   at the next `catalog.refresh()`.
 - Table writes go through group commit (one timestamp from the oracle, then
   `apply_write`); a timer commits nothing to advance idle tables' uppers.
-- Reads choose a timestamp (`timestamp_selection`), hold their inputs there,
+- Reads hold their inputs at their sinces, choose a timestamp
+  (`timestamp_selection`), move the holds up to it (`determine_and_hold`),
   wait for the uppers, and evaluate: an index's arrangement, a collection's
   snapshot, or a one-shot dataflow.
 - A maintenance thread steps dataflows, runs ingestions, advances idle
@@ -544,6 +545,46 @@ class Coordinator:
             inputs, isolation, as_of, oracle_ts, wall_clock_ms(), global_watermark=watermark
         )
 
+    def determine_and_hold(
+        self, session: Session, expr: RelationExpr, as_of: AsOfTime | None
+    ) -> tuple[TimestampDetermination, list[ReadHold]]:
+        """The read's timestamp, and holds on its inputs there. Each input is
+        held at its current since before the timestamp is chosen, so no
+        compaction can move a since past the chosen time between choosing
+        and holding (invariant 5); the holds then move up to it. Holding
+        after choosing left that window open: a read failed with 'before its
+        since' when the since passed the chosen time meanwhile."""
+        holds = self.hold_at_since(self.storage_inputs(expr))
+        try:
+            determination = self.determine_timestamp(session, expr, as_of)
+            for hold in holds:
+                assert hold.time is not None
+                if determination.timestamp < hold.time:  # an input's since: never chosen
+                    raise InvalidTimestamp(
+                        f"Timestamp ({determination.timestamp}) is not valid for all inputs: "
+                        f"{hold.id} (since [{hold.time}])"
+                    )
+                hold.downgrade(determination.timestamp)
+        except BaseException:
+            for hold in holds:
+                hold.release()
+            raise
+        return determination, holds
+
+    def hold_at_since(self, ids: set[GlobalId]) -> list[ReadHold]:
+        """Hold each of `ids` at its current since (which then stays put)."""
+        holds: list[ReadHold] = []
+        try:
+            for id in sorted(ids):
+                holds.append(self.storage.acquire_read_hold(id))
+        except BaseException as error:
+            for hold in holds:
+                hold.release()
+            if isinstance(error, StorageError):  # a closed input: no time is readable
+                raise InvalidTimestamp(f"No time is valid for all inputs: {error}") from error
+            raise
+        return holds
+
     def hold(self, ids: set[GlobalId], timestamp: int) -> list[ReadHold]:
         holds: list[ReadHold] = []
         try:
@@ -694,9 +735,8 @@ class Coordinator:
                 holds = self.hold(missing, timestamp)
                 transaction.holds += holds
         else:
-            determination = self.determine_timestamp(session, expr, as_of)
+            determination, holds = self.determine_and_hold(session, expr, as_of)
             timestamp = determination.timestamp
-            holds = self.hold(inputs, timestamp)
             # Only a read of stored data fixes the transaction's time (and
             # makes it read-only); a catalog lookup (SQLAlchemy's has_table
             # before an INSERT) or a constant does not.

@@ -53,9 +53,12 @@ class AdapterError(Exception):
 
 
 class InvalidTimestamp(AdapterError):
-    """No time is readable for every input (or AS OF names one that is not)."""
+    """No time is readable for every input (or AS OF names one that is not,
+    or a transaction's time is no longer readable for an input it had not
+    read yet): the history asked for was compacted. PostgreSQL's
+    snapshot_too_old, a refusal of the request, not an internal error."""
 
-    code = "XX000"
+    code = "72000"
 
 
 class ReadBeforeSince(InvalidTimestamp):

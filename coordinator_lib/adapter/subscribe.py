@@ -31,6 +31,7 @@ from coordinator_lib.sql.plans import SubscribePlan
 if TYPE_CHECKING:
     from coordinator_lib.adapter.coordinator import Coordinator
     from coordinator_lib.adapter.session import Session
+    from coordinator_lib.storage import ReadHold
 
 log = logging.getLogger(__name__)
 
@@ -58,18 +59,25 @@ def start_subscribe(
     if any(id.kind == "s" for id in expr.depends_on()):
         raise AdapterError("SUBSCRIBE of a system relation is not supported", code="0A000")
     with coord.using(coord.storage_inputs(expr)):
-        determination = coord.determine_timestamp(session, expr, plan.as_of)
+        # Held from before the as_of is chosen until the producer reads
+        # (or its dataflow holds) at it, so compaction cannot pass it.
+        determination, holds = coord.determine_and_hold(session, expr, plan.as_of)
         as_of = determination.timestamp
         transient: GlobalId | None = None
-        if isinstance(expr, Get) and coord.frontiers_of(expr.id) is not None:
-            target = expr.id
-        else:
-            transient = target = coord.new_transient_id()
-            coord.install_transient_view(transient, expr, as_of)
+        try:
+            if isinstance(expr, Get) and coord.frontiers_of(expr.id) is not None:
+                target = expr.id
+            else:
+                transient = target = coord.new_transient_id()
+                coord.install_transient_view(transient, expr, as_of)
+        except BaseException:
+            for hold in holds:
+                hold.release()
+            raise
     stream = RowStream(check)
     thread = threading.Thread(
         target=_produce,
-        args=(coord, plan, target, as_of, transient, stream),
+        args=(coord, plan, target, as_of, transient, stream, holds),
         name=f"subscribe-{target}",
         daemon=True,
     )
@@ -85,7 +93,9 @@ def _produce(
     as_of: int,
     transient: GlobalId | None,
     stream: RowStream,
+    holds: list[ReadHold],
 ) -> None:
+    """`holds` keep the inputs readable at `as_of` until the snapshot is read."""
     arity = plan.expr.desc.arity
     error: BaseException | None = None
     try:
@@ -93,6 +103,8 @@ def _produce(
             return
         first = True
         for batch in coord.compute.subscribe(target, as_of, plan.up_to, stop=stream.closed):
+            for hold in holds:
+                hold.release()
             if stream.closed.is_set():
                 return
             if not first or plan.with_snapshot:
@@ -108,6 +120,8 @@ def _produce(
     except BaseException as failure:  # handed to the consumer
         error = coord.dropped_error(coord.storage_inputs(plan.expr), _TERMINATED) or failure
     finally:
+        for hold in holds:
+            hold.release()
         if transient is not None:
             coord.drop_transient_view(transient)
         stream.finish(error)

@@ -67,8 +67,9 @@ def test_nexmark_load_generator_source(tmp_path: Path) -> None:
         assert persons >= 3
         # One timestamp, every tick's 50 events: exactly 1:3:46.
         assert (auctions, bids) == (3 * persons, 46 * persons)
-        # Every person is unique.
-        assert sql("SELECT count(*), count(DISTINCT id) FROM person") == [(persons, persons)]
+        # Every person is unique (one statement: the source ticks on meanwhile).
+        ((total, distinct),) = sql("SELECT count(*), count(DISTINCT id) FROM person")
+        assert total == distinct >= persons
         before = _check_is_the_stream(sql)
         assert handle.coordinator.compute.spark.started is False
     finally:

@@ -38,7 +38,7 @@ from coordinator_lib.expr.scalar import (
     is_integer,
 )
 from coordinator_lib.repr.array import array_text
-from coordinator_lib.repr.numeric import ARITHMETIC, NumericFieldOverflow
+from coordinator_lib.repr.numeric import ARITHMETIC, NumericFieldOverflow, numeric_display
 from coordinator_lib.repr.numeric import to_numeric as stored_numeric
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.sql.coercion import INT_RANGES, REAL_MAX, parse_text_as
@@ -115,8 +115,8 @@ def _to_text(value: Any, st: ScalarType) -> str:
         if value.is_integer() and abs(value) < 1e15:
             return str(int(value))
         return repr(value)
-    if st is S.NUMERIC:
-        return format(value, "f")
+    if st is S.NUMERIC:  # as clients are shown it: no trailing zeros
+        return format(numeric_display(value), "f")
     if st is S.TIMESTAMPTZ:
         return value.astimezone(dt.UTC).replace(tzinfo=None).isoformat(sep=" ") + "+00"
     if st is S.TIMESTAMP:

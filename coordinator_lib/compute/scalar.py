@@ -41,6 +41,13 @@ def column_name(index: int) -> str:
     return f"c{index}"
 
 
+def _numeric_text(column: SparkColumn) -> SparkColumn:
+    """numeric as text without trailing zeros (local_scalar's numeric_display):
+    decimal(38, 10) prints all 10 places."""
+    plain = F.regexp_replace(column.cast("string"), r"(\.[0-9]*?)0+$", "$1")
+    return F.regexp_replace(F.regexp_replace(plain, r"\.$", ""), r"^-0$", "0")
+
+
 def _array_to_text(column: SparkColumn, source: ScalarType) -> SparkColumn:
     """`array::text` through the local engine's formatting (a Python UDF), so
     both engines print `{1,2,NULL}` alike. timestamptz elements go as UTC
@@ -72,6 +79,8 @@ def to_spark(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn:
         source = expr.expr.typ(types).scalar_type
         if source.is_array and source is not expr.to:
             return _array_to_text(to_spark(expr.expr, types), source)
+        if source is ScalarType.NUMERIC and expr.to is ScalarType.TEXT:
+            return _numeric_text(to_spark(expr.expr, types))
         return to_spark(expr.expr, types).cast(spark_type(expr.to))
     if isinstance(expr, Record):  # array_agg's input: fields f0 (the value), f1...
         return F.struct(*[to_spark(f, types).alias(f"f{i}") for i, f in enumerate(expr.fields)])

@@ -59,10 +59,11 @@ def to_numeric(value: decimal.Decimal | int) -> decimal.Decimal:
     return rounded
 
 
-def numeric_display(value: decimal.Decimal) -> decimal.Decimal:
+def numeric_display(value: decimal.Decimal | int) -> decimal.Decimal:
     """`value` as clients see it: without trailing fractional zeros, as
     Materialize prints numeric (`avg` of 1, 2, 2, 2 is 1.75, not the stored
     1.7500000000), and never with an exponent."""
+    value = decimal.Decimal(value)
     if not value.is_finite():
         return value
     if value == value.to_integral_value():

@@ -27,7 +27,7 @@ from typing import Any
 from sqlglot import exp
 
 from coordinator_lib.expr.scalar import NUMERIC_RANK, is_integer, is_numeric
-from coordinator_lib.repr.numeric import NumericFieldOverflow, to_numeric
+from coordinator_lib.repr.numeric import NumericFieldOverflow, numeric_display, to_numeric
 from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.sql.errors import (
     InvalidDatetimeFormat,
@@ -458,8 +458,10 @@ def fold_cast(value: Any, src: ScalarType, dst: ScalarType) -> Any:
         if math.isinf(number) or (dst is S.REAL and abs(number) > REAL_MAX):
             raise NumericValueOutOfRange(f'"{value}" is out of range for type {dst.value}')
         return number
-    if dst is S.TEXT and (is_integer(src) or src is S.NUMERIC):
+    if dst is S.TEXT and is_integer(src):
         return str(value)
+    if dst is S.TEXT and src is S.NUMERIC:  # as compute prints it: no trailing zeros
+        return format(numeric_display(value), "f")
     if src is S.DATE and dst is S.TIMESTAMP:
         return dt.datetime(value.year, value.month, value.day)
     if src is S.DATE and dst is S.TIMESTAMPTZ:

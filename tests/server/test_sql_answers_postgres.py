@@ -179,6 +179,11 @@ def test_avg_prints_as_materialize(tidemark: psycopg.Connection[Any]) -> None:
         assert str(value) == "1.75"
     [(added, divided)] = tidemark.execute("SELECT 2.50 + 1, 7::numeric / 4").fetchall()
     assert (str(added), str(divided)) == ("3.5", "1.75")
+    # numeric's text is the same (in a view too), 0 without a sign or places
+    query = "SELECT avg(a)::text AS t, (avg(a) - avg(a))::text AS z, (-1.0)::text AS m FROM n"
+    tidemark.execute(f"CREATE MATERIALIZED VIEW mv_avg_text AS {query}")
+    for read in [query, "SELECT t, z, m FROM mv_avg_text"]:
+        assert tidemark.execute(read).fetchall() == [("1.75", "0", "-1")]
 
 
 UNSUPPORTED = [

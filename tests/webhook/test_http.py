@@ -369,6 +369,6 @@ def test_the_readme_example(environment: Environment, sql: Sql) -> None:
     answer = post(environment, "orders", body, **{"X-Signature": signature(b"shared secret", body)})
     assert answer.status_code == 200
     assert sql("SELECT id, amount::text FROM orders ORDER BY id") == [
-        (1, "9.9900000000"),
-        (2, "5.0000000000"),
+        (1, "9.99"),  # numeric text without trailing zeros, as Materialize
+        (2, "5"),
     ]

@@ -230,6 +230,7 @@ EXPRESSIONS = [
     "ts::timestamp(3)",
     "ts::timestamp(0)",
     "tz::timestamptz(1)",
+    "d::text",  # numeric text without trailing zeros (the rows' values have none)
     "date_trunc('hour', ts)",
     "date_trunc('minute', ts)",
     "date_trunc('second', ts)",

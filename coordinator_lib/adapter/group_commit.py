@@ -265,8 +265,11 @@ class GroupCommitter:
         if cached is not None and cached[0] == upper and cached[1].constraints == constraints:
             return upper, cached[1].copy()
         rows: list[tuple[tuple[Any, ...], int]] = []
-        if upper.time is not None and upper.time > 0:
-            rows = self.storage.snapshot(id, upper.time - 1)
+        # Held where it is read, or the since could pass it meanwhile.
+        hold, upper = self.storage.acquire_latest_read_hold(id)
+        with hold:
+            if upper.time is not None and upper.time > 0:
+                rows = self.storage.snapshot(id, upper.time - 1)
         return upper, KeyCounts.of_rows(constraints, names, rows)
 
     def check(self, changes: Changes) -> None:

@@ -545,16 +545,11 @@ def stored_keys(coord: Coordinator, source: AppendWebhookResponse) -> list[str]:
     if found is None:
         return []
     column, how = found
-    _, upper = coord.storage.collection_frontiers(source.id)
-    if upper.time is None or upper.time <= 0:
-        return []
-    timestamp = upper.time - 1
-    holds = coord.hold({source.id}, timestamp)
-    try:
-        rows = coord.storage.snapshot(source.id, timestamp)
-    finally:
-        for hold in holds:
-            hold.release()
+    hold, upper = coord.storage.acquire_latest_read_hold(source.id)
+    with hold:
+        if upper.time is None or upper.time <= 0:
+            return []
+        rows = coord.storage.snapshot(source.id, upper.time - 1)
     keys = []
     for row, count in rows:
         value = row[column]

@@ -402,6 +402,21 @@ class StorageController:
             self._sync_holds(id)
             return ReadHold(self, id, at)
 
+    def acquire_latest_read_hold(self, id: GlobalId) -> tuple[ReadHold, Frontier]:
+        """A hold on `id` at its latest readable time (upper - 1; its since
+        if nothing later is readable), and that upper. Held at the since
+        first and then moved up, so no compaction (of any process) can pass
+        the time between reading the upper and holding it."""
+        hold = self.acquire_read_hold(id)
+        try:
+            _, upper = self.collection_frontiers(id)
+            if upper.time is not None and upper.time > 0:
+                hold.downgrade(upper.time - 1)
+        except BaseException:
+            hold.release()
+            raise
+        return hold, upper
+
     def acquire_dependency_hold(
         self, id: GlobalId, dependent: GlobalId, time: Timestamp
     ) -> DependencyHold:

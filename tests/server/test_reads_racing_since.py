@@ -9,7 +9,9 @@ chosen, the table's upper is advanced and the compaction pass run, with a
 1 ms history, so an unheld since passes the chosen time at once. Reads over
 pgwire (both isolation levels), HTTP /api/sql and SUBSCRIBE still answer
 their rows, because inputs are held at their since before the time is
-chosen; AS OF a compacted time is a clear 72000 (snapshot_too_old) error."""
+chosen; AS OF a compacted time is a clear 72000 (snapshot_too_old) error.
+An INSERT into a keyed table reads the table's latest contents to check
+its keys, likewise held while another process advances and compacts it."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import pytest
 import requests
 
 from coordinator_lib.adapter import coordinator as coordinator_module
+from coordinator_lib.adapter.client import serve
 from coordinator_lib.server.environment import Environment
 from tests.adapter.conftest import fast_config
 
@@ -123,3 +126,40 @@ def test_as_of_a_compacted_time_is_a_clear_error(environment: Environment) -> No
         assert str(refused.value).startswith("Timestamp (1) is not valid for all inputs")
         # The session goes on.
         assert sorted(conn.execute("SELECT a FROM t").fetchall()) == ROWS
+
+
+def test_keyed_insert_reads_its_keys_while_another_process_compacts(
+    environment: Environment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Group commit's key check snapshots the table at upper - 1; another
+    coordinator on the same environment advances and compacts the table
+    right before that snapshot."""
+    coord = environment.handle.coordinator
+    other = serve(fast_config(tmp_path / "env", default_retain_history_ms=1), None)
+    snapshot = coord.storage.snapshot
+    compactions = 0
+
+    def compact_then_snapshot(id: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal compactions
+        if str(coord.catalog.get(id).name).endswith(".k") and compactions < 3:
+            compactions += 1
+            other.coordinator.group_commit.advance()
+            other.coordinator.compaction_pass()
+        return snapshot(id, *args, **kwargs)
+
+    try:
+        with _connect(environment) as conn:
+            conn.execute("CREATE TABLE k (a int PRIMARY KEY)")
+            conn.execute("INSERT INTO k VALUES (1), (2)")
+            monkeypatch.setattr(coord.storage, "snapshot", compact_then_snapshot)
+            # Another process moved the upper: the key counts are read again.
+            other.coordinator.refresh_catalog()
+            other.coordinator.group_commit.advance()
+            conn.execute("INSERT INTO k VALUES (3)")
+            other.coordinator.group_commit.advance()
+            with pytest.raises(psycopg.errors.UniqueViolation):
+                conn.execute("INSERT INTO k VALUES (1)")
+            assert compactions > 0
+            assert sorted(conn.execute("SELECT a FROM k").fetchall()) == ROWS
+    finally:
+        other.shutdown()

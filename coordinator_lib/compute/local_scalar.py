@@ -351,10 +351,13 @@ def aggregate_values(
         return None
     if agg.func is AggregateFunc.STRING_AGG:
         return (agg.separator or "").join(sorted(values, reverse=agg.descending))
-    if agg.func is AggregateFunc.MIN:
-        return min(values)
-    if agg.func is AggregateFunc.MAX:
-        return max(values)
+    if agg.func in (AggregateFunc.MIN, AggregateFunc.MAX):
+        # as ORDER BY orders values (arrays with NULL elements, NaN); Python's
+        # own < fails on arrays with NULLs (a scalar subquery's two rows).
+        from coordinator_lib.compute.local_ordered import compare_values  # imports this module
+
+        order = functools.cmp_to_key(lambda a, b: compare_values(a, b, False, True))
+        return (min if agg.func is AggregateFunc.MIN else max)(values, key=order)
     if out_type is S.NUMERIC:
         return to_numeric(
             functools.reduce(ARITHMETIC.add, map(decimal.Decimal, values), decimal.Decimal(0))

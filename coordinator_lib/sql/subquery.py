@@ -15,10 +15,13 @@ Materialize's HIR-to-MIR lowering does:
 so every construct is made of Join, Reduce, Distinct, Union, Negate, Map and
 Filter, all incrementally maintained. The value per row of D:
 
-- scalar: B's row, NULL where B has none; a key with two or more rows adds
-  a row whose value is a runtime error "more than one record produced in
-  subquery" (SQLSTATE 21000), so evaluating the query fails as in
-  PostgreSQL (skipped when the subquery is a global aggregate: one row);
+- scalar: B's row, NULL where B has none; where B has two or more rows the
+  value is a runtime error "more than one record produced in subquery"
+  (SQLSTATE 21000), so evaluating the query fails as in PostgreSQL
+  (skipped when the subquery is a global aggregate: one row). Count and
+  value come from one Reduce (count, max) over B's rows and a padding row
+  per outer row: B is read once, as nested subqueries need (reading it
+  three times made plans exponential in the depth);
 - EXISTS: TRUE where B has a row, else FALSE (B's rows counted per outer
   row in one Reduce, with a padding row per outer row that no count sees,
   so rows without a match get 0 without an anti-join);
@@ -44,7 +47,6 @@ from coordinator_lib.expr.relation import (
     Filter,
     Join,
     Map,
-    Negate,
     Project,
     Reduce,
     RelationExpr,
@@ -289,24 +291,29 @@ def _values(
 ) -> RelationExpr:
     """One (k outer columns, value) row per row of `outer` (see module docstring)."""
     keys = list(range(k))
+    zero = Literal(0, ColumnType(S.BIGINT, False))
     if sub.kind is SubqueryKind.SCALAR:
         if exactly_one_row(sub.plan):
             return body
-        st = sub.type.scalar_type
-        rows = body if at_most_one_row(sub.plan) else Union((body, _too_many(body, k, st)))
-        absent = _missing(outer, distinct_keys(body, keys))
-        return Union((rows, Map(absent, (Literal(None, ColumnType(st, True)),))))
-    zero = Literal(0, ColumnType(S.BIGINT, False))
+        aggregates = [(AggregateFunc.COUNT, Column(k + 1)), (AggregateFunc.MAX, Column(k))]
+        rows = _counted(body, outer, k, aggregates)
+        value: ScalarExpr = Column(k + 1)
+        if not at_most_one_row(sub.plan):
+            error = RaiseError(CARDINALITY_VIOLATION, TOO_MANY_ROWS, sub.type)
+            one = Literal(1, ColumnType(S.BIGINT, False))
+            value = If(CallBinary(BinaryFunc.GT, Column(k), one), error, value)
+        return Project(Map(rows, (value,)), (*keys, k + 2))
     if sub.kind is SubqueryKind.EXISTS:
         # count(marker) over B's rows and one unmarked row per outer row.
-        rows = _counted(Project(body, tuple(keys)), outer, k, [Column(k)])
-        value: ScalarExpr = CallBinary(BinaryFunc.GT, Column(k), zero)
+        rows = _counted(Project(body, tuple(keys)), outer, k, [(AggregateFunc.COUNT, Column(k))])
+        value = CallBinary(BinaryFunc.GT, Column(k), zero)
         return Project(Map(rows, (value,)), (*keys, k + 1))
     # ANY: rows whose comparison is not FALSE decide; TRUE if one is TRUE.
     test = Column(k)
     undecided = Filter(body, (CallUnary(UnaryFunc.NOT, CallUnary(UnaryFunc.IS_FALSE, test)),))
     true_only = If(test, Literal(True, BOOL), Literal(None, ColumnType(S.BOOLEAN, True)))
-    rows = _counted(undecided, outer, k, [true_only, Column(k + 1)])
+    counts = [(AggregateFunc.COUNT, true_only), (AggregateFunc.COUNT, Column(k + 1))]
+    rows = _counted(undecided, outer, k, counts)
     value = If(
         CallBinary(BinaryFunc.GT, Column(k), zero),
         Literal(True, BOOL),
@@ -320,12 +327,16 @@ def _values(
 
 
 def _counted(
-    body: RelationExpr, outer: RelationExpr | None, k: int, counts: list[ScalarExpr]
+    body: RelationExpr,
+    outer: RelationExpr | None,
+    k: int,
+    aggregates: list[tuple[AggregateFunc, ScalarExpr]],
 ) -> RelationExpr:
-    """One row per outer row: its k columns, then count(e) over `body`'s rows
-    for it of each of `counts` (expressions over body's columns and a TRUE
-    marker after them). An unmarked all-NULL row per outer row, which no
-    count sees, gives outer rows without rows their 0: one Reduce, no anti-join."""
+    """One row per outer row: its k columns, then each aggregate (count or
+    max of an expression over `body`'s columns and a TRUE marker after them)
+    over `body`'s rows for it. An unmarked all-NULL row per outer row, which
+    no aggregate sees, gives outer rows without rows a count of 0 (max
+    NULL): one Reduce, no anti-join."""
     arity = body.desc.arity
     marked = Map(body, (Literal(True, BOOL),))
     types = marked.desc.types
@@ -335,32 +346,12 @@ def _counted(
     )
     guarded = tuple(
         AggregateExpr(
-            AggregateFunc.COUNT,
+            func,
             If(Column(arity), e, Literal(None, ColumnType(e.typ(types).scalar_type, True))),
         )
-        for e in counts
+        for func, e in aggregates
     )
     return Reduce(Union((marked, padding)), tuple(Column(i) for i in range(k)), guarded)
-
-
-def _missing(outer: RelationExpr | None, present: RelationExpr) -> RelationExpr:
-    """The rows of `outer` (one empty row if None) not in `present` (a
-    distinct subset of them)."""
-    return Union((outer if outer is not None else _ONE_ROW, Negate(present)))
-
-
-def _too_many(body: RelationExpr, k: int, st: ScalarType) -> RelationExpr:
-    """For each key with two or more rows, a row whose value is the error."""
-    counts = Reduce(
-        body,
-        tuple(Column(i) for i in range(k)),
-        (AggregateExpr(AggregateFunc.COUNT, Literal(True, BOOL)),),
-    )
-    over = Filter(
-        counts, (CallBinary(BinaryFunc.GT, Column(k), Literal(1, ColumnType(S.BIGINT, False))),)
-    )
-    error = RaiseError(CARDINALITY_VIOLATION, TOO_MANY_ROWS, ColumnType(st, True))
-    return Project(Map(over, (error,)), (*range(k), k + 1))
 
 
 def exactly_one_row(plan: RelationExpr) -> bool:

@@ -1,8 +1,10 @@
 """Deep statements and text PostgreSQL cannot hold, through the front doors
 of a real server (pgwire with psycopg, HTTP /api/sql, webhooks).
 
-- 1,000 nested parentheses, a 1,000-term OR and 200 nested IN / EXISTS
-  subqueries are answered as PostgreSQL answers them; 100,000 parentheses
+- 1,000 nested parentheses, a 1,000-term OR, 200 nested IN / EXISTS
+  subqueries and 200 nested scalar subqueries (in SELECT and in WHERE) are
+  answered as PostgreSQL answers them, and a materialized view over 30
+  nested scalar subqueries stays so after an INSERT; 100,000 parentheses
   are 54001 "stack depth limit exceeded" (sql/depth.py), never an internal
   error;
 - a deeply nested JSON body or a lone surrogate on /api/sql is HTTP 400
@@ -77,15 +79,50 @@ DEEP = {
     + "(SELECT 1)"
     + ")" * 200
     + " ORDER BY a",
+    # Each level's value is checked to be one row (21000 otherwise): the
+    # lowering read the level below three times, exponential in the depth.
+    "scalar-select": "SELECT a, "
+    + "(SELECT " * 200
+    + "a FROM t AS u WHERE u.a = 2"
+    + ")" * 200
+    + " FROM t ORDER BY 1",
+    "scalar-where": "SELECT a, s FROM t WHERE a = "
+    + "(SELECT a FROM t WHERE a = " * 200
+    + "2"
+    + ")" * 200,
 }
 
 
+@pytest.mark.timeout(120)  # exponential plans took hours at depth 200
 @pytest.mark.parametrize("name", DEEP)
 def test_deep_statements_as_postgres(
     tidemark: psycopg.Connection[Any], postgres: psycopg.Connection[Any], name: str
 ) -> None:
     query = DEEP[name]
     assert tidemark.execute(query).fetchall() == postgres.execute(query).fetchall()
+
+
+@pytest.mark.timeout(120)
+def test_view_over_nested_scalar_subqueries_as_postgres(
+    tidemark: psycopg.Connection[Any], postgres: psycopg.Connection[Any]
+) -> None:
+    """A view whose value is 30 scalar subqueries deep, the innermost
+    correlated with the view's table, stays PostgreSQL's answer as it changes."""
+    query = (
+        "SELECT a, "
+        + "(SELECT " * 30
+        + "(SELECT max(u.a) FROM m AS u WHERE u.a < m.a)"
+        + ")" * 30
+        + " AS below FROM m"
+    )
+    tidemark.execute("CREATE TABLE m (a int)")
+    postgres.execute("CREATE TEMP TABLE m (a int)")
+    tidemark.execute(f"CREATE MATERIALIZED VIEW deep_mv AS {query}")
+    for rows in ("(1), (5)", "(3), (7), (NULL)"):
+        for conn in (tidemark, postgres):
+            conn.execute(f"INSERT INTO m VALUES {rows}")
+        got = tidemark.execute("SELECT * FROM deep_mv ORDER BY a").fetchall()
+        assert got == postgres.execute(f"{query} ORDER BY a").fetchall()
 
 
 def test_far_too_deep_is_stack_depth_exceeded(tidemark: psycopg.Connection[Any]) -> None:

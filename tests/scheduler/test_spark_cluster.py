@@ -29,7 +29,7 @@ from tests.scheduler.workers import (
     wait_for,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark]  # starts Spark JVMs: run under the Spark lock
 
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
 VIEWS = {

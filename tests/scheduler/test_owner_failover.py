@@ -40,10 +40,15 @@ class Serve:
 
         def port() -> int | None:
             assert self.process.poll() is None, self.log.read_text()
-            found = re.search(r"HTTP on 127\.0\.0\.1:(\d+)", self.log.read_text())
+            found = re.search(r"HTTP on http://127\.0\.0\.1:(\d+)", self.log.read_text())
             return int(found.group(1)) if found else None
 
-        self.url = f"http://127.0.0.1:{wait_for('serve to start', port, timeout=120)}"
+        try:
+            self.url = f"http://127.0.0.1:{wait_for('serve to start', port, timeout=120)}"
+        except BaseException:
+            self.process.kill()  # its workers follow it (--parent-pid)
+            self.process.wait()
+            raise
 
     def sql(self, query: str) -> list[Any]:
         results = requests.post(f"{self.url}/api/sql", json={"query": query}, timeout=60).json()

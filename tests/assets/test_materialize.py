@@ -98,7 +98,7 @@ def test_materialize_demo_twice_second_run_is_incremental(tmp_path: Path) -> Non
                 assert isinstance(lower, int) and isinstance(upper, int) and upper > lower
                 assert after["previous_upper"] == lower
                 # One incremental step from where the first run left the view...
-                assert after["step"] == f"[{lower}, {upper})", view
+                assert after["step"] == f"[{lower}, {upper}) ms", view
                 # ...reading exactly its inputs' updates in between, no more.
                 delta = sum(updates_between(other, name, lower, upper) for name in INPUTS[view])
                 assert after["rows_read"] == delta, view

@@ -295,7 +295,10 @@ def _values(
     if sub.kind is SubqueryKind.SCALAR:
         if exactly_one_row(sub.plan):
             return body
-        aggregates = [(AggregateFunc.COUNT, Column(k + 1)), (AggregateFunc.MAX, Column(k))]
+        aggregates: list[tuple[AggregateFunc, ScalarExpr]] = [
+            (AggregateFunc.COUNT, Column(k + 1)),
+            (AggregateFunc.MAX, Column(k)),
+        ]
         rows = _counted(body, outer, k, aggregates)
         value: ScalarExpr = Column(k + 1)
         if not at_most_one_row(sub.plan):

@@ -7,7 +7,7 @@ turns its inputs' (old, delta) into its own (old, delta):
   multiplicity (not necessarily consolidated);
 - delta: its updates at their exact times in [u0, u1) (`__time`, `__diff`).
 
-Rules (DESIGN.md "Incremental maintenance"):
+Rules (docs/architecture.md, "How SQL becomes a plan"):
 - Filter, Map, Project, Union, Negate: applied to old and delta alike.
 - Join: dA x B_old + A_old x dB + dA x dB, output time max(tA, tB).
 - Reduce / Distinct / Threshold: only the keys the delta touches are

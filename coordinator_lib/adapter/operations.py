@@ -37,7 +37,7 @@ from sqlglot.tokens import TokenType
 
 from coordinator_lib.adapter.client import Client
 from coordinator_lib.adapter.coordinator import Coordinator, compaction_pass
-from coordinator_lib.adapter.errors import AdapterError
+from coordinator_lib.adapter.errors import AdapterError, InvalidTimestamp
 from coordinator_lib.adapter.maintainer import Maintainer, current_maintainer
 from coordinator_lib.adapter.oracle import wall_clock_ms
 from coordinator_lib.adapter.verify import pandera_schema
@@ -639,9 +639,18 @@ def _materialize_view(
     with _holding_changes(coordinator, [item.id], previous_upper) as lowers:
         if lower is not None and upper is not None:
             hold_at = as_of if lower == as_of else lower
-            with _held(coordinator, sorted(inputs), hold_at):
-                read = _rows_read(coordinator, inputs, lower, upper, as_of)
-                result = coordinator.compute.step_dataflow(item.id, until=upper)
+            try:
+                with _held(coordinator, sorted(inputs), hold_at):
+                    read = _rows_read(coordinator, inputs, lower, upper, as_of)
+                    result = coordinator.compute.step_dataflow(item.id, until=upper)
+            except InvalidTimestamp:
+                # Another process (`tidemark serve`, another run) stepped the
+                # view past where this process's dataflow stands, and its
+                # inputs were compacted behind it: the view is already there,
+                # so this run has no step to take.
+                durable = observe(coordinator, item.id)
+                if durable is None or durable.upper is None or durable.upper <= lower:
+                    raise
         frontiers = observe(coordinator, item.id)
         assert frontiers is not None
         inserted, retracted, updates = changes(

@@ -1,7 +1,7 @@
 """A handle on one shard: writes through compare_and_append, reads at a time,
 listens for changes, holds reads, compacts and collects garbage.
 
-The rules (DESIGN.md invariants 1-5):
+The rules (docs/architecture.md, invariants 1-5):
 - `compare_and_append(updates, expected_upper, new_upper)` lands only if the
   upper is `expected_upper` and every time lies in [expected_upper, new_upper);
   otherwise nothing changes. The batch is durable before the state names it.

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -66,6 +67,11 @@ from coordinator_lib.storage.read_hold import DependencyHold, ReadHold
 
 log = logging.getLogger(__name__)
 
+# How many of a dataflow's latest step results it keeps (for tests and
+# introspection): a dataflow steps every tick for as long as it runs, so
+# keeping them all grows the server without bound (issue 18's soak).
+RECENT_STEPS = 64
+
 
 @dataclass
 class Dataflow:
@@ -74,7 +80,7 @@ class Dataflow:
     output: Shard | None  # the materialized view's shard
     arrangement: Arrangement | None  # the index
     read_policy: ReadPolicy = field(default_factory=lambda: LagWriteFrontier(1000))
-    steps: list[StepResult] = field(default_factory=list)
+    steps: deque[StepResult] = field(default_factory=lambda: deque(maxlen=RECENT_STEPS))
     # Times peeks are waiting to read the arrangement at: it does not compact past them.
     peek_holds: list[int] = field(default_factory=list)
     # Why the last step failed, if it did (process() logs each new one once;

@@ -14,6 +14,7 @@ from coordinator_lib.compute import (
     DataflowDescription,
     InstanceMissing,
 )
+from coordinator_lib.compute.controller import RECENT_STEPS
 from coordinator_lib.expr import AggregateExpr, AggregateFunc, Column, Get, Reduce
 from coordinator_lib.repr import Frontier, GlobalId, LagWriteFrontier, RelationDesc, Update
 from coordinator_lib.storage import (
@@ -151,3 +152,19 @@ def test_subscribe_yields_snapshot_then_changes(env) -> None:  # type: ignore[no
     updates = [u for batch in rest for u in batch.updates]
     assert sorted(updates) == [Update((1, 10), 2, -1), Update((5, 1), 1, 1)]
     assert rest[-1].upper == Frontier.at(3)
+
+
+def test_a_long_running_dataflow_keeps_only_its_recent_steps(env) -> None:  # type: ignore[no-untyped-def]
+    """A view steps every tick for as long as the server runs: what it keeps
+    per step must not pile up (issue 18: the demo server grew without bound)."""
+    storage, compute = env
+    compute.add_replica("default", "r1")
+    _create_view(storage, compute)
+    ticks = RECENT_STEPS + 10
+    for t in range(1, ticks + 1):
+        storage.append([(T, [Update((1, t), t, 1)], t + 1)])
+        compute.process()
+    dataflow = compute.dataflow("default", VIEW)
+    assert storage.collection_frontiers(VIEW)[1] == Frontier.at(ticks + 1)
+    assert len(dataflow.steps) == RECENT_STEPS
+    assert dataflow.steps[-1].upper == ticks + 1

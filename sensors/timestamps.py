@@ -50,11 +50,17 @@ sensor; the view's next new updates (or its freshness) request it again.
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import dagster as dg
-from dagster._core.definitions.data_version import DATA_VERSION_TAG
+from dagster._core.definitions.data_version import (
+    CODE_VERSION_TAG,
+    DATA_VERSION_TAG,
+    INPUT_DATA_VERSION_TAG_PREFIX,
+    INPUT_EVENT_POINTER_TAG_PREFIX,
+    NULL_EVENT_POINTER,
+)
 
 from assets import TARGETS_TAG, Project, asset_key, is_on_commit_view
 from assets.metadata import data_version, frontier_text, frontier_time
@@ -110,6 +116,9 @@ class Observed:
     frontiers: Mapping[str, Frontiers | None]
     spans: Mapping[str, Sequence[UpdateSpan]] = field(default_factory=dict)
     maintainer: str | None = None  # the live `tidemark serve` keeping the views fresh
+    # Dagster's current data version of each table and source (its latest
+    # materialization's), for the provenance of the server's reported steps.
+    versions: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -154,9 +163,11 @@ def _server_steps(
     moved since the last tick is reported as a materialization (no run):
     its frontiers, the updates it wrote since, and its data version (the
     upper). Records each reported upper in `uppers`."""
+    keys = {obj.id: asset_key(obj).to_user_string() for obj in objects}
+    by_id = {obj.id: obj for obj in objects}
     reported = []
     for obj in objects:
-        key = asset_key(obj).to_user_string()
+        key = keys[obj.id]
         seen = observed.frontiers.get(key)
         if obj.kind is not ItemKind.MATERIALIZED_VIEW or seen is None:
             continue
@@ -164,6 +175,29 @@ def _server_steps(
         if before is not None and before == seen.upper:
             continue
         written = updates_in(observed.spans.get(key, ()), before, seen.upper)
+        # Provenance: the data version of each input this step took in (a
+        # view input's is its upper, reported in this tick if it moved), so
+        # Dagster's "Unsynced" compares uppers, as it does after a run.
+        inputs: dict[str, str] = {}
+        for input_id in obj.inputs:
+            input_key = keys.get(input_id)
+            if input_key is None:
+                continue
+            if by_id[input_id].kind is ItemKind.MATERIALIZED_VIEW:
+                frontiers = observed.frontiers.get(input_key)
+                if frontiers is not None:
+                    inputs[input_key] = data_version(frontiers.upper).value
+            elif input_key in observed.versions:
+                inputs[input_key] = observed.versions[input_key]
+        provenance = (
+            {
+                CODE_VERSION_TAG: "tidemark serve",
+                **{f"{INPUT_DATA_VERSION_TAG_PREFIX}/{k}": v for k, v in inputs.items()},
+                **{f"{INPUT_EVENT_POINTER_TAG_PREFIX}/{k}": NULL_EVENT_POINTER for k in inputs},
+            }
+            if len(inputs) == len([i for i in obj.inputs if i in keys])
+            else {}
+        )
         reported.append(
             dg.AssetMaterialization(
                 asset_key=asset_key(obj),
@@ -177,7 +211,7 @@ def _server_steps(
                     "updates": dg.MetadataValue.int(written),
                     "maintained_by": observed.maintainer,
                 },
-                tags={DATA_VERSION_TAG: data_version(seen.upper).value},
+                tags={DATA_VERSION_TAG: data_version(seen.upper).value, **provenance},
             )
         )
         uppers[key] = seen.upper
@@ -346,6 +380,20 @@ def observe_all(coordinator: CoordinatorResource, project: Project) -> Observed:
     return Observed(frontiers, spans, serving.holder if serving is not None else None)
 
 
+def _data_versions(instance: dg.DagsterInstance, project: Project) -> dict[str, str]:
+    """Dagster's current data version of each table and source."""
+    versions = {}
+    for obj in project.objects:
+        if obj.kind not in (ItemKind.SOURCE, ItemKind.TABLE):
+            continue
+        event = instance.get_latest_materialization_event(asset_key(obj))
+        materialization = event.asset_materialization if event is not None else None
+        version = materialization.tags.get(DATA_VERSION_TAG) if materialization else None
+        if version is not None:
+            versions[asset_key(obj).to_user_string()] = version
+    return versions
+
+
 def build_timestamp_sensor(
     project: Project, job: "UnresolvedAssetJobDefinition | None"
 ) -> dg.SensorDefinition:
@@ -368,6 +416,8 @@ def build_timestamp_sensor(
         context: dg.SensorEvaluationContext, coordinator: CoordinatorResource
     ) -> dg.SensorResult:
         observed = observe_all(coordinator, project)
+        if observed.maintainer is not None:
+            observed = replace(observed, versions=_data_versions(context.instance, project))
         plan = plan_tick(
             project.objects, observed, TimestampCursor.parse(context.cursor), freshness
         )

@@ -11,11 +11,16 @@ import time
 from pathlib import Path
 
 import dagster as dg
+from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+from dagster._core.loader import LoadingContextForTest
 
+from assets import load_project
 from coordinator_lib.adapter import operations
 from coordinator_lib.adapter.coordinator import Config
+from coordinator_lib.adapter.operations import Frontiers
 from coordinator_lib.server.environment import Environment
-from sensors import TimestampCursor
+from sensors import TimestampCursor, plan_tick
+from sensors.timestamps import Observed
 from tests.adapter.conftest import run_on
 from tests.assets.support import DemoEnv, demo_env, key, project_env
 from tests.sensors.test_timestamps import SHOP, _automation, _selected, _tick
@@ -158,3 +163,34 @@ def test_refresh_every_schedule_skips_while_the_server_maintains(tmp_path: Path)
 def _maintained(env: DemoEnv) -> bool:
     with env.coordinator() as other:
         return operations.maintainer(other) is not None
+
+
+def test_reported_steps_carry_provenance_so_unsynced_means_an_upper_moved(
+    tmp_path: Path,
+) -> None:
+    """`interest` reads two views. The server's step of all three is reported
+    with each input's data version (its upper). A later materialization of a
+    parent at the same upper (a run that had nothing to step) leaves
+    `interest` in sync; a parent whose upper moved makes it unsynced."""
+    env = project_env(tmp_path, SHOP)
+    graph = env.defs.resolve_asset_graph()
+    names = ("orders", "clicks", "order_counts", "click_counts", "interest")
+    keys = {n: key(n).to_user_string() for n in names}
+    frontiers = {keys[n]: Frontiers(1, 100) for n in names}
+    observed = Observed(frontiers, {}, "tidemark serve test", {})
+    plan = plan_tick(load_project(env.resource, None).objects, observed, TimestampCursor())
+    with dg.instance_for_test() as instance:
+        for event in plan.reported:
+            instance.report_runless_asset_event(event)
+        same = dg.AssetMaterialization(
+            asset_key=key("order_counts"), tags={"dagster/data_version": "100"}
+        )
+        instance.report_runless_asset_event(same)
+        resolver = CachingStaleStatusResolver(instance, graph, LoadingContextForTest(instance))
+        assert resolver.get_status(key("interest")) is StaleStatus.FRESH
+        moved = dg.AssetMaterialization(
+            asset_key=key("order_counts"), tags={"dagster/data_version": "200"}
+        )
+        instance.report_runless_asset_event(moved)
+        resolver = CachingStaleStatusResolver(instance, graph, LoadingContextForTest(instance))
+        assert resolver.get_status(key("interest")) is StaleStatus.STALE

@@ -35,7 +35,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import logging
 
     from coordinator_lib.adapter.coordinator import Config
+    from coordinator_lib.server.allocator import use_server_allocators
     from coordinator_lib.server.environment import Environment, run_forever
+
+    use_server_allocators()
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -7,7 +7,11 @@ pages of threads that ended: in issue 18's soak (`make bench-soak`) its
 region grew by about 10 MB a minute while `pyarrow.total_allocated_bytes()`
 stayed 0 (nothing alive). glibc likewise gives each new thread an arena
 (up to 8 per core) whose freed chunks stay resident. So the server sends
-Arrow to the system allocator and caps glibc at two arenas.
+Arrow to the system allocator and caps glibc at two arenas. Arrow's C++
+default pool (Parquet, IPC, compute) is chosen once, from
+ARROW_DEFAULT_MEMORY_POOL, when pyarrow first allocates: so this runs
+before anything imports pyarrow (`pyarrow.set_memory_pool` only moves
+pyarrow's Python-level allocations).
 """
 
 from __future__ import annotations
@@ -15,8 +19,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
-
-import pyarrow as pa
+import os
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +28,12 @@ GLIBC_ARENAS = 2
 
 
 def use_server_allocators() -> None:
-    """Call once at server start, before serving (affects the whole process)."""
-    pa.set_memory_pool(pa.system_memory_pool())
+    """Call once at server start, before pyarrow is imported (affects the whole process)."""
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    import pyarrow as pa
+
+    if pa.default_memory_pool().backend_name != os.environ["ARROW_DEFAULT_MEMORY_POOL"]:
+        log.warning("pyarrow was loaded first: Arrow keeps its default allocator")
     name = ctypes.util.find_library("c")
     try:
         libc = ctypes.CDLL(name)

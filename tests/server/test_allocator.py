@@ -1,20 +1,29 @@
-"""The server's Arrow memory goes to the system allocator (issue 18: pyarrow's
-bundled mimalloc kept the pages of ended connection threads, and `tidemark
-serve` grew by hundreds of MB an hour; bench/soak.py measures it)."""
+"""`tidemark serve`'s Arrow memory goes to the system allocator (issue 18:
+pyarrow's bundled mimalloc kept the pages of ended connection threads, and
+the server grew by hundreds of MB an hour; bench/soak.py measures it)."""
 
 from __future__ import annotations
 
-import pyarrow as pa
+import os
+import subprocess
+import sys
 
+PROBE = """
 from coordinator_lib.server.allocator import use_server_allocators
+use_server_allocators()
+import pyarrow as pa
+import pyarrow.parquet as pq
+import io
+buffer = io.BytesIO()
+pq.write_table(pa.table({"x": list(range(1000))}), buffer)
+table = pq.read_table(io.BytesIO(buffer.getvalue()))  # C++ (Parquet) allocations
+print(pa.default_memory_pool().backend_name, pa.mimalloc_memory_pool().bytes_allocated())
+"""
 
 
 def test_server_arrow_allocations_use_the_system_allocator() -> None:
-    before = pa.default_memory_pool()
-    try:
-        use_server_allocators()
-        assert pa.default_memory_pool().backend_name == "system"
-        table = pa.table({"x": list(range(1000))})
-        assert pa.system_memory_pool().bytes_allocated() >= table.nbytes
-    finally:
-        pa.set_memory_pool(before)
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    probe = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, check=True
+    )
+    assert probe.stdout.split() == ["system", "0"], probe.stderr

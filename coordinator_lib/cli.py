@@ -34,11 +34,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     """Run the coordinator, pgwire and HTTP until SIGINT/SIGTERM."""
     import logging
 
-    from coordinator_lib.adapter.coordinator import Config
     from coordinator_lib.server.allocator import use_server_allocators
-    from coordinator_lib.server.environment import Environment, run_forever
 
-    use_server_allocators()
+    use_server_allocators()  # before anything loads pyarrow
+
+    from coordinator_lib.adapter.coordinator import Config
+    from coordinator_lib.server.environment import Environment, run_forever
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 
 from coordinator_lib.compute.accumulate import accumulate_plan
 from coordinator_lib.compute.rules import RULES, Rule
+from coordinator_lib.compute.spark_errors import plan_can_fail
 from coordinator_lib.expr.relation import RelationExpr
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.sql.explain import explain
@@ -31,8 +32,10 @@ def view_annotator(expr: RelationExpr) -> Callable[[RelationExpr], str]:
     Reduce of an accumulating view (compute/accumulate.py: COUNT/SUM under
     only linear operators) is marked `[incremental: accumulated]`: that is
     how its Spark steps maintain it (in-process steps before its first Spark
-    step recompute the touched keys)."""
-    plan = accumulate_plan(expr)
+    step recompute the touched keys). A view whose scalars can fail keeps
+    an error collection, which the accumulating path does not: its Reduce
+    recomputes touched keys, and says so."""
+    plan = None if plan_can_fail(expr) else accumulate_plan(expr)
 
     def mark(node: RelationExpr) -> str:
         if plan is not None and node is plan.reduce:

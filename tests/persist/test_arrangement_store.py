@@ -1,0 +1,123 @@
+"""The arrangement store: keyed reads consolidated at the state's upper,
+applies fenced by the expected upper, atomic under SIGKILL and races
+between processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from decimal import Decimal
+from pathlib import Path
+
+from coordinator_lib.persist.arrangement_store import ArrangementStore
+
+
+def test_reads_are_consolidated_by_key_at_the_upper(tmp_path: Path) -> None:
+    state = ArrangementStore(tmp_path / "a.db").state("v1")
+    assert state.upper() is None
+    joined = state.arrangement("join.0")
+    assert state.apply(
+        {"join.0": [((1,), (1, "a"), 1), ((1,), (1, "b"), 2), ((2,), (2, "c"), 1)]}, None, 5
+    )
+    assert state.apply({"join.0": [((1,), (1, "b"), -2), ((2,), (2, "c"), 1)]}, 5, 7)
+    assert state.upper() == 7
+    got = joined.read([(1,), (2,), (3,)])
+    assert dict(got) == {(1,): [((1, "a"), 1)], (2,): [((2, "c"), 2)]}
+    # A row whose multiplicity reached 0 is gone, not kept as a zero.
+    assert sorted(joined.scan()) == [((1, "a"), 1), ((2, "c"), 2)]
+    assert state.stats()["join.0"].rows == 2
+    assert state.stats()["join.0"].updates == 3
+
+
+def test_keys_and_rows_compare_as_python_does(tmp_path: Path) -> None:
+    state = ArrangementStore(tmp_path / "a.db").state("v1")
+    assert state.apply({"r": [((Decimal("1.0"),), (Decimal("1.0"), 2.5), 1)]}, None, 1)
+    assert state.apply({"r": [((1,), (Decimal("1.00"), 2.5), -1)]}, 1, 2)
+    assert state.arrangement("r").scan() == []
+
+
+def test_a_writer_with_a_stale_upper_changes_nothing(tmp_path: Path) -> None:
+    state = ArrangementStore(tmp_path / "a.db").state("v1")
+    assert state.apply({"r": [((1,), (1,), 1)]}, None, 3)
+    assert not state.apply({"r": [((1,), (1,), 5)]}, None, 4)  # "no state yet": fenced
+    assert not state.apply({"r": [((1,), (1,), 5)]}, 2, 4)
+    assert state.upper() == 3
+    assert state.arrangement("r").read([(1,)]) == {(1,): [((1,), 1)]}
+
+
+def test_replace_discards_the_old_contents(tmp_path: Path) -> None:
+    state = ArrangementStore(tmp_path / "a.db").state("v1")
+    assert state.apply({"a": [((1,), (1,), 1)], "b": [((2,), (2,), 1)]}, None, 3)
+    assert state.apply({"a": [((9,), (9,), 1)]}, 3, 10, replace=True)
+    assert state.arrangement("a").scan() == [((9,), 1)]
+    assert state.arrangement("b").scan() == []
+
+
+def test_state_survives_reopening_in_another_store(tmp_path: Path) -> None:
+    first = ArrangementStore(tmp_path / "a.db")
+    assert first.state("v1").apply({"r": [((1,), (1, "x"), 1)]}, None, 3)
+    first.close()
+    again = ArrangementStore(tmp_path / "a.db").state("v1")
+    assert again.upper() == 3
+    assert again.arrangement("r").read([(1,)]) == {(1,): [((1, "x"), 1)]}
+
+
+def _race(path: str, writer: int, start: float, out: multiprocessing.Queue) -> None:
+    state = ArrangementStore(path).state("v1")
+    time.sleep(max(0.0, start - time.time()))
+    won = state.apply({"r": [((k,), (k, writer), 1) for k in range(2000)]}, 1, 2)
+    out.put((writer, won))
+
+
+def test_two_processes_racing_from_one_upper_land_one_whole_apply(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.db")
+    assert ArrangementStore(path).state("v1").apply({}, None, 1)
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    start = time.time() + 2.0
+    procs = [ctx.Process(target=_race, args=(path, w, start, out)) for w in (1, 2)]
+    for p in procs:
+        p.start()
+    results = dict(out.get(timeout=60) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+    assert sorted(results.values()) == [False, True]
+    winner = next(w for w, won in results.items() if won)
+    rows = ArrangementStore(path).state("v1").arrangement("r").scan()
+    assert sorted(rows) == [((k, winner), 1) for k in range(2000)]
+
+
+def _write_forever(path: str) -> None:
+    state = ArrangementStore(path).state("v1")
+    upper = state.upper()
+    assert upper is not None
+    while True:
+        # Every apply moves all 5000 rows of generation `upper` to `upper + 1`.
+        updates = [((k,), (k, upper), -1) for k in range(5000)]
+        updates += [((k,), (k, upper + 1), 1) for k in range(5000)]
+        assert state.apply({"r": updates}, upper, upper + 1)
+        upper += 1
+
+
+def test_sigkill_mid_apply_leaves_the_old_or_the_new_state_whole(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.db")
+    assert (
+        ArrangementStore(path)
+        .state("v1")
+        .apply({"r": [((k,), (k, 1), 1) for k in range(5000)]}, None, 1)
+    )
+    ctx = multiprocessing.get_context("spawn")
+    for delay in (1.5, 1.9, 2.3):
+        proc = ctx.Process(target=_write_forever, args=(path,))
+        proc.start()
+        time.sleep(delay)
+        assert proc.pid is not None
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.join()
+        state = ArrangementStore(path).state("v1")
+        upper = state.upper()
+        assert upper is not None
+        assert sorted(state.arrangement("r").scan()) == [((k, upper), 1) for k in range(5000)]
+    assert upper > 1  # the writer did land applies before it was killed

@@ -34,6 +34,7 @@ from coordinator_lib.sql.errors import (
     InvalidParameter,
     InvalidTextRepresentation,
     NumericValueOutOfRange,
+    UnknownType,
     UnsupportedFeature,
 )
 
@@ -94,6 +95,8 @@ def scalar_type_of(data_type: exp.DataType) -> ScalarType:
         element = data_type.expressions[0]
         if isinstance(element, exp.DataType) and element.this is not exp.DType.ARRAY:
             return scalar_type_of(element).array()
+    if kind is exp.DType.USERDEFINED:
+        raise UnknownType(f'type "{data_type.args["kind"].name}" does not exist')
     name = data_type.sql(dialect="postgres").lower()
     raise UnsupportedFeature(f"type {name} is not supported")
 

@@ -64,6 +64,8 @@ from coordinator_lib.sql.statements import (
     StatementParser,
     WithOptions,
 )
+from coordinator_lib.sql.postgres_syntax import TRANSFORMS as POSTGRES_TRANSFORMS
+from coordinator_lib.sql.postgres_syntax import parse_create_connection, parse_postgres_source
 from coordinator_lib.sql.webhook_syntax import TRANSFORMS as WEBHOOK_TRANSFORMS
 from coordinator_lib.sql.webhook_syntax import (
     parse_alter_secret,
@@ -178,6 +180,35 @@ class TidemarkParser(StatementParser):
                 self.raise_error("syntax error", tokens[i + 1])
             i += 1
         return super()._parse_primary()
+
+    def _parse_type(
+        self, parse_interval: bool = True, fallback_to_identifier: bool = False
+    ) -> exp.Expr | None:
+        if not fallback_to_identifier:
+            typed = self._parse_generic_typed_literal()
+            if typed is not None:
+                return self._parse_column_ops(typed)
+        return super()._parse_type(parse_interval, fallback_to_identifier)
+
+    def _parse_generic_typed_literal(self) -> exp.Expr | None:
+        """`name 'text'` is PostgreSQL's typed literal for any type name
+        (`a$ $$x$$` too): a cast the binder resolves, so an unknown name is
+        "type does not exist", not a syntax error. Known type keywords
+        (`date '...'`) are sqlglot's own tokens and never reach here."""
+        tokens, i = self._tokens, self._index
+        if not (
+            i + 1 < len(tokens)
+            and tokens[i].token_type in (TokenType.VAR, TokenType.IDENTIFIER)
+            and tokens[i + 1].token_type in (TokenType.STRING, TokenType.HEREDOC_STRING)
+        ):
+            return None
+        name, text = tokens[i], tokens[i + 1]
+        self._advance(2)
+        to = exp.DataType(
+            this=exp.DataType.Type.USERDEFINED,
+            kind=exp.Identifier(this=name.text, quoted=name.token_type == TokenType.IDENTIFIER),
+        )
+        return self.expression(exp.Cast(this=exp.Literal.string(text.text), to=to), name)
 
     def _parse_expressions(self) -> list[exp.Expr]:
         """An expression list (a select list) may not end in a comma, as in
@@ -321,6 +352,8 @@ class TidemarkParser(StatementParser):
                 return self._parse_create_source()
             if self._match_text_seq("SECRET"):
                 return parse_create_secret(self)
+            if self._match_text_seq("CONNECTION"):
+                return parse_create_connection(self)
             if self._match_text_seq("CLUSTER"):
                 return parse_create_cluster(self)
             if self._match(TokenType.SCHEMA):
@@ -410,8 +443,10 @@ class TidemarkParser(StatementParser):
         cluster = self._parse_in_cluster()
         if self._match_text_seq("FROM", "WEBHOOK"):
             return parse_webhook_source(self, name, exists, cluster)
+        if self._match_text_seq("FROM", "POSTGRES"):
+            return parse_postgres_source(self, name, exists, cluster)
         if not self._match_text_seq("FROM", "LOAD", "GENERATOR"):
-            self.raise_error("Expecting FROM LOAD GENERATOR (the only source type supported)")
+            self.raise_error("Expecting FROM LOAD GENERATOR, FROM WEBHOOK or FROM POSTGRES")
         generator_token = self._curr
         generator = self._parse_var(any_token=True, upper=True)
         if generator is None:
@@ -516,6 +551,7 @@ class TidemarkGenerator(MaterializeGenerator):
         },
         **STATEMENT_TRANSFORMS,
         **WEBHOOK_TRANSFORMS,
+        **POSTGRES_TRANSFORMS,
         **CLUSTER_TRANSFORMS,
         **CONTINUAL_TASK_TRANSFORMS,
         AsOf: lambda self, e: (

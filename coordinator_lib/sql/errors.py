@@ -79,6 +79,13 @@ class UnknownDatabase(UnknownObject):
     code = "3D000"
 
 
+class UnknownType(SqlError):
+    """A type name that names no type (undefined_object), as PostgreSQL
+    answers `CAST(x AS foo)` and the typed literal `foo 'x'`."""
+
+    code = "42704"
+
+
 class UndefinedParameter(SqlError):
     """A `$n` with no value bound to it (undefined_parameter)."""
 

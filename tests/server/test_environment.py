@@ -50,7 +50,8 @@ def test_psycopg_simple_extended_and_errors(environment: Environment) -> None:
         conn.execute("INSERT INTO t VALUES (%s, %s, %s)", (2, None, None))
         conn.execute("CREATE MATERIALIZED VIEW mv AS SELECT count(*) AS n FROM t")
         rows = conn.execute("SELECT id, name, price FROM t WHERE id = %s", (1,)).fetchall()
-        assert [(r[0], r[1], str(r[2])) for r in rows] == [(1, "a", "1.5000000000")]
+        # numeric prints without trailing zeros, as Materialize prints it
+        assert [(r[0], r[1], str(r[2])) for r in rows] == [(1, "a", "1.5")]
         assert conn.execute("SELECT n FROM mv").fetchone() == (2,)
         with conn.cursor(binary=True) as cur:
             cur.execute("SELECT id FROM t ORDER BY id")

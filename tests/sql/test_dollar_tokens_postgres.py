@@ -115,6 +115,8 @@ def test_dollar_tokens_match_postgres(pg: psycopg.Connection, items: list[str], 
         "SELECT $$never closed",
         "SELECT a$1",
         "SELECT $_$x$_$",
+        "SELECT a$ $$$$",  # a typed literal of type `a$`: PostgreSQL's 42704, not a syntax error
+        "SELECT foo 'x'",
     ],
 )
 def test_dollar_examples_match_postgres(pg: psycopg.Connection, select: str) -> None:

@@ -20,12 +20,10 @@ inputs at that time); from then on its steps stay on this path.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-
 from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 
+from coordinator_lib.compute.plan import REDUCE_OUTPUT, AccumulatePlan, accumulate_plan
 from coordinator_lib.compute.render import (
     DIFF,
     TIME,
@@ -36,15 +34,7 @@ from coordinator_lib.compute.render import (
     render,
 )
 from coordinator_lib.compute.scalar import column_name, to_spark
-from coordinator_lib.expr.relation import (
-    AggregateFunc,
-    Filter,
-    Get,
-    Map,
-    Project,
-    Reduce,
-    RelationExpr,
-)
+from coordinator_lib.expr.relation import AggregateFunc
 from coordinator_lib.persist.machine import Machine
 from coordinator_lib.persist.shard import Shard
 from coordinator_lib.persist.spark_batches import spark_type
@@ -55,57 +45,6 @@ from coordinator_lib.persist.spark_shard import (
 )
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
-from coordinator_lib.repr.relation import ColumnType, RelationDesc, ScalarType
-
-# Stands for the Reduce's output inside the linear operators above it.
-REDUCE_OUTPUT = GlobalId.transient(2**31 - 1)
-LINEAR = (Project, Map, Filter)
-
-
-@dataclass(frozen=True)
-class AccumulatePlan:
-    reduce: Reduce
-    top: RelationExpr  # the operators above the Reduce, reading REDUCE_OUTPUT
-    state_desc: RelationDesc
-
-    @property
-    def key_arity(self) -> int:
-        return len(self.reduce.group_key)
-
-
-def accumulate_plan(expr: RelationExpr) -> AccumulatePlan | None:
-    """The plan if `expr` is linear operators over a COUNT/SUM Reduce."""
-    chain: list[RelationExpr] = []
-    node = expr
-    while isinstance(node, LINEAR):
-        chain.append(node)
-        node = node.input
-    if not isinstance(node, Reduce) or not node.aggregates or not node.group_key:
-        return None
-    if any(
-        a.distinct or a.func not in (AggregateFunc.COUNT, AggregateFunc.SUM)
-        for a in node.aggregates
-    ):
-        return None
-    top: RelationExpr = Get(REDUCE_OUTPUT, node.desc)
-    for op in reversed(chain):
-        top = dataclasses.replace(op, input=top)  # type: ignore[call-arg]
-    return AccumulatePlan(node, top, _state_desc(node))
-
-
-def _state_desc(reduce: Reduce) -> RelationDesc:
-    input_types = reduce.input.desc.types
-    names = [f"k{i}" for i in range(len(reduce.group_key))]
-    types = [ColumnType(t.scalar_type, True) for t in reduce.desc.types[: len(names)]]
-    names.append("rows")
-    types.append(ColumnType(ScalarType.BIGINT, False))
-    for i, aggregate in enumerate(reduce.aggregates):
-        if aggregate.func is AggregateFunc.SUM:
-            names.append(f"s{i}")
-            types.append(ColumnType(aggregate.typ(input_types).scalar_type, True))
-        names.append(f"n{i}")
-        types.append(ColumnType(ScalarType.BIGINT, False))
-    return RelationDesc(tuple(names), tuple(types))
 
 
 def state_shard(output: Shard, plan: AccumulatePlan, since: int, create: bool) -> Shard | None:

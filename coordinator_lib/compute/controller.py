@@ -31,7 +31,6 @@ from pyspark.sql import SparkSession
 from coordinator_lib.compute import budget
 from coordinator_lib.compute.arrangement import Arrangement
 from coordinator_lib.compute.dataflow import (
-    LOCAL_MAX_ROWS,
     DataflowDescription,
     StepResult,
     next_step_bounds,
@@ -41,6 +40,7 @@ from coordinator_lib.compute.dataflow import (
     step_frontier,
     stored_rows,
 )
+from coordinator_lib.compute.engine import LOCAL_MAX_ROWS, Engine, Work, choose_engine
 from coordinator_lib.compute.error_collection import raise_errors
 from coordinator_lib.compute.errors import (
     CollectionMissing,
@@ -410,6 +410,8 @@ class ComputeController:
         upper = next_step_bounds(lower, inputs, until)
         if upper is None or lower is None:
             return None
+        engine = choose_engine(Work.INDEX_STEP, stored_rows(inputs), self.local_max_rows)
+        assert engine is Engine.SPARK  # the arrangement is Spark DataFrames
         delta, _, rules = plan_step(self.spark, dataflow.description, inputs, lower, upper)
         arrangement.apply(delta, lower, step_frontier(upper))
         policy_since = dataflow.read_policy.frontier(arrangement.upper)
@@ -477,7 +479,8 @@ class ComputeController:
         expr = substitute_mz_now(expr, timestamp)  # mz_now() is the time read at
         inputs = {id: self.storage.shard(id) for id in expr.depends_on()}
         description = DataflowDescription(GlobalId.transient(0), expr, timestamp)
-        if stored_rows(inputs) <= self.local_max_rows:
+        engine = choose_engine(Work.PEEK, stored_rows(inputs), self.local_max_rows)
+        if engine is Engine.LOCAL:
             updates, errors, _ = plan_step_local(description, inputs, timestamp, timestamp + 1)
             _raise_first(errors)
             return [(u.row, u.diff) for u in updates]

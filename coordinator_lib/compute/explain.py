@@ -1,5 +1,5 @@
-"""EXPLAIN for maintained views: each operator marked with how a step
-maintains it, read from the renderer's own rule table (rules.py).
+"""EXPLAIN for maintained views: each operator marked with the rule of the
+step-plan node it belongs to (plan.py), the plan the delta rules run.
 
     Reduce group_by=[#4] aggregates=[max(#1)] [incremental: touched keys]
       Join on=(#0 = #3) [incremental]
@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from coordinator_lib.compute.accumulate import accumulate_plan
-from coordinator_lib.compute.rules import RULES, Rule
-from coordinator_lib.compute.spark_errors import plan_can_fail
+from coordinator_lib.compute.plan import operator_rules, plan_for
+from coordinator_lib.compute.rules import RULES
 from coordinator_lib.expr.relation import RelationExpr
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.sql.explain import explain
@@ -28,19 +27,20 @@ def annotate(expr: RelationExpr) -> str:
 
 
 def view_annotator(expr: RelationExpr) -> Callable[[RelationExpr], str]:
-    """`annotate` for the operators of the view `expr`, except that the
-    Reduce of an accumulating view (compute/accumulate.py: COUNT/SUM under
-    only linear operators) is marked `[incremental: accumulated]`: that is
-    how its Spark steps maintain it (in-process steps before its first Spark
-    step recompute the touched keys). A view whose scalars can fail keeps
-    an error collection, which the accumulating path does not: its Reduce
-    recomputes touched keys, and says so."""
-    plan = None if plan_can_fail(expr) else accumulate_plan(expr)
+    """Each operator of the view `expr` marked with its step's rule in the
+    view's plan (plan.py). The plan differs from `annotate` in one place:
+    the Reduce of an accumulable view (COUNT/SUM under only linear
+    operators, no scalar that can fail) is `[incremental: accumulated]`,
+    how its Spark steps maintain it (in-process steps before its first
+    Spark step recompute the touched keys)."""
+    try:
+        rules = operator_rules(plan_for(expr))
+    except TypeError:  # an operator with no rule: each line says `[unsupported]`
+        rules = {}
 
     def mark(node: RelationExpr) -> str:
-        if plan is not None and node is plan.reduce:
-            return f"[{Rule.ACCUMULATED.value}]"
-        return annotate(node)
+        rule = rules.get(id(node))
+        return annotate(node) if rule is None else f"[{rule.value}]"
 
     return mark
 

@@ -64,8 +64,6 @@ from coordinator_lib.sql.statements import (
     StatementParser,
     WithOptions,
 )
-from coordinator_lib.sql.postgres_syntax import TRANSFORMS as POSTGRES_TRANSFORMS
-from coordinator_lib.sql.postgres_syntax import parse_create_connection, parse_postgres_source
 from coordinator_lib.sql.webhook_syntax import TRANSFORMS as WEBHOOK_TRANSFORMS
 from coordinator_lib.sql.webhook_syntax import (
     parse_alter_secret,
@@ -352,8 +350,6 @@ class TidemarkParser(StatementParser):
                 return self._parse_create_source()
             if self._match_text_seq("SECRET"):
                 return parse_create_secret(self)
-            if self._match_text_seq("CONNECTION"):
-                return parse_create_connection(self)
             if self._match_text_seq("CLUSTER"):
                 return parse_create_cluster(self)
             if self._match(TokenType.SCHEMA):
@@ -443,10 +439,8 @@ class TidemarkParser(StatementParser):
         cluster = self._parse_in_cluster()
         if self._match_text_seq("FROM", "WEBHOOK"):
             return parse_webhook_source(self, name, exists, cluster)
-        if self._match_text_seq("FROM", "POSTGRES"):
-            return parse_postgres_source(self, name, exists, cluster)
         if not self._match_text_seq("FROM", "LOAD", "GENERATOR"):
-            self.raise_error("Expecting FROM LOAD GENERATOR, FROM WEBHOOK or FROM POSTGRES")
+            self.raise_error("Expecting FROM LOAD GENERATOR (the only source type supported)")
         generator_token = self._curr
         generator = self._parse_var(any_token=True, upper=True)
         if generator is None:
@@ -551,7 +545,6 @@ class TidemarkGenerator(MaterializeGenerator):
         },
         **STATEMENT_TRANSFORMS,
         **WEBHOOK_TRANSFORMS,
-        **POSTGRES_TRANSFORMS,
         **CLUSTER_TRANSFORMS,
         **CONTINUAL_TASK_TRANSFORMS,
         AsOf: lambda self, e: (

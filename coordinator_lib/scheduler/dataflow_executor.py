@@ -23,9 +23,11 @@ run as dataflows on this process's `ComputeController`.
 
 A task's checkpoint is the view's durable upper: everything before it is
 written (`checkpoint_ts`); steps land whole up to the inputs' upper, so the
-same time is also its `resolved_ts`. The owner's checkpoint passed to
-`add_table_span` is not where the dataflow starts (TiCDC starts a table's
-sink there): the view's durable upper is, which is never below it (the
+same time is also its `resolved_ts`. A view closed for ever (the empty
+upper) reports `CHECKPOINT_CLOSED`, so it never pins the watermark. The
+owner's checkpoint passed to `add_table_span` is not where the dataflow
+starts (TiCDC starts a table's sink there): the view's durable upper is,
+which is never below it (the
 owner's checkpoint is an upper some capture reported, and uppers never go
 back), and starting lower would only recompute times already written (the
 CaS would refuse them). It is the floor the task's reported checkpoint
@@ -50,7 +52,13 @@ from dataclasses import dataclass
 from coordinator_lib.compute import ComputeController, DataflowDescription
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.scheduler.lease import LeaseFence
-from coordinator_lib.scheduler.messages import Checkpoint, Span, TableState, TableStatus
+from coordinator_lib.scheduler.messages import (
+    CHECKPOINT_CLOSED,
+    Checkpoint,
+    Span,
+    TableState,
+    TableStatus,
+)
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +124,7 @@ class DataflowExecutor:
             task = _Task(span, description.id, state, checkpoint)
             self.tasks[span] = task
             self._refresh_checkpoint(task)
-            if description.as_of + 1 < checkpoint.checkpoint_ts:
+            if description.as_of + 1 < checkpoint.checkpoint_ts < CHECKPOINT_CLOSED:
                 log.error(
                     "%s: durable upper %d is below the owner's checkpoint %d",
                     span,
@@ -228,8 +236,8 @@ class DataflowExecutor:
         except Exception as error:
             log.debug("no upper for %s: %s", task.span, error)
             return
-        if upper is None:  # closed forever: the view is done
-            return
+        if upper is None:  # closed for ever: the view holds back no watermark
+            upper = CHECKPOINT_CLOSED
         cp = task.checkpoint
         if upper > cp.checkpoint_ts or upper > cp.resolved_ts:
             task.checkpoint = Checkpoint(max(upper, cp.checkpoint_ts), max(upper, cp.resolved_ts))

@@ -42,6 +42,11 @@ CHECKPOINT_CANNOT_PROCEED = 0
 """The watermark the Scheduler returns while it cannot compute one (some
 current task has no known status): the owner must not advance anything."""
 
+CHECKPOINT_CLOSED = 2**62
+"""The checkpoint of a task whose view is complete for all time (its upper
+is the empty frontier): later than any time, so it holds back no
+watermark, which the barrier (the oracle's read time) still bounds."""
+
 
 class TableState(enum.IntEnum):
     """A task's state on one capture, as that capture's executor reports it."""

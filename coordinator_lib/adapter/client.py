@@ -25,8 +25,10 @@ from typing import Any
 
 from sqlglot import exp
 
+from coordinator_lib.adapter.acl import current_role
 from coordinator_lib.adapter.catalog import SessionCatalog
 from coordinator_lib.adapter.catalog_functions import substitute_catalog_functions
+from coordinator_lib.adapter.catalog_ops import CatalogConflict
 from coordinator_lib.adapter.coordinator import Config, Coordinator
 from coordinator_lib.adapter.cursor import session_cursors
 from coordinator_lib.adapter.errors import (
@@ -36,7 +38,7 @@ from coordinator_lib.adapter.errors import (
     QueryCanceled,
 )
 from coordinator_lib.adapter.pg_class import substitute_table_visibility
-from coordinator_lib.adapter.privileges import authorize, current_role
+from coordinator_lib.adapter.privileges import authorize
 from coordinator_lib.adapter.responses import (
     ExecuteResponse,
     ExecuteResponseKind,
@@ -44,7 +46,7 @@ from coordinator_lib.adapter.responses import (
     StartupResponse,
     StatementDescription,
 )
-from coordinator_lib.adapter.sequence import CatalogConflict, sequence
+from coordinator_lib.adapter.sequence import sequence
 from coordinator_lib.adapter.session import Session
 from coordinator_lib.adapter.session_functions import substitute_session_functions
 from coordinator_lib.adapter.subscribe import subscribe_columns
@@ -324,7 +326,7 @@ class SessionClient:
         from coordinator_lib.sql import plans as p
 
         if isinstance(plan, p.SelectPlan):
-            return seq._select_columns(plan)
+            return seq.select_columns(plan)
         if isinstance(plan, p.SubscribePlan):
             return subscribe_columns(plan)
         if isinstance(plan, p.FetchPlan):

@@ -27,7 +27,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from coordinator_lib.adapter.catalog import DEFAULT_CLUSTER, SessionCatalog
-from coordinator_lib.adapter.durable import Record
+from coordinator_lib.adapter.catalog_ops import (
+    CatalogOp,
+    CreateCluster,
+    DropCluster,
+    DropItems,
+    catalog_transact,
+)
 from coordinator_lib.adapter.errors import AdapterError, AdapterNotice
 from coordinator_lib.adapter.responses import ExecuteResponse
 from coordinator_lib.adapter.responses import ExecuteResponseKind as Kind
@@ -148,24 +154,13 @@ def create_cluster(
     catalog: SessionCatalog,
     check: Any,
 ) -> ExecuteResponse:
-    from coordinator_lib.adapter import sequence
-
-    sequence._no_ddl_in_transaction(session)
     if plan.name in coord.catalog.clusters():
         if plan.if_not_exists:
             notice = AdapterNotice(f"cluster '{plan.name}' already exists, skipping", "42710")
             return ExecuteResponse(Kind.CREATED_CLUSTER, "CREATE CLUSTER", notices=[notice])
         raise AdapterError(f"cluster '{plan.name}' already exists", code="42710")
-
-    def change(state: Record) -> None:
-        if plan.name in state["clusters"]:
-            raise AdapterError(f"cluster '{plan.name}' already exists", code="42710")
-        spec: dict[str, Any] = {"replication_factor": plan.replication_factor}
-        if plan.size is not None:
-            spec["size"] = plan.size
-        state["clusters"][plan.name] = spec
-
-    sequence._commit(coord, change)
+    op = CreateCluster(plan.name, plan.replication_factor, plan.size)
+    catalog_transact(coord, session, [op])
     return ExecuteResponse(Kind.CREATED_CLUSTER, "CREATE CLUSTER")
 
 
@@ -176,9 +171,6 @@ def drop_cluster(
     catalog: SessionCatalog,
     check: Any,
 ) -> ExecuteResponse:
-    from coordinator_lib.adapter import sequence
-
-    sequence._no_ddl_in_transaction(session)
     notices = []
     names = []
     existing = coord.catalog.clusters()
@@ -206,14 +198,13 @@ def drop_cluster(
                 code="2BP01",
                 hint="Use DROP ... CASCADE to drop the cluster and what runs on it.",
             )
+        # What runs on the clusters (and what depends on it) and the
+        # clusters themselves go in one compare-and-set: all or nothing.
+        ops: list[CatalogOp] = []
         if on_them:
-            sequence._drop_ids(coord, sequence._doomed(coord, tuple(on_them), True))
-
-        def change(state: Record) -> None:
-            for name in names:
-                state["clusters"].pop(name, None)
-
-        sequence._commit(coord, change)
+            ops.append(DropItems(frozenset(coord.catalog.index.doomed(tuple(on_them), True))))
+        ops += [DropCluster(name) for name in names]
+        catalog_transact(coord, session, ops)
     return ExecuteResponse(Kind.DROPPED, "DROP CLUSTER", notices=notices)
 
 

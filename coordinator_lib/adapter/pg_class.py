@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from coordinator_lib.adapter import privileges
+from coordinator_lib.adapter.acl import owner_of
 from coordinator_lib.adapter.pg_catalog import PG_CATALOG_NAMESPACE
 from coordinator_lib.sql.catalog import CatalogItem, ItemKind
 
@@ -100,7 +101,7 @@ def pg_class_rows(coord: Coordinator) -> list[Row]:
             item.name.item,
             schemas.get((item.name.database, item.name.schema), 0),
             _RELKIND[item.kind],
-            roles.get(privileges.owner_of(state, f"item:{item.id}") or "", 0),
+            roles.get(owner_of(state, f"item:{item.id}") or "", 0),
             0,
             False,
             False,

@@ -1,11 +1,10 @@
 """Privileges: owners, GRANT / REVOKE, and the check before every statement.
 
-The catalog record keeps one acl per object (`acl`: `item:<id>`,
-`schema:<db>.<schema>` or `database:<db>` -> owner and granted privileges
-per role, PostgreSQL's acl letters: r SELECT, a INSERT, w UPDATE, d DELETE,
-U USAGE, C CREATE). The role that creates an object owns it: `_commit`
-stamps owners on the objects a catalog change adds and drops the acls of
-objects it removes, in the same compare-and-set (`stamp_owners`).
+The catalog record keeps one acl per object (`adapter/acl.py`: owner and
+granted privileges per role, PostgreSQL's acl letters). The role that
+creates an object owns it: every catalog transaction stamps owners on the
+objects it adds and drops the acls of objects it removes, in the same
+compare-and-set (`adapter/catalog_ops.py`).
 
 `authorize` runs before a statement is sequenced: superusers may do
 anything (`Authenticator.is_superuser`), owners anything with what they own;
@@ -28,18 +27,18 @@ Like Materialize, PUBLIC has USAGE on the `materialize` database and its
 
 from __future__ import annotations
 
-import contextvars
 from typing import TYPE_CHECKING, Any
 
-from coordinator_lib.adapter.durable import Record
+from coordinator_lib.adapter.acl import catalog_roles, has_privilege, owner_of, privilege_rows
+from coordinator_lib.adapter.catalog_ops import Grant, catalog_transact
 from coordinator_lib.adapter.errors import AdapterError
 from coordinator_lib.adapter.responses import ExecuteResponse
 from coordinator_lib.adapter.responses import ExecuteResponseKind as Kind
-from coordinator_lib.adapter.roles import InsufficientPrivilege, catalog_roles
+from coordinator_lib.adapter.roles import InsufficientPrivilege
 from coordinator_lib.adapter.session import Session
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.sql import plans as p
-from coordinator_lib.sql.catalog import DEFAULT_DATABASE, DEFAULT_SCHEMA, ItemKind
+from coordinator_lib.sql.catalog import ItemKind
 from coordinator_lib.sql.plan_cluster import CreateClusterPlan, DropClusterPlan
 from coordinator_lib.sql.plan_continual_task import CreateContinualTaskPlan
 from coordinator_lib.sql.plan_role import PRIVILEGE_NAMES, PUBLIC, GrantPlan
@@ -53,11 +52,6 @@ if TYPE_CHECKING:
     from coordinator_lib.adapter.catalog import SessionCatalog
     from coordinator_lib.adapter.coordinator import Coordinator
 
-ACL_KEY = "acl"
-DEFAULT_GRANTS: dict[str, dict[str, str]] = {
-    f"database:{DEFAULT_DATABASE}": {PUBLIC: "U"},
-    f"schema:{DEFAULT_DATABASE}.{DEFAULT_SCHEMA}": {PUBLIC: "U"},
-}
 _READ_NAMES = {
     ItemKind.TABLE: "table",
     ItemKind.VIEW: "view",
@@ -67,66 +61,6 @@ _READ_NAMES = {
     ItemKind.CONTINUAL_TASK: "continual task",
     ItemKind.INDEX: "index",
 }
-# The role a catalog change is made for: `_commit` makes it the new objects' owner.
-current_role: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "current_role", default=None
-)
-
-
-# ------------------------------------------------------------------ the acl
-def object_keys(state: Record) -> set[str]:
-    keys = {f"database:{d}" for d in state["databases"]}
-    keys |= {f"schema:{d}.{s}" for d, s in state["schemas"]}
-    keys |= {f"item:{i}" for raw in state["items"] for i in raw["ids"]}
-    return keys
-
-
-def stamp_owners(before: set[str], state: Record) -> None:
-    """Give the objects `state` adds (since `before`) their owner, the
-    current role, and forget the acls of objects it no longer has."""
-    acl = state.setdefault(ACL_KEY, {})
-    now = object_keys(state)
-    for key in now - before:
-        acl[key] = {"owner": current_role.get(), "grants": {}}
-    for key in set(acl) - now:
-        del acl[key]
-
-
-def _acl(state: Record, key: str) -> tuple[str | None, dict[str, str]]:
-    entry = state.get(ACL_KEY, {}).get(key)
-    if entry is None:
-        return None, DEFAULT_GRANTS.get(key, {})
-    return entry["owner"], entry["grants"]
-
-
-def owner_of(state: Record, key: str) -> str | None:
-    return _acl(state, key)[0]
-
-
-def has_privilege(state: Record, role: str, key: str, letter: str) -> bool:
-    owner, grants = _acl(state, key)
-    return owner == role or letter in grants.get(role, "") or letter in grants.get(PUBLIC, "")
-
-
-def owned_by(state: Record, role: str) -> list[str]:
-    return sorted(k for k, v in state.get(ACL_KEY, {}).items() if v["owner"] == role)
-
-
-def forget_role(state: Record, role: str) -> None:
-    for entry in state.get(ACL_KEY, {}).values():
-        entry["grants"].pop(role, None)
-
-
-def privilege_rows(state: Record) -> list[tuple[str, str | None, str]]:
-    """(object key, grantee or None for the owner, acl letters) per grant."""
-    rows: list[tuple[str, str | None, str]] = []
-    keys = object_keys(state)
-    for key in sorted(keys):
-        owner, grants = _acl(state, key)
-        if owner is not None:
-            rows.append((key, owner, "owner"))
-        rows.extend((key, role, letters) for role, letters in sorted(grants.items()) if letters)
-    return rows
 
 
 # ---------------------------------------------------------------- checking
@@ -254,29 +188,12 @@ def _verb(plan: p.Plan) -> str:
 def grant(
     coord: Coordinator, session: Session, plan: GrantPlan, catalog: SessionCatalog, check: Any
 ) -> ExecuteResponse:
-    from coordinator_lib.adapter import sequence
-
-    sequence._no_ddl_in_transaction(session)
     known = set(catalog_roles(catalog.state)) | set(coord.config.users) | {PUBLIC}
     for role in plan.roles:
         if role not in known:
             raise AdapterError(f'role "{role}" does not exist', code="42704")
-
-    def change(state: Record) -> None:
-        acl = state.setdefault(ACL_KEY, {})
-        for target in plan.targets:
-            if target.key not in acl:
-                owner, grants = _acl(state, target.key)
-                acl[target.key] = {"owner": owner, "grants": dict(grants)}
-            grants = acl[target.key]["grants"]
-            for role in plan.roles:
-                have = set(grants.get(role, ""))
-                have = have - set(plan.privileges) if plan.revoke else have | set(plan.privileges)
-                grants[role] = "".join(sorted(have))
-                if not grants[role]:
-                    del grants[role]
-
-    sequence._commit(coord, change)
+    keys = tuple(target.key for target in plan.targets)
+    catalog_transact(coord, session, [Grant(keys, plan.roles, plan.privileges, plan.revoke)])
     if plan.revoke:
         return ExecuteResponse(Kind.REVOKED, "REVOKE")
     return ExecuteResponse(Kind.GRANTED, "GRANT")

@@ -19,6 +19,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+from coordinator_lib.adapter.acl import catalog_roles, owned_by
+from coordinator_lib.adapter.catalog_ops import AlterRole, CreateRole, DropRole, catalog_transact
 from coordinator_lib.adapter.durable import Record
 from coordinator_lib.adapter.errors import AdapterError, AdapterNotice
 from coordinator_lib.adapter.responses import ExecuteResponse
@@ -36,18 +38,12 @@ if TYPE_CHECKING:
     from coordinator_lib.adapter.catalog import SessionCatalog
     from coordinator_lib.adapter.coordinator import Coordinator
 
-ROLES_KEY = "roles"  # in the catalog record
-
 
 class InsufficientPrivilege(AdapterError):
     """PostgreSQL's insufficient_privilege (42501)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, code="42501")
-
-
-def catalog_roles(state: Record) -> dict[str, Record]:
-    return state.get(ROLES_KEY, {})
 
 
 class Authenticator:
@@ -107,46 +103,36 @@ def _require_superuser(coord: Coordinator, session: Session, what: str) -> None:
         raise InsufficientPrivilege(f"permission denied to {what}")
 
 
-def _apply(role: Record, attributes: RoleAttributes) -> None:
+def _stored(attributes: RoleAttributes) -> tuple[tuple[str, Any], ...]:
+    """The role fields the statement sets, as the catalog stores them (a
+    password as its SCRAM verifier; PASSWORD NULL removes it)."""
+    fields: list[tuple[str, Any]] = []
     if attributes.login is not None:
-        role["login"] = attributes.login
+        fields.append(("login", attributes.login))
     if attributes.superuser is not None:
-        role["superuser"] = attributes.superuser
+        fields.append(("superuser", attributes.superuser))
     if attributes.password is not None:
-        role["password"] = make_verifier(attributes.password) if attributes.password else None
+        verifier = make_verifier(attributes.password) if attributes.password else None
+        fields.append(("password", verifier))
+    return tuple(fields)
 
 
 def create_role(
     coord: Coordinator, session: Session, plan: CreateRolePlan, catalog: SessionCatalog, check: Any
 ) -> ExecuteResponse:
-    from coordinator_lib.adapter import sequence
-
-    sequence._no_ddl_in_transaction(session)
     _require_superuser(coord, session, "create role")
     if plan.name in coord.config.users or plan.name in catalog_roles(coord.catalog.state):
         if plan.if_not_exists:
             notice = AdapterNotice(f'role "{plan.name}" already exists, skipping', "42710")
             return ExecuteResponse(Kind.CREATED_ROLE, "CREATE ROLE", notices=[notice])
         raise AdapterError(f'role "{plan.name}" already exists', code="42710")
-    role: Record = {"login": False, "superuser": False, "password": None}
-    _apply(role, plan.attributes)
-
-    def change(state: Record) -> None:
-        roles = state.setdefault(ROLES_KEY, {})
-        if plan.name in roles:
-            raise AdapterError(f'role "{plan.name}" already exists', code="42710")
-        roles[plan.name] = role
-
-    sequence._commit(coord, change)
+    catalog_transact(coord, session, [CreateRole(plan.name, _stored(plan.attributes))])
     return ExecuteResponse(Kind.CREATED_ROLE, "CREATE ROLE")
 
 
 def alter_role(
     coord: Coordinator, session: Session, plan: AlterRolePlan, catalog: SessionCatalog, check: Any
 ) -> ExecuteResponse:
-    from coordinator_lib.adapter import sequence
-
-    sequence._no_ddl_in_transaction(session)
     only_own_password = (
         plan.name == session.user
         and plan.attributes.login is None
@@ -156,20 +142,13 @@ def alter_role(
         _require_superuser(coord, session, "alter role")
     if plan.name not in catalog_roles(coord.catalog.state):
         raise AdapterError(f'role "{plan.name}" does not exist', code="42704")
-
-    def change(state: Record) -> None:
-        _apply(state[ROLES_KEY][plan.name], plan.attributes)
-
-    sequence._commit(coord, change)
+    catalog_transact(coord, session, [AlterRole(plan.name, _stored(plan.attributes))])
     return ExecuteResponse(Kind.ALTERED, "ALTER ROLE")
 
 
 def drop_role(
     coord: Coordinator, session: Session, plan: DropRolePlan, catalog: SessionCatalog, check: Any
 ) -> ExecuteResponse:
-    from coordinator_lib.adapter import privileges, sequence
-
-    sequence._no_ddl_in_transaction(session)
     _require_superuser(coord, session, "drop role")
     roles = catalog_roles(coord.catalog.state)
     notices = []
@@ -182,7 +161,7 @@ def drop_role(
             continue
         if name == session.user:
             raise AdapterError("current role cannot be dropped", code="55006")
-        owned = privileges.owned_by(coord.catalog.state, name)
+        owned = owned_by(coord.catalog.state, name)
         if owned:
             raise AdapterError(
                 f'role "{name}" cannot be dropped because some objects depend on it',
@@ -190,14 +169,8 @@ def drop_role(
                 detail=f"owner of {owned[0].replace(':', ' ', 1)}",
             )
         doomed.append(name)
-
-    def change(state: Record) -> None:
-        for name in doomed:
-            state[ROLES_KEY].pop(name, None)
-            privileges.forget_role(state, name)
-
     if doomed:
-        sequence._commit(coord, change)
+        catalog_transact(coord, session, [DropRole(name) for name in doomed])
     return ExecuteResponse(Kind.DROPPED, "DROP ROLE", notices=notices)
 
 

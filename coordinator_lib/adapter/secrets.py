@@ -14,11 +14,18 @@ separate secrets controller (Kubernetes secrets or a local directory).
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING, Any
 
-from coordinator_lib.adapter.catalog import CATALOG_KEY, CatalogEntry, SessionCatalog
-from coordinator_lib.adapter.durable import Record, update_record
+from coordinator_lib.adapter.catalog import CATALOG_KEY, SessionCatalog
+from coordinator_lib.adapter.catalog_ops import (
+    SECRET_KEY,
+    CreateSecret,
+    ReencryptSecrets,
+    UpdateSecret,
+    catalog_transact,
+    transact_offline,
+)
+from coordinator_lib.adapter.durable import read_record
 from coordinator_lib.adapter.errors import AdapterError, AdapterNotice
 from coordinator_lib.adapter.oracle import wall_clock_ms
 from coordinator_lib.adapter.responses import ExecuteResponse
@@ -27,7 +34,6 @@ from coordinator_lib.adapter.secrets_key import (
     SecretsKeyError,
     configured_key,
     require_key,
-    seal,
     unseal,
 )
 from coordinator_lib.adapter.session import Session
@@ -39,8 +45,6 @@ from coordinator_lib.sql.plan_webhook import AlterSecretPlan, CreateSecretPlan
 
 if TYPE_CHECKING:
     from coordinator_lib.adapter.coordinator import Coordinator
-
-SECRET_KEY = "secret"  # beside the entry's ids and create_sql in the catalog record
 
 
 def secret_values(coord: Coordinator, ids: set[GlobalId]) -> dict[GlobalId, bytes]:
@@ -75,45 +79,24 @@ def create_secret(
     catalog: SessionCatalog,
     check: Any,
 ) -> ExecuteResponse:
-    from coordinator_lib.adapter import sequence  # it registers these handlers
-
-    sequence._no_ddl_in_transaction(session)
     if plan.if_not_exists and coord.catalog.index.lookup(plan.name) is not None:
         notice = AdapterNotice(f"catalog item '{plan.name}' already exists, skipping", "42P07")
         return ExecuteResponse(Kind.CREATED_SECRET, "CREATE SECRET", notices=[notice])
     value = _value(plan.value)
     key = require_key(coord.config)
-
-    def change(state: Record) -> None:
-        first = state["next_id"]
-        state["next_id"] = first + 1
-        entry = CatalogEntry((GlobalId.user(first),), plan.create_sql, None, wall_clock_ms())
-        raw = entry.to_json()
-        raw[SECRET_KEY] = seal(key, str(GlobalId.user(first)), value)
-        state["items"].append(raw)
-
-    sequence._commit(coord, change)
+    catalog_transact(coord, session, [CreateSecret(plan.create_sql, key, value, wall_clock_ms())])
     return ExecuteResponse(Kind.CREATED_SECRET, "CREATE SECRET")
 
 
 def alter_secret(
     coord: Coordinator, session: Session, plan: AlterSecretPlan, catalog: SessionCatalog, check: Any
 ) -> ExecuteResponse:
-    from coordinator_lib.adapter import sequence
-
-    sequence._no_ddl_in_transaction(session)
     if plan.id is None:
         notice = AdapterNotice(f'secret "{plan.name}" does not exist, skipping', "00000")
         return ExecuteResponse(Kind.ALTERED, "ALTER SECRET", notices=[notice])
     value = _value(plan.value)
     key = require_key(coord.config)
-
-    def change(state: Record) -> None:
-        for raw in state["items"]:
-            if str(plan.id) in raw["ids"]:
-                raw[SECRET_KEY] = seal(key, str(plan.id), value)
-
-    sequence._commit(coord, change)
+    catalog_transact(coord, session, [UpdateSecret(plan.id, key, value)])
     return ExecuteResponse(Kind.ALTERED, "ALTER SECRET")
 
 
@@ -121,23 +104,10 @@ def rotate_secrets_key(consensus: Consensus, old_key: bytes | None, new_key: byt
     """Re-encrypt every secret under `new_key` (values stored before
     encryption too) in one compare-and-set of the catalog record (retried if
     another process changed it meanwhile); returns how many."""
-    count = 0
-
-    def change(state: Record | None) -> Record:
-        nonlocal count
-        if state is None:
-            raise SecretsKeyError("no catalog here: is this the right data directory?")
-        state = copy.deepcopy(state)
-        count = 0
-        for raw in state["items"]:
-            if SECRET_KEY in raw:
-                id = raw["ids"][0]
-                raw[SECRET_KEY] = seal(new_key, id, unseal(old_key, id, raw[SECRET_KEY]))
-                count += 1
-        return state
-
-    update_record(consensus, CATALOG_KEY, change)
-    return count
+    if read_record(consensus, CATALOG_KEY)[1] is None:
+        raise SecretsKeyError("no catalog here: is this the right data directory?")
+    stored = transact_offline(consensus, [ReencryptSecrets(old_key, new_key)])
+    return sum(1 for raw in stored["items"] if SECRET_KEY in raw)
 
 
 HANDLERS = {CreateSecretPlan: create_secret, AlterSecretPlan: alter_secret}

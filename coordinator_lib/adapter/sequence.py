@@ -1,6 +1,7 @@
 """Sequencing: one plan in, one ExecuteResponse out (Materialize's
-`sequence_plan`). DDL changes the durable catalog by compare-and-set and then
-reconciles; writes go through group commit; reads through `Coordinator.peek`.
+`sequence_plan`). DDL turns into typed catalog operations applied in one
+compare-and-set (`catalog_ops.catalog_transact`), which then reconciles;
+writes go through group commit; reads through `Coordinator.peek`.
 
 A catalog change that loses a race with another process raises
 `CatalogConflict`; the session client plans the statement again.
@@ -13,10 +14,21 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from coordinator_lib.adapter import clusters, privileges, roles, secrets
-from coordinator_lib.adapter.catalog import SYSTEM_SCHEMAS, CatalogEntry, SessionCatalog
+from coordinator_lib.adapter.catalog import SYSTEM_SCHEMAS, SessionCatalog
+from coordinator_lib.adapter.catalog_ops import (
+    AlterRetainHistory,
+    CatalogOp,
+    CreateDatabase,
+    CreateItem,
+    CreateSchema,
+    DropDatabase,
+    DropItems,
+    DropSchema,
+    RenameItem,
+    catalog_transact,
+)
 from coordinator_lib.adapter.copy_from import CopyIn
 from coordinator_lib.adapter.cursor import Cursor
-from coordinator_lib.adapter.durable import Record
 from coordinator_lib.adapter.errors import (
     AdapterError,
     AdapterNotice,
@@ -30,7 +42,6 @@ from coordinator_lib.adapter.session import Session, Transaction
 from coordinator_lib.adapter.subscribe import start_subscribe, subscribe_columns
 from coordinator_lib.adapter.verify import verify_datum_desc
 from coordinator_lib.compute.explain import view_annotator
-from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.sql import plans as p
 from coordinator_lib.sql.catalog import ItemKind, QualifiedName
@@ -46,10 +57,6 @@ if TYPE_CHECKING:
 Row = tuple[Any, ...]
 Check = Callable[[], None]
 TEXT = ScalarType.TEXT
-
-
-class CatalogConflict(Exception):
-    """Another process changed the catalog between planning and commit."""
 
 
 def _ok(kind: Kind, tag: str, notices: list[AdapterNotice] | None = None) -> ExecuteResponse:
@@ -77,27 +84,6 @@ def sequence(
 
 
 # --------------------------------------------------------------- catalog DDL
-def _commit(coord: Coordinator, change: Callable[[Record], None]) -> None:
-    seqno, state = coord.catalog.snapshot()
-    before = privileges.object_keys(state)
-    change(state)
-    privileges.stamp_owners(before, state)  # the current role owns what it created
-    if not coord.catalog.commit(seqno, state):
-        raise CatalogConflict()
-    coord.reconcile()
-
-
-def _no_ddl_in_transaction(session: Session) -> None:
-    """DDL inside BEGIN runs (and stays, whatever the transaction's end) only
-    before the transaction has written: SQLAlchemy and pandas' `to_sql` send
-    BEGIN, a catalog lookup, CREATE TABLE, then the INSERTs."""
-    transaction = session.transaction
-    if transaction is not None and any(transaction.writes.values()):
-        raise InvalidTransactionState(
-            "DDL cannot run inside a transaction block after it has written", code="25001"
-        )
-
-
 _CREATED = {
     p.CreateTablePlan: (Kind.CREATED_TABLE, "CREATE TABLE"),
     p.CreateIndexPlan: (Kind.CREATED_INDEX, "CREATE INDEX"),
@@ -110,7 +96,6 @@ _CREATED = {
 def _create_item(
     coord: Coordinator, session: Session, plan: Any, catalog: SessionCatalog, check: Check
 ) -> ExecuteResponse:
-    _no_ddl_in_transaction(session)
     if isinstance(plan, p.CreateViewPlan):
         kind, tag = (
             (Kind.CREATED_MATERIALIZED_VIEW, "CREATE MATERIALIZED VIEW")
@@ -128,22 +113,13 @@ def _create_item(
         count += sum(1 for n in plan.subsources.values() if n != plan.name)
     replace = getattr(plan, "replace", None)
     create_sql = _on_session_cluster(coord, session, plan)
-
-    def change(state: Record) -> None:
-        first = state["next_id"]
-        state["next_id"] = first + count
-        ids = tuple(GlobalId.user(first + i) for i in range(count))
-        if replace is not None:
-            state["items"] = [e for e in state["items"] if str(replace) not in e["ids"]]
-        entry = CatalogEntry(
-            ids,
-            create_sql,
-            getattr(plan, "retain_history_ms", None),
-            wall_clock_ms(),
-        )
-        state["items"].append(entry.to_json())
-
-    _commit(coord, change)
+    create = CreateItem(
+        create_sql, count, getattr(plan, "retain_history_ms", None), wall_clock_ms()
+    )
+    ops: list[CatalogOp] = [create]
+    if replace is not None:  # CREATE OR REPLACE: the old item goes in the same transaction
+        ops.insert(0, DropItems(frozenset({replace})))
+    catalog_transact(coord, session, ops)
     return _ok(kind, tag)
 
 
@@ -169,39 +145,16 @@ def _on_session_cluster(coord: Coordinator, session: Session, plan: Any) -> str:
     return with_cluster(plan.create_sql, cluster)
 
 
-def _doomed(coord: Coordinator, ids: tuple[GlobalId, ...], cascade: bool) -> set[GlobalId]:
-    return set(coord.catalog.index.doomed(ids, cascade))
-
-
-def _drop_ids(coord: Coordinator, doomed: set[GlobalId]) -> None:
-    names = {str(i) for i in doomed}
-
-    def change(state: Record) -> None:
-        kept = []
-        for raw in state["items"]:
-            hit = names & set(raw["ids"])
-            if hit and raw["ids"][0] not in names:
-                raise AdapterError(
-                    f"cannot drop subsource {sorted(hit)[0]}: drop its source instead",
-                    code="2BP01",
-                )
-            if not hit:
-                kept.append(raw)
-        state["items"] = kept
-
-    _commit(coord, change)
-
-
 def _drop(
     coord: Coordinator, session: Session, plan: p.DropPlan, catalog: SessionCatalog, check: Check
 ) -> ExecuteResponse:
-    _no_ddl_in_transaction(session)
     notices = [
         AdapterNotice(f'{plan.kind.sql_name} "{name}" does not exist, skipping', "00000")
         for name in plan.missing
     ]
     if plan.ids:
-        _drop_ids(coord, _doomed(coord, plan.ids, plan.cascade))
+        doomed = frozenset(coord.catalog.index.doomed(plan.ids, plan.cascade))
+        catalog_transact(coord, session, [DropItems(doomed)])
     return _ok(Kind.DROPPED, f"DROP {plan.kind.sql_name.upper()}", notices)
 
 
@@ -212,18 +165,12 @@ def _create_database(
     catalog: SessionCatalog,
     check: Check,
 ) -> ExecuteResponse:
-    _no_ddl_in_transaction(session)
     if plan.name in coord.catalog.databases():
         if plan.if_not_exists:
             notice = AdapterNotice(f'database "{plan.name}" already exists, skipping')
             return _ok(Kind.CREATED_DATABASE, "CREATE DATABASE", [notice])
         raise AdapterError(f"database '{plan.name}' already exists", code="42P04")
-
-    def change(state: Record) -> None:
-        state["databases"].append(plan.name)
-        state["schemas"].append([plan.name, "public"])
-
-    _commit(coord, change)
+    catalog_transact(coord, session, [CreateDatabase(plan.name)])
     return _ok(Kind.CREATED_DATABASE, "CREATE DATABASE")
 
 
@@ -234,17 +181,12 @@ def _create_schema(
     catalog: SessionCatalog,
     check: Check,
 ) -> ExecuteResponse:
-    _no_ddl_in_transaction(session)
     if (plan.database, plan.name) in coord.catalog.schemas() or plan.name in SYSTEM_SCHEMAS:
         if plan.if_not_exists:
             notice = AdapterNotice(f'schema "{plan.name}" already exists, skipping')
             return _ok(Kind.CREATED_SCHEMA, "CREATE SCHEMA", [notice])
         raise AdapterError(f"schema '{plan.name}' already exists", code="42P06")
-
-    def change(state: Record) -> None:
-        state["schemas"].append([plan.database, plan.name])
-
-    _commit(coord, change)
+    catalog_transact(coord, session, [CreateSchema(plan.database, plan.name)])
     return _ok(Kind.CREATED_SCHEMA, "CREATE SCHEMA")
 
 
@@ -255,7 +197,6 @@ def _drop_schema(
     catalog: SessionCatalog,
     check: Check,
 ) -> ExecuteResponse:
-    _no_ddl_in_transaction(session)
     what = "DATABASE" if plan.schema is None else "SCHEMA"
     exists = (
         plan.database in coord.catalog.databases()
@@ -281,18 +222,13 @@ def _drop_schema(
             f"CASCADE while it contains objects",
             code="2BP01",
         )
-    doomed = _doomed(coord, tuple(item.id for item in inside), cascade=True)
-    names = {str(i) for i in doomed}
-
-    def change(state: Record) -> None:
-        state["items"] = [e for e in state["items"] if not names & set(e["ids"])]
-        if plan.schema is None:
-            state["databases"].remove(plan.database)
-            state["schemas"] = [s for s in state["schemas"] if s[0] != plan.database]
-        else:
-            state["schemas"].remove([plan.database, plan.schema])
-
-    _commit(coord, change)
+    doomed = frozenset(coord.catalog.index.doomed(tuple(item.id for item in inside), True))
+    ops: list[CatalogOp] = [DropItems(doomed)] if doomed else []
+    if plan.schema is None:
+        ops.append(DropDatabase(plan.database))
+    else:
+        ops.append(DropSchema(plan.database, plan.schema))
+    catalog_transact(coord, session, ops)
     return _ok(Kind.DROPPED, f"DROP {what}")
 
 
@@ -303,17 +239,9 @@ def _alter_rename(
     catalog: SessionCatalog,
     check: Check,
 ) -> ExecuteResponse:
-    from coordinator_lib.sql.create_sql import rename_in_create_sql
-
-    _no_ddl_in_transaction(session)
     if coord.catalog.index.lookup(plan.new_name) is not None:
         raise DuplicateObject(f"catalog item '{plan.new_name}' already exists")
-
-    def change(state: Record) -> None:
-        for raw in state["items"]:
-            raw["create_sql"] = rename_in_create_sql(raw["create_sql"], plan.name, plan.new_name)
-
-    _commit(coord, change)
+    catalog_transact(coord, session, [RenameItem(plan.name, plan.new_name)])
     return _ok(Kind.ALTERED, f"ALTER {plan.kind.sql_name.upper()}")
 
 
@@ -324,14 +252,7 @@ def _alter_retain_history(
     catalog: SessionCatalog,
     check: Check,
 ) -> ExecuteResponse:
-    _no_ddl_in_transaction(session)
-
-    def change(state: Record) -> None:
-        for raw in state["items"]:
-            if str(plan.id) in raw["ids"]:
-                raw["retain_history_ms"] = plan.retain_history_ms
-
-    _commit(coord, change)
+    catalog_transact(coord, session, [AlterRetainHistory(plan.id, plan.retain_history_ms)])
     return _ok(Kind.ALTERED, f"ALTER {plan.kind.sql_name.upper()}")
 
 
@@ -683,7 +604,7 @@ def _update(
 
 
 # -------------------------------------------------------------------- reads
-def _select_columns(plan: p.SelectPlan) -> tuple[ResultColumn, ...]:
+def select_columns(plan: p.SelectPlan) -> tuple[ResultColumn, ...]:
     desc = plan.desc
     names = plan.column_names or desc.names
     return tuple(
@@ -705,7 +626,7 @@ def _select(
     coord: Coordinator, session: Session, plan: p.SelectPlan, catalog: SessionCatalog, check: Check
 ) -> ExecuteResponse:
     rows = _run_select(coord, session, plan, check)
-    return ExecuteResponse(Kind.SENDING_ROWS, "SELECT", _select_columns(plan), rows)
+    return ExecuteResponse(Kind.SENDING_ROWS, "SELECT", select_columns(plan), rows)
 
 
 def _explain(
@@ -755,7 +676,7 @@ def _declare(
         cursor = Cursor(plan.name, subscribe_columns(inner), stream=stream)
     elif isinstance(inner, p.SelectPlan):
         rows = _run_select(coord, session, inner, check)
-        cursor = Cursor(plan.name, _select_columns(inner), rows=iter(rows))
+        cursor = Cursor(plan.name, select_columns(inner), rows=iter(rows))
     else:
         raise AdapterError("DECLARE needs a SELECT or SUBSCRIBE", code="42601")
     session.cursors[plan.name] = cursor
@@ -799,7 +720,7 @@ def _copy_to(
         stream = start_subscribe(coord, session, inner, check)
         columns, rows = subscribe_columns(inner), iter(stream)
     elif isinstance(inner, p.SelectPlan):
-        columns, rows = _select_columns(inner), _run_select(coord, session, inner, check)
+        columns, rows = select_columns(inner), _run_select(coord, session, inner, check)
     else:
         raise AdapterError("COPY TO needs a SELECT or SUBSCRIBE", code="42601")
     return ExecuteResponse(Kind.COPY_TO, "COPY", columns, rows, copy_format=plan.format)
@@ -845,4 +766,4 @@ _HANDLERS: dict[type, Callable[..., ExecuteResponse]] = {
     p.CopyFromPlan: _copy_from,
 }
 
-__all__ = ["CatalogConflict", "UnknownObject", "end_transaction", "sequence"]
+__all__ = ["UnknownObject", "end_transaction", "select_columns", "sequence"]

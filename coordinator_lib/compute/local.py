@@ -19,6 +19,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
+from typing import TYPE_CHECKING
 
 from coordinator_lib.compute.budget import Tally, charge_list
 from coordinator_lib.compute.error_collection import error_update
@@ -49,6 +50,9 @@ from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import ColumnType
 from coordinator_lib.repr.update import Row, Update
 
+if TYPE_CHECKING:
+    from coordinator_lib.compute.arranged import StepState
+
 OldRows = list[tuple[Row, int]]
 DeltaRows = list[Update]
 
@@ -68,6 +72,10 @@ class LocalContext:
     rules: list[tuple[str, str]] = field(default_factory=list)
     # The step's error updates, rows (code, message) (the errs collection).
     errors: list[Update] = field(default_factory=list)
+    # The dataflow's arrangements (compute/arranged.py): a join, Reduce,
+    # TopK or Window reads the keys its delta touches there, not its
+    # input's old contents. None: read the old contents.
+    state: StepState | None = None
 
 
 def _lazy(compute: Callable[[], OldRows]) -> Callable[[], OldRows]:
@@ -142,7 +150,7 @@ def render_local(expr: RelationExpr, ctx: LocalContext) -> LocalRendered:
         return _reduce(render_local(expr.input, ctx), expr.input.desc.types, keys, (), ctx, mode)
     if isinstance(expr, TopK | Window):
         inner = render_local(expr.input, ctx)
-        return LocalRendered(*render_ordered(expr, inner.old, inner.delta))
+        return LocalRendered(*render_ordered(expr, inner.old, inner.delta, ctx.state))
     if isinstance(expr, TemporalFilter):
         from coordinator_lib.compute.temporal import render_temporal_local  # imports this module
 
@@ -229,12 +237,20 @@ def _join(expr: Join, ctx: LocalContext) -> LocalRendered:
     accumulated = _map_rows(parts[0], lambda row: row if check(row, firsts) else None)
     for step, part in zip(join_steps(expr), parts[1:], strict=True):
         accumulated = _binary_join(
-            accumulated, part, step.keys, step.filters, step.left_width, types, padded_width, check
+            accumulated,
+            part,
+            step.keys,
+            step.filters,
+            step.left_width,
+            types,
+            padded_width,
+            check,
+            ctx.state,
         )
     return accumulated
 
 
-def _binary_join(left, right, keys, filters, left_width, types, padded_width, check):  # type: ignore[no-untyped-def]
+def _binary_join(left, right, keys, filters, left_width, types, padded_width, check, state):  # type: ignore[no-untyped-def]
     def key_of(row: Row, exprs: list[ScalarExpr], offset: int) -> tuple | None:
         padded = (None,) * offset + row if offset else row
         padded = padded + (None,) * (padded_width - len(padded))
@@ -244,12 +260,13 @@ def _binary_join(left, right, keys, filters, left_width, types, padded_width, ch
     left_exprs = [k for k, _ in keys]
     right_exprs = [k for _, k in keys]
 
-    def join(a_rows, b_rows, time_of):  # type: ignore[no-untyped-def]
-        index: dict[tuple, list] = defaultdict(list)
-        for b in b_rows:
-            key = key_of(b[0], right_exprs, left_width)
-            if key is not None:
-                index[key].append(b)
+    def join(a_rows, b_rows, time_of, index=None):  # type: ignore[no-untyped-def]
+        if index is None:
+            index = defaultdict(list)
+            for b in b_rows:
+                key = key_of(b[0], right_exprs, left_width)
+                if key is not None:
+                    index[key].append(b)
         out: list = []
         tally = Tally(out)  # a cross join grows `out` by millions of rows a second
         for a in a_rows:
@@ -266,10 +283,33 @@ def _binary_join(left, right, keys, filters, left_width, types, padded_width, ch
         return out
 
     deltas: list[Update] = []
-    if left.delta is not None and right.old is not None:
-        deltas += [Update(*u) for u in join(left.delta, right.old(), lambda a, b: a[1])]
-    if left.old is not None and right.delta is not None:
-        deltas += [Update(*u) for u in join(left.old(), right.delta, lambda a, b: b[1])]
+    if state is not None:
+        # Each side arranged by its join key: the delta of one side meets
+        # the other side's rows at the delta's keys only.
+        sides = state.arrange_join(
+            left,
+            right,
+            lambda r: key_of(r, left_exprs, 0),
+            lambda r: key_of(r, right_exprs, left_width),
+        )
+        if sides is not None:
+            left_at, right_at = sides
+            if left.delta is not None:
+                index = right_at([key_of(u[0], left_exprs, 0) for u in left.delta])
+                deltas += [Update(*u) for u in join(left.delta, (), lambda a, b: a[1], index)]
+            if right.delta is not None:
+                keys_b = [key_of(u[0], right_exprs, left_width) for u in right.delta]
+                olds = [a for rows in left_at(keys_b).values() for a in rows]
+                deltas += [Update(*u) for u in join(olds, right.delta, lambda a, b: b[1])]
+            left_old = right_old = None
+        else:
+            left_old, right_old = left.old, right.old
+    else:
+        left_old, right_old = left.old, right.old
+    if left.delta is not None and right_old is not None:
+        deltas += [Update(*u) for u in join(left.delta, right_old(), lambda a, b: a[1])]
+    if left_old is not None and right.delta is not None:
+        deltas += [Update(*u) for u in join(left_old(), right.delta, lambda a, b: b[1])]
     if left.delta is not None and right.delta is not None:
         deltas += [Update(*u) for u in join(left.delta, right.delta, lambda a, b: max(a[1], b[1]))]
     old = None
@@ -328,13 +368,19 @@ def _reduce(
         return out
 
     old = None if rendered.old is None else _lazy(old_rows)
+    # Arranged by the group key: the touched groups' rows come from there.
+    arranged = None if ctx.state is None else ctx.state.arrange(rendered.delta, key_of, keyed_old)
     if rendered.delta is None:
         return LocalRendered(old, None)
     by_key: dict[tuple, list[Update]] = defaultdict(list)
     for update in rendered.delta:
         by_key[key_of(update.row)].append(update)
     before: dict[tuple, Counter] = defaultdict(Counter)
-    if keyed_old is not None:
+    if arranged is not None:
+        for key, rows in arranged(list(by_key)).items():
+            for row, diff in rows:
+                before[key][row] += diff
+    elif keyed_old is not None:
         for key, row, diff in keyed_old():
             if key in by_key:
                 before[key][row] += diff

@@ -11,7 +11,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from functools import cmp_to_key
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coordinator_lib.compute.local_scalar import aggregate_values
 from coordinator_lib.expr.relation import (
@@ -25,6 +25,9 @@ from coordinator_lib.expr.relation import (
 from coordinator_lib.expr.scalar import Column
 from coordinator_lib.repr.relation import ColumnType
 from coordinator_lib.repr.update import Row, Update
+
+if TYPE_CHECKING:
+    from coordinator_lib.compute.arranged import StepState
 
 Rows = list[tuple[Row, int]]
 
@@ -188,9 +191,11 @@ def render_ordered(
     expr: TopK | Window,
     old: Callable[[], Rows] | None,
     delta: list[Update] | None,
+    state: StepState | None = None,
 ) -> tuple[Callable[[], Rows] | None, list[Update] | None]:
     """(old, delta) of `expr` from its input's: the touched groups
-    recomputed at the step's start and at every time the delta has for them."""
+    recomputed at the step's start and at every time the delta has for them
+    (their rows read from the input arranged by group key, given `state`)."""
     key = expr.group_key if isinstance(expr, TopK) else expr.partition_key
 
     def key_of(row: Row) -> tuple:
@@ -219,13 +224,19 @@ def render_ordered(
                 memo.append(old_rows())
             return memo[0]
 
+    keyed_old = None if old is None else (lambda: [(key_of(r), r, d) for r, d in old()])
+    arranged = None if state is None else state.arrange(delta, key_of, keyed_old)
     if delta is None:
         return cached_old, None
     by_key: dict[tuple, list[Update]] = defaultdict(list)
     for update in delta:
         by_key[key_of(update.row)].append(update)
     before: dict[tuple, Counter] = defaultdict(Counter)
-    if old is not None:
+    if arranged is not None:
+        for k, found in arranged(list(by_key)).items():
+            for row, diff in found:
+                before[k][row] += diff
+    elif old is not None:
         for row, diff in old():
             k = key_of(row)
             if k in by_key:

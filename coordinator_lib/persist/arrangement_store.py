@@ -83,17 +83,24 @@ _SCHEMA = (
 )
 
 
+# Types whose repr already names their value up to equality.
+_PLAIN = frozenset({str, int, bool, type(None), bytes})
+
+
 def _canonical(value: Any) -> Any:
-    """A form equal values share (Python's ==), whose repr is deterministic."""
-    if value is None or isinstance(value, str | bool):
+    """A form equal values share (Python's ==), whose repr is deterministic:
+    an integral number is its int, another number its normalized Decimal."""
+    kind = type(value)
+    if kind in _PLAIN:
         return value
-    if isinstance(value, int | float | Decimal):
-        if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+    if isinstance(value, float | Decimal):
+        if isinstance(value, float) and not math.isfinite(value):
             return ("f", repr(value))
         if isinstance(value, Decimal) and not value.is_finite():
             return ("f", repr(float(value)))
-        number = Decimal(value)
-        return ("n", "0" if number == 0 else str(number.normalize()))
+        if value == int(value):
+            return int(value)
+        return ("n", str(Decimal(value).normalize()))
     if isinstance(value, tuple | list):
         return ("l", tuple(_canonical(v) for v in value))
     if isinstance(value, dict):
@@ -104,8 +111,12 @@ def _canonical(value: Any) -> Any:
 
 
 def identity(value: tuple[Any, ...]) -> bytes:
-    """16 bytes naming `value` up to Python equality (a key or a row)."""
-    return hashlib.blake2b(repr(_canonical(value)).encode(), digest_size=16).digest()
+    """16 bytes naming `value` (a key or a row) up to Python equality."""
+    if all(type(v) in _PLAIN for v in value):
+        text = repr(value)
+    else:
+        text = repr(tuple(_canonical(v) for v in value))
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
 @dataclass(frozen=True)
@@ -269,6 +280,8 @@ class DataflowState:
                         if v[1] != 0
                     ),
                 )
+                if replace:
+                    continue  # every row is new: none can have reached 0
                 conn.executemany(
                     "DELETE FROM arranged"
                     " WHERE arrangement = ? AND key = ? AND rid = ? AND diff = 0",

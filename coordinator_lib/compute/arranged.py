@@ -1,0 +1,268 @@
+"""In-process steps over arrangements: a step costs its delta, not the data.
+
+Each stateful operator of a view keeps its input arranged by key in the
+arrangement store (persist/arrangement_store.py): a join each input by its
+join key, a Reduce (and Distinct, Threshold) its input by its group key,
+TopK and Window theirs by group or partition key. A step reads its inputs'
+updates in [lower, upper) and, for each stateful operator, only the keys its
+delta touches (`StepState.arrange*`), never an input's old contents.
+
+The state's upper follows the output's. A step computes the output from
+the state at `lower`, lands the output (compare_and_append), then moves the
+state from `lower` to `upper` in one fenced apply (`land`). So:
+- a writer that lost the output's race writes no state;
+- a crash between the two writes leaves the state behind the output, and
+  the next step first redoes [state upper, output upper) for the state
+  only (`prepare`; every arrangement is a function of the inputs' updates
+  in that range, whoever computed the output, Spark steps included);
+- if that is impossible (an input compacted past the state) or the state
+  is missing or ahead, the step reads the old contents as before and
+  replaces the state with them (hydration), once.
+A closing step (inputs closed for ever) and a view without stateful
+operators keep no state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from coordinator_lib.compute.error_collection import input_errors
+from coordinator_lib.compute.local import LocalContext, LocalRendered, render_local
+from coordinator_lib.expr.relation import (
+    Distinct,
+    Join,
+    Reduce,
+    RelationExpr,
+    Threshold,
+    TopK,
+    Window,
+)
+from coordinator_lib.persist.arrangement_store import (
+    ArrangementStore,
+    DataflowState,
+    KeyedUpdate,
+)
+from coordinator_lib.persist.shard import Shard
+from coordinator_lib.repr.frontier import Frontier
+from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.repr.update import Row, Update, consolidate
+
+if TYPE_CHECKING:
+    from coordinator_lib.compute.dataflow import DataflowDescription
+
+STATEFUL = (Join, Reduce, Distinct, Threshold, TopK, Window)
+Key = tuple[Any, ...]
+KeyedRows = dict[Key, list[tuple[Row, int]]]
+
+
+@dataclass
+class StepReads:
+    """What a step read: its inputs' updates in [lower, upper), rows of
+    inputs' old contents (a full snapshot each) and rows of arranged state."""
+
+    delta: int = 0
+    snapshot: int = 0
+    state: int = 0
+
+
+@dataclass
+class StepState:
+    """A step's view of its dataflow's arrangements: keyed reads at the
+    step's lower, and the keyed updates it will land at its upper.
+    `hydrating`: there is no usable state at lower, so the rules read their
+    inputs' old contents and the step writes them all as the new state."""
+
+    state: DataflowState
+    expected_upper: int | None
+    hydrating: bool
+    reads: StepReads
+    pending: dict[str, list[KeyedUpdate]] = field(default_factory=dict)
+    _operators: int = 0
+
+    def _operator(self, kind: str) -> str:
+        # Operators are numbered in rendering order, the same at every step.
+        self._operators += 1
+        return f"{self._operators}.{kind}"
+
+    def _reader(self, operator: str) -> Callable[[Iterable[Key | None]], KeyedRows]:
+        def read(keys: Iterable[Key | None]) -> KeyedRows:
+            found = self.state.arrangement(operator).read(k for k in keys if k is not None)
+            self.reads.state += sum(len(rows) for rows in found.values())
+            return found
+
+        return read
+
+    def _keep(
+        self,
+        operator: str,
+        delta: list[Update] | None,
+        key_of: Callable[[Row], Key | None],
+        keyed_old: Callable[[], Iterable[tuple[Key | None, Row, int]]] | None,
+    ) -> None:
+        pending = self.pending.setdefault(operator, [])
+        if self.hydrating and keyed_old is not None:
+            pending.extend((k, r, d) for k, r, d in keyed_old() if k is not None)
+        for row, _, diff in delta or ():
+            key = key_of(row)
+            if key is not None:
+                pending.append((key, row, diff))
+
+    def arrange(
+        self,
+        delta: list[Update] | None,
+        key_of: Callable[[Row], Key],
+        keyed_old: Callable[[], Iterable[tuple[Key, Row, int]]] | None,
+    ) -> Callable[[Iterable[Key]], KeyedRows] | None:
+        """An input arranged by `key_of` (a Reduce's, TopK's, Window's):
+        the reader of its rows at the step's lower by key, or None when
+        hydrating (then read `keyed_old`, which this writes as the state)."""
+        operator = self._operator("by key")
+        self._keep(operator, delta, key_of, keyed_old)
+        return None if self.hydrating else self._reader(operator)
+
+    def arrange_join(
+        self,
+        left: LocalRendered,
+        right: LocalRendered,
+        left_key: Callable[[Row], Key | None],
+        right_key: Callable[[Row], Key | None],
+    ) -> tuple[Callable[[Iterable[Key | None]], KeyedRows], ...] | None:
+        """Both inputs of a binary join arranged by their join keys (rows
+        whose key has a NULL never match and are not kept): readers of the
+        left's and the right's rows at lower, or None when hydrating."""
+        sides = (
+            (self._operator("join left"), left, left_key),
+            (self._operator("join right"), right, right_key),
+        )
+        for operator, side, key_of in sides:
+            old = side.old
+            keyed = None if old is None else (lambda old=old, k=key_of: _keyed(old(), k))
+            self._keep(operator, side.delta, key_of, keyed)
+        if self.hydrating:
+            return None
+        return tuple(self._reader(operator) for operator, _, _ in sides)
+
+
+def _keyed(
+    rows: list[tuple[Row, int]], key_of: Callable[[Row], Hashable]
+) -> list[tuple[Any, Row, int]]:
+    return [(key_of(r), r, d) for r, d in rows]
+
+
+def is_stateful(expr: RelationExpr) -> bool:
+    """Whether the plan has an operator that keeps arranged state."""
+    seen: set[int] = set()
+    todo = [expr]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, STATEFUL):
+            return True
+        if id(node) not in seen:  # subplans may be shared
+            seen.add(id(node))
+            todo.extend(node.inputs())
+    return False
+
+
+def dataflow_state(output: Shard, expr: RelationExpr) -> DataflowState:
+    """The arrangements of the dataflow writing `output` with plan `expr`
+    (another plan for the same shard gets other state)."""
+    plan = hashlib.blake2b(repr(expr).encode(), digest_size=8).hexdigest()
+    return ArrangementStore.for_blob(output.blob).state(f"{output.shard_id}/{plan}")
+
+
+def render_step(
+    expr: RelationExpr,
+    as_of: int,
+    inputs: dict[GlobalId, Shard],
+    lower: int,
+    upper: int,
+    state: StepState | None,
+    reads: StepReads,
+) -> tuple[list[Update], list[Update], list[tuple[str, str]]]:
+    """The view's consolidated updates in [lower, upper), its error updates
+    and the rules that ran, in-process."""
+    hydrating = lower == as_of
+    frames: dict[GlobalId, LocalRendered] = {}
+    for id, shard in inputs.items():
+        if hydrating:
+            snapshot = [Update(row, lower, diff) for row, diff in shard.snapshot(lower)]
+            later = shard.updates_between(lower + 1, Frontier.at(upper))
+            reads.snapshot += len(snapshot)
+            reads.delta += len(later)
+            frames[id] = LocalRendered(None, snapshot + later)
+        else:
+            delta = shard.updates_between(lower, Frontier.at(upper))
+            reads.delta += len(delta)
+            frames[id] = LocalRendered(_counted_snapshot(shard, lower - 1, reads), delta or None)
+    ctx = LocalContext(lower, upper, frames, hydrating=hydrating, state=state)
+    rendered = render_local(expr, ctx)
+    errors = ctx.errors + input_errors(inputs.values(), as_of, lower, upper)
+    return consolidate(rendered.delta or []), consolidate(errors), ctx.rules
+
+
+def _counted_snapshot(
+    shard: Shard, as_of: int, reads: StepReads
+) -> Callable[[], list[tuple[Row, int]]]:
+    """The input's old contents, read only if a rule asks (and counted)."""
+    memo: list[list[tuple[Row, int]]] = []
+
+    def old() -> list[tuple[Row, int]]:
+        if not memo:
+            memo.append(shard.snapshot(as_of))
+            reads.snapshot += len(memo[0])
+        return memo[0]
+
+    return old
+
+
+def prepare(
+    description: DataflowDescription,
+    inputs: dict[GlobalId, Shard],
+    output: Shard,
+    lower: int,
+    reads: StepReads,
+) -> StepState | None:
+    """The state a step from `lower` reads, caught up to `lower` if a crash
+    or a Spark step left it behind; None for a view without stateful
+    operators."""
+    expr, as_of = description.expr, description.as_of
+    if not is_stateful(expr):
+        return None
+    state = dataflow_state(output, expr)
+    upper = state.upper()
+    if upper is not None and as_of < upper < lower and _readable_from(inputs, upper):
+        catch_up = StepState(state, upper, hydrating=False, reads=reads)
+        render_step(expr, as_of, inputs, upper, lower, catch_up, reads)
+        # False: another process caught it up (or moved it on) meanwhile.
+        state.apply(catch_up.pending, upper, lower)
+        upper = state.upper()
+    return StepState(state, upper, hydrating=upper != lower, reads=reads)
+
+
+def _readable_from(inputs: dict[GlobalId, Shard], time: int) -> bool:
+    """Whether every input's updates from `time` on are exact (not compacted)."""
+    for shard in inputs.values():
+        since = shard.since().time
+        if since is None or since > time - 1:
+            return False
+    return True
+
+
+def land(state: StepState, upper: int) -> bool:
+    """Move the state to `upper` after the step's output landed (False: it
+    was fenced: another writer moved it, and a later step catches up)."""
+    return state.state.apply(state.pending, state.expected_upper, upper, replace=state.hydrating)
+
+
+__all__ = [
+    "StepReads",
+    "StepState",
+    "dataflow_state",
+    "is_stateful",
+    "land",
+    "prepare",
+    "render_step",
+]

@@ -24,6 +24,7 @@ operators keep no state.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
@@ -166,11 +167,35 @@ def is_stateful(expr: RelationExpr) -> bool:
     return False
 
 
+def fingerprint(expr: RelationExpr) -> str:
+    """A digest of the plan, linear in its size (a repr would expand shared
+    subplans once per use)."""
+    memo: dict[int, bytes] = {}
+
+    def digest(node: RelationExpr) -> bytes:
+        known = memo.get(id(node))
+        if known is None:
+            parts = [type(node).__name__]
+            for f in dataclasses.fields(node):  # type: ignore[arg-type]
+                value = getattr(node, f.name)
+                if isinstance(value, RelationExpr):
+                    parts.append(digest(value).hex())
+                elif isinstance(value, tuple) and value and isinstance(value[0], RelationExpr):
+                    parts.extend(digest(v).hex() for v in value)
+                else:
+                    parts.append(repr(value))
+            known = memo[id(node)] = hashlib.blake2b(
+                "\x00".join(parts).encode(), digest_size=16
+            ).digest()
+        return known
+
+    return digest(expr).hex()[:16]
+
+
 def dataflow_state(output: Shard, expr: RelationExpr) -> DataflowState:
     """The arrangements of the dataflow writing `output` with plan `expr`
     (another plan for the same shard gets other state)."""
-    plan = hashlib.blake2b(repr(expr).encode(), digest_size=8).hexdigest()
-    return ArrangementStore.for_blob(output.blob).state(f"{output.shard_id}/{plan}")
+    return ArrangementStore.for_blob(output.blob).state(f"{output.shard_id}/{fingerprint(expr)}")
 
 
 def render_step(

@@ -21,7 +21,6 @@ Statement handling (plan -> response) is in `sequence.py`.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import random
 import threading
@@ -82,7 +81,7 @@ from coordinator_lib.storage import (
     StorageError,
     table_description,
 )
-from coordinator_lib.storage.errors import IdentifierMissing
+from coordinator_lib.storage.errors import IdentifierMissing, InvalidUppers
 from coordinator_lib.storage.load_generator import make_generator
 
 log = logging.getLogger(__name__)
@@ -322,15 +321,27 @@ class Coordinator:
             self.compute.create_instance(name)
             self.compute.add_replica(name, "r1")
 
+    def _advance_past(self, id: GlobalId, time: int) -> None:
+        """Move `id`'s upper past `time` unless it already is: another
+        process installing the same table, or advancing idle tables, may
+        move it between our read of the upper and our append."""
+        for _ in range(3):
+            _, upper = self.storage.collection_frontiers(id)
+            if upper.time is None or upper.time > time:
+                return
+            try:
+                self.storage.append([(id, [], time + 1)])
+                return
+            except InvalidUppers:
+                continue  # someone moved it: look again
+
     def _install(self, item: CatalogItem) -> None:
         if item.kind is ItemKind.TABLE:
             # A new table starts at a fresh write time: readable at once, and
             # never at times before it existed.
             created = self.oracle.write_ts()
             self.storage.create_collections([(item.id, table_description(item.desc, created))])
-            _, upper = self.storage.collection_frontiers(item.id)
-            if upper.time is not None and upper.time <= created:
-                self.storage.append([(item.id, [], created + 1)])
+            self._advance_past(item.id, created)
             self.oracle.apply_write(created)
         elif item.kind is ItemKind.SOURCE:
             self._install_source(item)
@@ -530,19 +541,11 @@ class Coordinator:
         return replace_gets(expr, fill)
 
     def determine_timestamp(
-        self,
-        session: Session,
-        expr: RelationExpr,
-        as_of: AsOfTime | None,
-        domain: set[GlobalId] | None = None,
+        self, session: Session, expr: RelationExpr, as_of: AsOfTime | None
     ) -> TimestampDetermination:
-        """`domain`: more collections the time must be readable for (at or
-        after their sinces), without waiting for their uppers."""
         ids = self.storage_inputs(expr)
         with self.using(ids):
             inputs = self.input_frontiers(ids)
-            others = self.input_frontiers(set(domain or ()) - ids)
-        inputs += [dataclasses.replace(f, upper=Frontier.empty()) for f in others]
         isolation = session.isolation
         oracle_ts = None if isolation == SERIALIZABLE else self.oracle.read_ts()
         watermark = None
@@ -555,11 +558,7 @@ class Coordinator:
         )
 
     def determine_and_hold(
-        self,
-        session: Session,
-        expr: RelationExpr,
-        as_of: AsOfTime | None,
-        domain: set[GlobalId] | None = None,
+        self, session: Session, expr: RelationExpr, as_of: AsOfTime | None
     ) -> tuple[TimestampDetermination, list[ReadHold]]:
         """The read's timestamp, and holds on its inputs there. Each input is
         held at its current since before the timestamp is chosen, so no
@@ -568,10 +567,8 @@ class Coordinator:
         after choosing left that window open: a read failed with 'before its
         since' when the since passed the chosen time meanwhile."""
         holds = self.hold_at_since(self.storage_inputs(expr))
-        holds += self._hold_domain(set(domain or ()) - self.storage_inputs(expr))
         try:
-            domain = {hold.id for hold in holds}
-            determination = self.determine_timestamp(session, expr, as_of, domain)
+            determination = self.determine_timestamp(session, expr, as_of)
             for hold in holds:
                 assert hold.time is not None
                 if determination.timestamp < hold.time:  # an input's since: never chosen
@@ -599,33 +596,6 @@ class Coordinator:
                 raise InvalidTimestamp(f"No time is valid for all inputs: {error}") from error
             raise
         return holds
-
-    def _hold_domain(self, ids: set[GlobalId]) -> list[ReadHold]:
-        """Hold each of `ids` at its since, leaving out any that is gone
-        (dropped meanwhile): a time domain's members beyond the read's own
-        inputs."""
-        holds: list[ReadHold] = []
-        for id in sorted(ids):
-            with contextlib.suppress(StorageError):
-                holds.append(self.storage.acquire_read_hold(id))
-        return holds
-
-    def time_domain(self, ids: set[GlobalId]) -> set[GlobalId]:
-        """Materialize's time domain of a transaction's first read of `ids`:
-        every stored collection (table, source, materialized view) in the
-        schemas those are in. Holding it all at the first read's time lets
-        every later read of the transaction in those schemas read there."""
-        schemas = set()
-        for id in ids:
-            with contextlib.suppress(SqlError):
-                name = self.catalog.get(id).name
-                schemas.add((name.database, name.schema))
-        stored = {id for id, _ in self.storage.collections()}
-        return ids | {
-            item.id
-            for item in self.catalog.items()
-            if (item.name.database, item.name.schema) in schemas and item.id in stored
-        }
 
     def hold(self, ids: set[GlobalId], timestamp: int) -> list[ReadHold]:
         holds: list[ReadHold] = []
@@ -777,14 +747,11 @@ class Coordinator:
                 holds = self.hold(missing, timestamp)
                 transaction.holds += holds
         else:
+            determination, holds = self.determine_and_hold(session, expr, as_of)
+            timestamp = determination.timestamp
             # Only a read of stored data fixes the transaction's time (and
             # makes it read-only); a catalog lookup (SQLAlchemy's has_table
-            # before an INSERT) or a constant does not. It holds the time
-            # domain there until COMMIT / ROLLBACK (`Transaction.release`).
-            fixes = transaction is not None and bool(inputs) and as_of is None
-            domain = self.time_domain(inputs) if fixes else None
-            determination, holds = self.determine_and_hold(session, expr, as_of, domain)
-            timestamp = determination.timestamp
+            # before an INSERT) or a constant does not.
             if transaction is not None and inputs:
                 transaction.timestamp = timestamp
                 transaction.holds += holds

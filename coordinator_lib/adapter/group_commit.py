@@ -169,15 +169,22 @@ class GroupCommitter:
         record changes in the append's own compare-and-set (`claim`); a
         commit with nothing to append takes its time with `write_ts`."""
         for _ in range(_RETRIES):
-            timestamp = self.oracle.propose_write_ts()
             keys, rejected = self._admit(batch)
-            tables: dict[GlobalId, list[pa.Table]] = {id: [] for id in keys}
+            written: dict[GlobalId, list[pa.Table]] = {id: [] for id in keys}
             for i, pending in enumerate(batch):
                 if i not in rejected:
                     for id in pending.changes:
-                        tables.setdefault(id, [])  # written, even if with no rows
+                        written.setdefault(id, [])  # written, even if with no rows
                     for id, table in pending.encoded.items():
-                        tables[id].append(batch_io.at_time(table, timestamp))
+                        written[id].append(table)
+            # Another process may have moved a table's upper past the
+            # oracle's proposal (it advances idle tables before its own
+            # `apply_write`): write at or after every upper written to.
+            timestamp = max(self.oracle.propose_write_ts(), self._least_time(written, keys))
+            tables = {
+                id: [batch_io.at_time(table, timestamp) for table in parts]
+                for id, parts in written.items()
+            }
             commands = [
                 AppendCommand(
                     id,
@@ -206,6 +213,24 @@ class GroupCommitter:
                 self.oracle.apply_write(timestamp)
             return timestamp, rejected
         raise StorageError(f"could not commit after {_RETRIES} attempts: uppers kept moving")
+
+    def _least_time(
+        self,
+        written: dict[GlobalId, list[pa.Table]],
+        keys: dict[GlobalId, tuple[Frontier, KeyCounts]],
+    ) -> int:
+        """The least time a write to every table of `written` can take: the
+        latest of their uppers as this process last saw them (an append that
+        finds an upper moved further fails and refreshes it)."""
+        least = 0
+        for id in written:
+            try:
+                upper = keys[id][0] if id in keys else self.storage.collection(id).write_frontier
+            except IdentifierMissing:
+                continue  # dropped: its writers are rejected by the append
+            if upper.time is not None:
+                least = max(least, upper.time)
+        return least
 
     def _admit(
         self, batch: list[_Pending]

@@ -21,6 +21,7 @@ Statement handling (plan -> response) is in `sequence.py`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import random
 import threading
@@ -541,11 +542,19 @@ class Coordinator:
         return replace_gets(expr, fill)
 
     def determine_timestamp(
-        self, session: Session, expr: RelationExpr, as_of: AsOfTime | None
+        self,
+        session: Session,
+        expr: RelationExpr,
+        as_of: AsOfTime | None,
+        domain: set[GlobalId] | None = None,
     ) -> TimestampDetermination:
+        """`domain`: more collections the time must be readable for (at or
+        after their sinces), without waiting for their uppers."""
         ids = self.storage_inputs(expr)
         with self.using(ids):
             inputs = self.input_frontiers(ids)
+            others = self.input_frontiers(set(domain or ()) - ids)
+        inputs += [dataclasses.replace(f, upper=Frontier.empty()) for f in others]
         isolation = session.isolation
         oracle_ts = None if isolation == SERIALIZABLE else self.oracle.read_ts()
         watermark = None
@@ -558,7 +567,11 @@ class Coordinator:
         )
 
     def determine_and_hold(
-        self, session: Session, expr: RelationExpr, as_of: AsOfTime | None
+        self,
+        session: Session,
+        expr: RelationExpr,
+        as_of: AsOfTime | None,
+        domain: set[GlobalId] | None = None,
     ) -> tuple[TimestampDetermination, list[ReadHold]]:
         """The read's timestamp, and holds on its inputs there. Each input is
         held at its current since before the timestamp is chosen, so no
@@ -567,8 +580,10 @@ class Coordinator:
         after choosing left that window open: a read failed with 'before its
         since' when the since passed the chosen time meanwhile."""
         holds = self.hold_at_since(self.storage_inputs(expr))
+        holds += self._hold_domain(set(domain or ()) - self.storage_inputs(expr))
         try:
-            determination = self.determine_timestamp(session, expr, as_of)
+            domain = {hold.id for hold in holds}
+            determination = self.determine_timestamp(session, expr, as_of, domain)
             for hold in holds:
                 assert hold.time is not None
                 if determination.timestamp < hold.time:  # an input's since: never chosen
@@ -596,6 +611,33 @@ class Coordinator:
                 raise InvalidTimestamp(f"No time is valid for all inputs: {error}") from error
             raise
         return holds
+
+    def _hold_domain(self, ids: set[GlobalId]) -> list[ReadHold]:
+        """Hold each of `ids` at its since, leaving out any that is gone
+        (dropped meanwhile): a time domain's members beyond the read's own
+        inputs."""
+        holds: list[ReadHold] = []
+        for id in sorted(ids):
+            with contextlib.suppress(StorageError):
+                holds.append(self.storage.acquire_read_hold(id))
+        return holds
+
+    def time_domain(self, ids: set[GlobalId]) -> set[GlobalId]:
+        """Materialize's time domain of a transaction's first read of `ids`:
+        every stored collection (table, source, materialized view) in the
+        schemas those are in. Holding it all at the first read's time lets
+        every later read of the transaction in those schemas read there."""
+        schemas = set()
+        for id in ids:
+            with contextlib.suppress(SqlError):
+                name = self.catalog.get(id).name
+                schemas.add((name.database, name.schema))
+        stored = {id for id, _ in self.storage.collections()}
+        return ids | {
+            item.id
+            for item in self.catalog.items()
+            if (item.name.database, item.name.schema) in schemas and item.id in stored
+        }
 
     def hold(self, ids: set[GlobalId], timestamp: int) -> list[ReadHold]:
         holds: list[ReadHold] = []
@@ -747,11 +789,14 @@ class Coordinator:
                 holds = self.hold(missing, timestamp)
                 transaction.holds += holds
         else:
-            determination, holds = self.determine_and_hold(session, expr, as_of)
-            timestamp = determination.timestamp
             # Only a read of stored data fixes the transaction's time (and
             # makes it read-only); a catalog lookup (SQLAlchemy's has_table
-            # before an INSERT) or a constant does not.
+            # before an INSERT) or a constant does not. It holds the time
+            # domain there until COMMIT / ROLLBACK (`Transaction.release`).
+            fixes = transaction is not None and bool(inputs) and as_of is None
+            domain = self.time_domain(inputs) if fixes else None
+            determination, holds = self.determine_and_hold(session, expr, as_of, domain)
+            timestamp = determination.timestamp
             if transaction is not None and inputs:
                 transaction.timestamp = timestamp
                 transaction.holds += holds

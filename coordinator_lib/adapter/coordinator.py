@@ -32,7 +32,7 @@ from typing import Any
 import pyarrow as pa
 from pydantic import BaseModel
 
-from coordinator_lib.adapter import clusters
+from coordinator_lib.adapter import clusters, postgres_source
 from coordinator_lib.adapter.catalog import DEFAULT_CLUSTER, Catalog, CatalogIndex
 from coordinator_lib.adapter.continual_task import ContinualTask
 from coordinator_lib.adapter.errors import (
@@ -70,6 +70,7 @@ from coordinator_lib.spark_session import LazySparkSession
 from coordinator_lib.sql.catalog import CatalogItem, ItemKind
 from coordinator_lib.sql.constraints import UniqueConstraint
 from coordinator_lib.sql.errors import SqlError, UnknownObject
+from coordinator_lib.sql.plan_postgres import CreatePostgresSourcePlan
 from coordinator_lib.sql.plan_webhook import CreateWebhookSourcePlan
 from coordinator_lib.sql.plans import AsOfTime, CreateSourcePlan, RowSetFinishing
 from coordinator_lib.sql.temporal import plan_temporal_filters
@@ -374,6 +375,9 @@ class Coordinator:
         if isinstance(plan, CreateWebhookSourcePlan):
             install_webhook_source(self, item)
             return
+        if isinstance(plan, CreatePostgresSourcePlan):
+            postgres_source.install(self, item, plan)
+            return
         if not isinstance(plan, CreateSourcePlan):
             return
         output = next((out for out, name in plan.subsources.items() if name == item.name), None)
@@ -434,6 +438,7 @@ class Coordinator:
         return max(since, readable)
 
     def _uninstall(self, id: GlobalId, kind: ItemKind) -> None:
+        postgres_source.uninstall(self, id)  # a PostgreSQL source: its slot
         # A SUBSCRIBE's transient view over it goes too: the SUBSCRIBE then
         # ends naming the drop (adapter/subscribe.py) instead of waiting forever.
         for reader in self.compute.transient_readers(id):
@@ -711,6 +716,7 @@ class Coordinator:
         error its error collection does not cover (compute/spark_errors.py)
         answers with it instead of waiting forever; other failures (a race
         with compaction) are retried. Reads of other views are not affected."""
+        postgres_source.raise_source_errors(self, ids)  # a stopped subsource
         for id in ids:
             found = self.compute.find_dataflow(id)
             failure = None if found is None else found[1].failure

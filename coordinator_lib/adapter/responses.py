@@ -32,6 +32,7 @@ class ExecuteResponseKind(StrEnum):
     CREATED_INDEX = "created-index"
     CREATED_SOURCE = "created-source"
     CREATED_SECRET = "created-secret"
+    CREATED_CONNECTION = "created-connection"
     CREATED_CLUSTER = "created-cluster"
     CREATED_CONTINUAL_TASK = "created-continual-task"
     CREATED_ROLE = "created-role"

@@ -13,7 +13,14 @@ import fnmatch
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from coordinator_lib.adapter import clusters, privileges, roles, secrets
+from coordinator_lib.adapter import (
+    clusters,
+    connections,
+    postgres_source,
+    privileges,
+    roles,
+    secrets,
+)
 from coordinator_lib.adapter.catalog import SYSTEM_SCHEMAS, SessionCatalog
 from coordinator_lib.adapter.catalog_ops import (
     AlterRetainHistory,
@@ -264,6 +271,7 @@ _SHOW_KINDS = {
     p.ShowKind.MATERIALIZED_VIEWS: ItemKind.MATERIALIZED_VIEW,
     p.ShowKind.INDEXES: ItemKind.INDEX,
     p.ShowKind.CONTINUAL_TASKS: ItemKind.CONTINUAL_TASK,
+    p.ShowKind.CONNECTIONS: ItemKind.CONNECTION,
 }
 
 
@@ -319,6 +327,9 @@ def _show_objects(
     if kind in (ItemKind.MATERIALIZED_VIEW, ItemKind.SOURCE, ItemKind.CONTINUAL_TASK):
         rows = [(i.name.item, clusters.item_cluster(coord, i.id)) for i in items]
         return _rows([("name", TEXT), ("cluster", TEXT)], sorted(rows))
+    if kind is ItemKind.CONNECTION:  # the only connection type
+        rows = [(i.name.item, "postgres") for i in items]
+        return _rows([("name", TEXT), ("type", TEXT)], sorted(rows))
     return _rows([("name", TEXT)], sorted((i.name.item,) for i in items))
 
 
@@ -734,6 +745,8 @@ _HANDLERS: dict[type, Callable[..., ExecuteResponse]] = {
     CreateWebhookSourcePlan: _create_item,
     CreateContinualTaskPlan: _create_item,
     **secrets.HANDLERS,
+    **connections.HANDLERS,
+    **postgres_source.HANDLERS,
     **clusters.HANDLERS,
     **roles.HANDLERS,
     **privileges.HANDLERS,

@@ -59,6 +59,7 @@ class ItemKind(StrEnum):
     MATERIALIZED_VIEW = "materialized-view"
     INDEX = "index"
     SECRET = "secret"
+    CONNECTION = "connection"
     CONTINUAL_TASK = "continual-task"
 
     @property
@@ -425,6 +426,11 @@ class InMemoryCatalog:
         if isinstance(plan, plans.AlterRetainHistoryPlan):
             return []  # nothing here keeps history
         created = self._apply_webhook(plan)
+        if created is not None:
+            return created
+        from coordinator_lib.sql.plan_postgres import apply_to_catalog  # it imports this module
+
+        created = apply_to_catalog(self, plan)
         if created is not None:
             return created
         from coordinator_lib.sql.plan_continual_task import CreateContinualTaskPlan

@@ -53,6 +53,8 @@ from coordinator_lib.sql.continual_task_syntax import parse_create_continual_tas
 from coordinator_lib.sql.depth import too_deep
 from coordinator_lib.sql.errors import ParseError, SqlError
 from coordinator_lib.sql.escape_string import scan_escape_string
+from coordinator_lib.sql.postgres_syntax import TRANSFORMS as POSTGRES_TRANSFORMS
+from coordinator_lib.sql.postgres_syntax import parse_create_connection, parse_postgres_source
 from coordinator_lib.sql.statements import (
     TRANSFORMS as STATEMENT_TRANSFORMS,
 )
@@ -350,6 +352,8 @@ class TidemarkParser(StatementParser):
                 return self._parse_create_source()
             if self._match_text_seq("SECRET"):
                 return parse_create_secret(self)
+            if self._match_text_seq("CONNECTION"):
+                return parse_create_connection(self)
             if self._match_text_seq("CLUSTER"):
                 return parse_create_cluster(self)
             if self._match(TokenType.SCHEMA):
@@ -439,8 +443,10 @@ class TidemarkParser(StatementParser):
         cluster = self._parse_in_cluster()
         if self._match_text_seq("FROM", "WEBHOOK"):
             return parse_webhook_source(self, name, exists, cluster)
+        if self._match_text_seq("FROM", "POSTGRES"):
+            return parse_postgres_source(self, name, exists, cluster)
         if not self._match_text_seq("FROM", "LOAD", "GENERATOR"):
-            self.raise_error("Expecting FROM LOAD GENERATOR (the only source type supported)")
+            self.raise_error("Expecting FROM LOAD GENERATOR, FROM WEBHOOK or FROM POSTGRES")
         generator_token = self._curr
         generator = self._parse_var(any_token=True, upper=True)
         if generator is None:
@@ -545,6 +551,7 @@ class TidemarkGenerator(MaterializeGenerator):
         },
         **STATEMENT_TRANSFORMS,
         **WEBHOOK_TRANSFORMS,
+        **POSTGRES_TRANSFORMS,
         **CLUSTER_TRANSFORMS,
         **CONTINUAL_TASK_TRANSFORMS,
         AsOf: lambda self, e: (

@@ -160,6 +160,7 @@ def plan_in_context(statement: exp.Expr, ctx: PlanContext) -> Plan:
         plan_catalog,
         plan_cluster,
         plan_continual_task,
+        plan_postgres,
         plan_role,
         plan_session,
         plan_webhook,
@@ -176,6 +177,7 @@ def plan_in_context(statement: exp.Expr, ctx: PlanContext) -> Plan:
         or plan_webhook.PLANNERS.get(type(statement))
         or plan_cluster.PLANNERS.get(type(statement))
         or plan_continual_task.PLANNERS.get(type(statement))
+        or plan_postgres.PLANNERS.get(type(statement))
     )
     if planner is not None:
         return planner(statement, ctx)
@@ -949,6 +951,7 @@ ITEM_KINDS = {
     "INDEX": ItemKind.INDEX,
     "SOURCE": ItemKind.SOURCE,
     "SECRET": ItemKind.SECRET,
+    "CONNECTION": ItemKind.CONNECTION,
     "CONTINUAL TASK": ItemKind.CONTINUAL_TASK,
 }
 

@@ -266,6 +266,7 @@ class ShowKind(StrEnum):
     SCHEMAS = "schemas"
     DATABASES = "databases"
     CLUSTERS = "clusters"
+    CONNECTIONS = "connections"
     CONTINUAL_TASKS = "continual-tasks"
 
 

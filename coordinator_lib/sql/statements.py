@@ -236,6 +236,7 @@ SHOW_LISTS: tuple[tuple[str, ...], ...] = (
     ("SCHEMAS",),
     ("DATABASES",),
     ("CLUSTERS",),
+    ("CONNECTIONS",),
 )
 
 # SHOW lists Materialize has and Tidemark does not (no such objects here).
@@ -247,7 +248,6 @@ _UNSUPPORTED_SHOW: tuple[tuple[str, ...], ...] = (
     ("SINKS",),
     ("SUBSOURCES",),
     ("SECRETS",),
-    ("CONNECTIONS",),
     ("ROLES",),
     ("TYPES",),
     ("PRIVILEGES",),
@@ -261,6 +261,7 @@ OBJECT_KINDS: tuple[tuple[str, ...], ...] = (
     ("VIEW",),
     ("SOURCE",),
     ("INDEX",),
+    ("CONNECTION",),
 )
 
 ISOLATION_LEVELS: tuple[tuple[str, ...], ...] = (

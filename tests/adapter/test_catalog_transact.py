@@ -75,7 +75,9 @@ def test_drop_cluster_cascade_is_one_commit_a_crash_cannot_split(
             conn.execute("CREATE CLUSTER c1 (REPLICATION FACTOR 1)")
             conn.execute("CREATE TABLE t (a int)")
             conn.execute("INSERT INTO t VALUES (1), (2)")
-            conn.execute("CREATE MATERIALIZED VIEW total IN CLUSTER c1 AS SELECT sum(a) AS s FROM t")
+            conn.execute(
+                "CREATE MATERIALIZED VIEW total IN CLUSTER c1 AS SELECT sum(a) AS s FROM t"
+            )
             conn.execute("CREATE MATERIALIZED VIEW copy IN CLUSTER c1 AS SELECT a FROM t")
             conn.execute("CREATE VIEW doubled AS SELECT s * 2 AS d FROM total")
             assert conn.execute("SELECT d FROM doubled").fetchall() == [(6,)]

@@ -19,6 +19,7 @@ loop (the seed's `ready`/`process` pair folded into one).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -41,7 +42,7 @@ from coordinator_lib.compute.dataflow import (
     stored_rows,
 )
 from coordinator_lib.compute.engine import LOCAL_MAX_ROWS, Engine, Work, choose_engine
-from coordinator_lib.compute.error_collection import raise_errors
+from coordinator_lib.compute.error_collection import join_keys_mapped, raise_errors
 from coordinator_lib.compute.errors import (
     CollectionMissing,
     DataflowCreationError,
@@ -217,7 +218,9 @@ class ComputeController:
                 arrangement = Arrangement(
                     description.desc, description.index_key, description.as_of
                 )
-            instance.dataflows[description.id] = Dataflow(description, holds, output, arrangement)
+            # Join keys that can fail become Map columns: their errors are row errors.
+            runs = dataclasses.replace(description, expr=join_keys_mapped(description.expr))
+            instance.dataflows[description.id] = Dataflow(runs, holds, output, arrangement)
 
     def drop_collections(self, instance_id: str, ids: list[GlobalId]) -> None:
         """Remove dataflows and release their holds on inputs."""

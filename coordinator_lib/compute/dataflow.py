@@ -54,7 +54,7 @@ from coordinator_lib.compute.render import (
     render,
 )
 from coordinator_lib.compute.rules import Rule
-from coordinator_lib.compute.spark_errors import plan_can_fail
+from coordinator_lib.compute.spark_errors import exact_errors, is_data_error, plan_can_fail
 from coordinator_lib.expr.relation import RelationExpr
 from coordinator_lib.persist.errors import UpperMismatch
 from coordinator_lib.persist.shard import Shard
@@ -255,10 +255,16 @@ def step(
     engine = "local" if stored_rows(inputs) <= local_max_rows else "spark"
     # Accumulated state only pays off for steps to come: a closing step has none.
     plan = accumulate_plan(description.expr) if upper != FOREVER else None
-    if plan is not None and not _has_errors(description.expr, inputs):
+    if plan is not None and not _has_errors(description.expr, inputs, output):
         existing = state_shard(output, plan, lower, create=False)
         if existing is not None or engine == "spark":
-            return _accumulating_step(spark, description, plan, inputs, output, until, started)
+            try:
+                return _accumulating_step(spark, description, plan, inputs, output, until, started)
+            except Exception as error:
+                if not is_data_error(error):
+                    raise
+                # A value fails: the view keeps errors from now on, by the rules below.
+                error_shard(output, create=True)
     # A step that landed its errors but not its output: redo it to the same upper.
     landed = landed_upper(output, lower)
     upper = upper if landed is None else landed
@@ -271,23 +277,56 @@ def step(
             output.compare_and_append(updates, Frontier.at(lower), step_frontier(upper))
             rows = len(updates)
         else:
-            delta, errors, rules = plan_step(spark, description, inputs, lower, upper)
-            if landed is None:
-                land_errors(output, errors, lower, upper)
-            if delta is None:
-                output.compare_and_append([], Frontier.at(lower), step_frontier(upper))
-            else:
-                rows = compare_and_append_dataframe(
-                    output, delta, Frontier.at(lower), step_frontier(upper)
-                )
+            try:
+                rows, rules = _spark_step(spark, description, inputs, output, lower, upper, landed)
+            except Exception as error:
+                if not is_data_error(error):
+                    raise
+                with exact_errors():  # the rows a scalar fails on, as in-process
+                    rows, rules = _spark_step(
+                        spark, description, inputs, output, lower, upper, landed
+                    )
     except UpperMismatch:
         return StepResult(lower, upper, 0, False, time.perf_counter() - started, [], engine)
     return StepResult(lower, upper, rows, True, time.perf_counter() - started, rules, engine)
 
 
-def _has_errors(expr: RelationExpr, inputs: dict[GlobalId, Shard]) -> bool:
-    """Whether the view can have errors: the accumulating path keeps none."""
-    return plan_can_fail(expr) or any(error_shard(s) is not None for s in inputs.values())
+def _spark_step(
+    spark: SparkSession,
+    description: DataflowDescription,
+    inputs: dict[GlobalId, Shard],
+    output: Shard,
+    lower: int,
+    upper: int,
+    landed: int | None,
+) -> tuple[int, list[tuple[str, str]]]:
+    """A step on Spark: (rows written, rules). Its errors land only once the
+    output's batch is written, so a job that fails on a value has landed
+    nothing and the step can be planned again with exact errors."""
+    delta, errors, rules = plan_step(spark, description, inputs, lower, upper)
+
+    def land() -> None:
+        if landed is None:
+            land_errors(output, errors, lower, upper)
+
+    if delta is None:
+        land()
+        output.compare_and_append([], Frontier.at(lower), step_frontier(upper))
+        return 0, rules
+    rows = compare_and_append_dataframe(
+        output, delta, Frontier.at(lower), step_frontier(upper), before_append=land
+    )
+    return rows, rules
+
+
+def _has_errors(expr: RelationExpr, inputs: dict[GlobalId, Shard], output: Shard) -> bool:
+    """Whether the view can have errors: the accumulating path keeps none.
+    A view that ever had one (its error shard exists) stays off it."""
+    return (
+        plan_can_fail(expr)
+        or error_shard(output) is not None
+        or any(error_shard(s) is not None for s in inputs.values())
+    )
 
 
 def _accumulating_step(

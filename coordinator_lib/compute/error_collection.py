@@ -20,13 +20,33 @@ beside its output, `<output shard>-errs`, with rows (code, message).
 - A read of a collection at `t` whose errors at `t` are non-empty answers
   with the first error (`raise_errors`), with the original SQLSTATE; other
   views are unaffected.
+- A join key that can fail (`ON a.x / a.y = b.v`) is computed by a Map on
+  its input before the join (`join_keys_mapped`, applied to every
+  dataflow), so its errors are that Map's, on both engines: the join itself
+  only compares columns. Members over several inputs stay as they are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+import functools
+from collections.abc import Callable, Iterable
 
 from coordinator_lib.compute.local_scalar import EvalError
+from coordinator_lib.expr.relation import Join, Map, Project, RelationExpr
+from coordinator_lib.expr.scalar import (
+    COMPARISON_OPERATORS,
+    BinaryFunc,
+    CallBinary,
+    CallUnary,
+    CallVariadic,
+    Column,
+    If,
+    Literal,
+    ScalarExpr,
+    UnaryFunc,
+    VariadicFunc,
+)
 from coordinator_lib.persist.errors import UpperMismatch
 from coordinator_lib.persist.machine import Machine
 from coordinator_lib.persist.shard import Shard
@@ -106,3 +126,130 @@ def land_errors(output: Shard, errors: list[Update], lower: int, upper: int) -> 
     if not current.less_equal(lower):
         raise UpperMismatch(errs.shard_id, Frontier.at(lower), current)
     errs.compare_and_append(errors, current, Frontier.at(upper))
+
+
+# ------------------------------------------------------------- failing scalars
+_SAFE_UNARY = {
+    UnaryFunc.NOT,
+    UnaryFunc.IS_NULL,
+    UnaryFunc.IS_NOT_NULL,
+    UnaryFunc.IS_TRUE,
+    UnaryFunc.IS_FALSE,
+    UnaryFunc.LOWER,
+    UnaryFunc.UPPER,
+    UnaryFunc.LENGTH,
+}
+_SAFE_BINARY = {*COMPARISON_OPERATORS, BinaryFunc.LIKE, BinaryFunc.CONCAT}
+_SAFE_VARIADIC = {VariadicFunc.AND, VariadicFunc.OR, VariadicFunc.COALESCE}
+
+
+def never_fails(expr: ScalarExpr) -> bool:
+    """Whether `expr` cannot raise an evaluation error on any row (columns,
+    literals, comparisons, logic, CASE of those); anything else may."""
+    if isinstance(expr, Column | Literal):
+        return True
+    safe = (
+        (isinstance(expr, CallUnary) and expr.func in _SAFE_UNARY)
+        or (isinstance(expr, CallBinary) and expr.func in _SAFE_BINARY)
+        or (isinstance(expr, CallVariadic) and expr.func in _SAFE_VARIADIC)
+        or isinstance(expr, If)
+    )
+    return safe and all(never_fails(child) for child in expr.children())
+
+
+def _remapped(expr: ScalarExpr, column: Callable[[int], int]) -> ScalarExpr:
+    """`expr` reading column `column(i)` wherever it read column `i`."""
+    if isinstance(expr, Column):
+        return Column(column(expr.index))
+    changes: dict[str, object] = {}
+    for f in dataclasses.fields(expr):  # type: ignore[arg-type]
+        value = getattr(expr, f.name)
+        if isinstance(value, ScalarExpr):
+            changes[f.name] = _remapped(value, column)
+        elif isinstance(value, tuple) and value and isinstance(value[0], ScalarExpr):
+            changes[f.name] = tuple(_remapped(v, column) for v in value)
+    return dataclasses.replace(expr, **changes) if changes else expr  # type: ignore[type-var]
+
+
+def join_keys_mapped(expr: RelationExpr) -> RelationExpr:
+    """`expr` with each join key that may fail and reads one input only
+    computed by a Map on that input (the join compares the new column), and
+    a Project restoring the join's columns above. Shared subplans stay
+    shared."""
+    memo: dict[int, RelationExpr] = {}
+
+    def visit(node: RelationExpr) -> RelationExpr:
+        found = memo.get(id(node))
+        if found is None:
+            found = memo[id(node)] = _rewrite(node)
+        return found
+
+    def _rewrite(node: RelationExpr) -> RelationExpr:
+        changes: dict[str, object] = {}
+        for f in dataclasses.fields(node):  # type: ignore[arg-type]
+            value = getattr(node, f.name)
+            if isinstance(value, RelationExpr):
+                new = visit(value)
+                if new is not value:
+                    changes[f.name] = new
+            elif isinstance(value, tuple) and value and isinstance(value[0], RelationExpr):
+                items = tuple(visit(v) for v in value)
+                if any(a is not b for a, b in zip(items, value, strict=True)):
+                    changes[f.name] = items
+        if changes:
+            node = dataclasses.replace(node, **changes)  # type: ignore[type-var]
+        return _keys_mapped(node) if isinstance(node, Join) else node
+
+    return visit(expr)
+
+
+def _minus(offset: int, column: int) -> int:
+    return column - offset
+
+
+def _keys_mapped(join: Join) -> RelationExpr:
+    offsets = join.input_offsets()
+    arities = [child.desc.arity for child in join.inputs_]
+
+    def owner(column: int) -> int:
+        return max(i for i, start in enumerate(offsets) if start <= column)
+
+    extra: list[list[ScalarExpr]] = [[] for _ in join.inputs_]
+    marked: list[list[ScalarExpr | tuple[int, int]]] = []
+    for cls in join.equivalences:
+        members: list[ScalarExpr | tuple[int, int]] = []
+        for member in cls:
+            owners = {owner(c) for c in member.columns()}
+            if never_fails(member) or len(owners) != 1:
+                members.append(member)
+                continue
+            (i,) = owners
+            extra[i].append(_remapped(member, functools.partial(_minus, offsets[i])))
+            members.append((i, len(extra[i]) - 1))
+        marked.append(members)
+    if not any(extra):
+        return join
+    starts, total = [], 0
+    for arity, more in zip(arities, extra, strict=True):
+        starts.append(total)
+        total += arity + len(more)
+
+    def moved(column: int) -> int:
+        i = owner(column)
+        return starts[i] + column - offsets[i]
+
+    inputs = tuple(
+        Map(child, tuple(more)) if more else child
+        for child, more in zip(join.inputs_, extra, strict=True)
+    )
+    classes = tuple(
+        tuple(
+            Column(starts[m[0]] + arities[m[0]] + m[1])
+            if isinstance(m, tuple)
+            else _remapped(m, moved)
+            for m in members
+        )
+        for members in marked
+    )
+    outputs = tuple(moved(c) for c in range(sum(arities)))
+    return Project(Join(inputs, classes), outputs, join.desc.names)

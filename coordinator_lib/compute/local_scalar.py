@@ -135,7 +135,7 @@ def _cast(value: Any, src: ScalarType, dst: ScalarType) -> Any:
         try:
             return parse_text_as(value, dst)
         except Exception as error:
-            raise EvalError(str(error)) from None
+            raise EvalError(str(error), getattr(error, "code", "22P02")) from None
     if is_integer(dst):
         if src is S.BOOLEAN:
             return int(value)

@@ -142,12 +142,13 @@ def _binary(expr: CallBinary, types: tuple[ColumnType, ...]) -> SparkColumn:
     if func in (BinaryFunc.ADD, BinaryFunc.SUB, BinaryFunc.MUL, BinaryFunc.DIV, BinaryFunc.MOD):
         # Compute in the result type so overflow is checked at its width.
         left, right = left.cast(out_type), right.cast(out_type)
+        st = result.scalar_type
         if func is BinaryFunc.ADD:
-            return (left + right).cast(out_type)
+            return _float_checked(func, st, left, right, (left + right).cast(out_type))
         if func is BinaryFunc.SUB:
-            return (left - right).cast(out_type)
+            return _float_checked(func, st, left, right, (left - right).cast(out_type))
         if func is BinaryFunc.MUL:
-            return (left * right).cast(out_type)
+            return _float_checked(func, st, left, right, (left * right).cast(out_type))
         if func is BinaryFunc.MOD:
             return (left % right).cast(out_type)
         if is_integer(result.scalar_type):
@@ -155,7 +156,7 @@ def _binary(expr: CallBinary, types: tuple[ColumnType, ...]) -> SparkColumn:
             return F.call_function("div", left, right).cast(out_type)
         if result.scalar_type is ScalarType.NUMERIC:
             return _numeric_div(left, right, out_type)
-        return (left / right).cast(out_type)
+        return _float_checked(func, result.scalar_type, left, right, (left / right).cast(out_type))
     if func in COMPARISON_OPERATORS:
         return COMPARISON_OPERATORS[func](left, right)
     if func is BinaryFunc.LIKE:
@@ -163,6 +164,31 @@ def _binary(expr: CallBinary, types: tuple[ColumnType, ...]) -> SparkColumn:
     if func is BinaryFunc.CONCAT:
         return F.concat(left.cast("string"), right.cast("string"))
     raise TypeError(f"cannot render {func} on Spark")
+
+
+def _float_checked(
+    func: BinaryFunc, st: ScalarType, left: SparkColumn, right: SparkColumn, result: SparkColumn
+) -> SparkColumn:
+    """A real or double result checked as PostgreSQL (and the local engine,
+    `local_scalar._float_result`) checks it: an infinite result of finite
+    inputs is 22003 overflow, a zero product or quotient of non-zero inputs
+    22003 underflow; Spark answers them with Infinity and 0. Other types
+    pass as they are (ANSI mode checks integers and decimals)."""
+    if st not in (ScalarType.REAL, ScalarType.DOUBLE):
+        return result
+    infinity = F.lit(float("inf"))
+    finite = (F.abs(left) < infinity) & (F.abs(right) < infinity)
+    overflow = finite & (F.abs(result) == infinity)
+    underflow = F.lit(False)
+    if func is BinaryFunc.MUL:
+        underflow = (result == 0) & (left != 0) & (right != 0)
+    elif func is BinaryFunc.DIV:
+        underflow = (result == 0) & (left != 0) & (F.abs(right) < infinity)
+    return (
+        F.when(overflow, F.raise_error(F.lit("value out of range: overflow (SQLSTATE 22003)")))
+        .when(underflow, F.raise_error(F.lit("value out of range: underflow (SQLSTATE 22003)")))
+        .otherwise(result)
+    )
 
 
 def _numeric_div(left: SparkColumn, right: SparkColumn, out_type: T.DataType) -> SparkColumn:

@@ -6,19 +6,37 @@ the first error the local engine (`local_scalar.eval_scalar`) raises on that
 row, in its evaluation order, or NULL; the value itself is only computed
 where the error is NULL. The operator then splits its rows: errors to the
 step's error collection (`StepContext.errors`, compute/error_collection.py),
-the others on as data. Covered: division and modulo by zero (22012) and
-`RaiseError` (a subquery's second row, 21000); other failures (overflow,
-bad casts, function errors) still fail the Spark job.
+the others on as data. Covered natively: division and modulo by zero
+(22012) and `RaiseError` (a subquery's second row, 21000).
+
+Every other scalar error (integer, numeric or float overflow, a bad cast, a
+function's error) fails the Spark job, as ANSI mode and `to_spark`'s checks
+raise it. Such a step is planned again with *exact errors*
+(`exact_errors()`, `is_data_error`; dataflow.step): every scalar that can
+fail at all gets an error column computed by the local engine itself (a
+Python UDF over the columns it reads), so the rows it fails on leave the
+data with the SQLSTATE the in-process engine gives them. Only steps that
+meet a failing row (it is new, or still in an operator's old contents) pay
+for the UDFs.
 """
 
 from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import re
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import Any
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from coordinator_lib.compute.scalar import to_spark
+from coordinator_lib.compute.error_collection import never_fails
+from coordinator_lib.compute.local_scalar import EvalError, eval_scalar
+from coordinator_lib.compute.scalar import column_name, to_spark
 from coordinator_lib.expr.relation import RelationExpr
 from coordinator_lib.expr.scalar import (
     BinaryFunc,
@@ -29,7 +47,7 @@ from coordinator_lib.expr.scalar import (
     ScalarExpr,
     VariadicFunc,
 )
-from coordinator_lib.repr.relation import ColumnType
+from coordinator_lib.repr.relation import ColumnType, ScalarType
 
 ERROR = "__error"
 ERROR_TYPE = T.StructType(
@@ -59,6 +77,8 @@ def first_error(errors: list[SparkColumn | None]) -> SparkColumn | None:
 
 def error_column(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn | None:
     """`expr`'s first error on a row, or NULL; None if it cannot fail here."""
+    if _EXACT.get():
+        return None if never_fails(expr) else _evaluated_error(expr, types)
     if isinstance(expr, RaiseError):
         return _error(expr.code, expr.message)
     if isinstance(expr, If):
@@ -120,3 +140,62 @@ def split_errors(marked: DataFrame) -> tuple[DataFrame, DataFrame]:
         *bookkeeping,
     )
     return marked.filter(F.col(ERROR).isNull()).drop(ERROR), errors
+
+
+# ---------------------------------------------------------------- exact errors
+_EXACT: ContextVar[bool] = ContextVar("exact_errors", default=False)
+
+# A Spark job failed on a value: a data exception (SQLSTATE class 22, as
+# Spark's ANSI errors and `to_spark`'s checks raise them, possibly wrapped
+# in a task or write failure), a `raise_error` (P0001), or a Python UDF's
+# evaluation error.
+_DATA_ERROR = re.compile(r"SQLSTATE:? ?22[0-9A-Z]{3}|SQLSTATE: P0001|\b(EvalError|FunctionError)\b")
+
+
+@contextlib.contextmanager
+def exact_errors() -> Iterator[None]:
+    """Render (within this block) every fallible scalar's error column with
+    the local engine's evaluation (see the module docstring)."""
+    token = _EXACT.set(True)
+    try:
+        yield
+    finally:
+        _EXACT.reset(token)
+
+
+def is_data_error(error: BaseException) -> bool:
+    """Whether a Spark job failed on a row's value (not on I/O or a bug)."""
+    return _DATA_ERROR.search(str(error)) is not None
+
+
+def _from_spark(value: Any, st: ScalarType) -> Any:
+    """A value as a Python UDF gets it, as the local engine holds it (what
+    `repr.relation.column_pylist` reads from Arrow)."""
+    if value is None:
+        return None
+    if st.element is not None:
+        return tuple(_from_spark(v, st.element) for v in value)
+    if st is ScalarType.TIMESTAMPTZ:  # a naive local time: the instant, in UTC
+        return value.astimezone(dt.UTC)
+    if st is ScalarType.BYTEA:
+        return bytes(value)
+    return value
+
+
+def _evaluated_error(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn:
+    """`expr`'s first error on each row as the local engine raises it."""
+    read = sorted(expr.columns())
+    kinds = [types[i].scalar_type for i in read]
+    width = len(types)
+
+    def first(*values):  # no hints: they make Spark guess a pandas UDF
+        row: list[Any] = [None] * width
+        for i, st, value in zip(read, kinds, values, strict=True):
+            row[i] = _from_spark(value, st)
+        try:
+            eval_scalar(expr, tuple(row), types)
+        except EvalError as error:
+            return (error.code, error.message)
+        return None
+
+    return F.udf(first, ERROR_TYPE)(*[F.col(column_name(i)) for i in read])

@@ -14,6 +14,7 @@ the job inside `read_scope.held_reads()`, or it keeps them for a lease.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -85,11 +86,18 @@ def updates_between_dataframe(
 
 
 def compare_and_append_dataframe(
-    shard: Shard, df: DataFrame, expected_upper: Frontier, new_upper: Frontier
+    shard: Shard,
+    df: DataFrame,
+    expected_upper: Frontier,
+    new_upper: Frontier,
+    before_append: Callable[[], None] | None = None,
 ) -> int:
     """Append a DataFrame (data columns, `__time`, `__diff`) like
-    `Shard.compare_and_append`. Returns the rows written."""
+    `Shard.compare_and_append`. Returns the rows written. `before_append`
+    runs once, after the batch is written and before it is appended (a
+    job that fails has run nothing of it)."""
     shard.validate_updates([], expected_upper, new_upper)
+    pending = before_append
     for _attempt in range(3):
         shard.check_upper(expected_upper)
         key = shard.reserve_batch_key()
@@ -100,6 +108,13 @@ def compare_and_append_dataframe(
         except BaseException:
             shard.blob.delete_batch(shard.shard_id, key)
             raise
+        if pending is not None:
+            run, pending = pending, None
+            try:
+                run()
+            except BaseException:
+                shard.blob.delete_batch(shard.shard_id, key)
+                raise
         if rows == 0:
             shard.blob.delete_batch(shard.shard_id, key)
             shard.compare_and_append([], expected_upper, new_upper)

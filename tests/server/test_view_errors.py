@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -130,5 +131,107 @@ def test_on_spark_a_failing_row_fails_only_its_view(tmp_path: Path, spark: Any) 
             assert rows(conn, "SELECT v FROM b_v ORDER BY v") == [(1,), (2,)]
             conn.execute("DELETE FROM a WHERE y = 0")
             assert rows(conn, "SELECT q FROM a_div ORDER BY q") == [(3,), (5,)]
+    finally:
+        env.stop()
+
+
+# Views that fail on the row (5, 1e10, 1e10, 'x1') of `a` (x int, n numeric,
+# d double precision, s text), each with the SQLSTATE and message PostgreSQL
+# (and the in-process engine) gives, and what they hold for the row
+# (1, 1.5, 2.5, '7') alone.
+FAILING_VIEWS = {
+    "v_int": (
+        "SELECT x * 1000000000 AS m FROM a",
+        ("22003", "integer out of range"),
+        [(1000000000,)],
+    ),
+    "v_numeric": (
+        "SELECT n * 1e20 AS m FROM a",
+        ("22003", "numeric field overflow"),
+        [(Decimal("150000000000000000000"),)],
+    ),
+    "v_float": (
+        "SELECT d * 1e300::float8 AS m FROM a",
+        ("22003", "value out of range: overflow"),
+        [(2.5e300,)],
+    ),
+    "v_cast": (
+        "SELECT s::int AS m FROM a",
+        ("22P02", 'invalid input syntax for type integer: "x1"'),
+        [(7,)],
+    ),
+    "v_join": (  # an error in a join key
+        "SELECT a.x, c.w FROM a JOIN c ON a.x / (a.x - 5) = c.w",
+        ("22012", "division by zero"),
+        [(1, 0)],
+    ),
+    "v_topk": (
+        "SELECT x FROM a ORDER BY x * 1000000000 LIMIT 1",
+        ("22003", "integer out of range"),
+        [(1,)],
+    ),
+    "v_window": (
+        "SELECT x, row_number() OVER (ORDER BY s::int) AS r FROM a",
+        ("22P02", 'invalid input syntax for type integer: "x1"'),
+        [(1, 1)],
+    ),
+    "v_sum": (  # COUNT / SUM by key: on Spark the accumulating path
+        "SELECT x % 2 AS k, sum(x * 1000000000) AS m FROM a GROUP BY x % 2",
+        ("22003", "integer out of range"),
+        [(1, 1000000000)],
+    ),
+}
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(
+    "engine", ["local", pytest.param("spark", marks=[pytest.mark.spark, pytest.mark.slow])]
+)
+def test_every_scalar_error_is_an_error_update_on_both_engines(
+    tmp_path: Path, engine: str, request: pytest.FixtureRequest
+) -> None:
+    """Overflow (integer, numeric at its (38, 10) bound, double), a bad cast,
+    a failing join key, ORDER BY / OVER keys that fail and an overflow under
+    a SUM: the row becomes an error of its view with
+    the original SQLSTATE, on Spark as in-process (the same expected answers
+    for both), other views are unaffected, and deleting the row retracts
+    the errors (on Spark these failed the step and stuck, as did a failing
+    join key on both engines)."""
+    spark = request.getfixturevalue("spark") if engine == "spark" else None
+    overrides = {"local_max_rows": 0} if engine == "spark" else {}
+    env = Environment(
+        fast_config(tmp_path / "env", **overrides), pgwire_port=0, http_port=0, spark=spark
+    )
+    env.start()
+    try:
+        dsn = f"host=127.0.0.1 port={env.pgwire.port} user=materialize dbname=materialize"
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+            conn.execute("CREATE TABLE a (x int, n numeric, d double precision, s text)")
+            conn.execute("CREATE TABLE b (v int)")
+            conn.execute("CREATE TABLE c (w int)")
+            conn.execute("INSERT INTO a VALUES (1, 1.5, 2.5, '7')")
+            conn.execute("INSERT INTO c VALUES (0)")
+            for name, (sql, _, _) in FAILING_VIEWS.items():
+                conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
+            conn.execute("CREATE MATERIALIZED VIEW b_v AS SELECT v FROM b")
+            for name, (_, _, good) in FAILING_VIEWS.items():
+                assert rows(conn, f"SELECT * FROM {name}") == good, name
+
+            conn.execute("INSERT INTO a VALUES (5, 1e10, 1e10, 'x1')")
+            for name, (_, (code, message), _) in FAILING_VIEWS.items():
+                with pytest.raises(psycopg.Error) as raised:
+                    conn.execute(f"SELECT * FROM {name}")
+                error = raised.value
+                assert (error.sqlstate, error.diag.message_primary) == (code, message), name
+            conn.execute("INSERT INTO b VALUES (1)")
+            assert rows(conn, "SELECT v FROM b_v") == [(1,)]
+            assert rows(conn, ERRORS) == sorted(
+                (name, code, message, 1) for name, (_, (code, message), _) in FAILING_VIEWS.items()
+            )
+
+            conn.execute("DELETE FROM a WHERE x = 5")
+            for name, (_, _, good) in FAILING_VIEWS.items():
+                assert rows(conn, f"SELECT * FROM {name}") == good, name
+            assert rows(conn, ERRORS) == []
     finally:
         env.stop()

@@ -19,6 +19,7 @@ from coordinator_lib.sql.catalog import ItemKind
 
 __all__ = [
     "INDEX_ARRANGEMENT",
+    "MINIMUM_FRONTIER",
     "column_lineage",
     "column_schema",
     "data_version",
@@ -146,16 +147,28 @@ def step_kind(m: Materialization) -> str:
     return "hydration" if m.hydrated else "catch-up"
 
 
+# The least time (Timestamp's minimum) as the UI shows it: a collection
+# readable from the very beginning (a view hydrated at 0, a closed one whose
+# read policy grants the minimum) is not "since Jan 1 1970".
+MINIMUM_FRONTIER = "0 (the minimum time: every time is readable)"
+
+
 def frontier_time(value_ms: int | None) -> dg.MetadataValue:
-    """A frontier as a date in the UI (null: the empty frontier, closed for ever)."""
-    return (
-        dg.MetadataValue.null() if value_ms is None else dg.MetadataValue.timestamp(value_ms / 1000)
-    )
+    """A frontier as a date in the UI (null: the empty frontier, closed for
+    ever; text at the minimum time, which is no date)."""
+    if value_ms is None:
+        return dg.MetadataValue.null()
+    if value_ms <= 0:
+        return dg.MetadataValue.text(MINIMUM_FRONTIER)
+    return dg.MetadataValue.timestamp(value_ms / 1000)
 
 
 def frontier_ms(value: object) -> int | None:
-    """A frontier back from recorded metadata: timestamp metadata (seconds)
-    or, in materializations recorded before it, integer milliseconds."""
+    """A frontier back from recorded metadata: timestamp metadata (seconds),
+    the minimum's text, or, in materializations recorded before them,
+    integer milliseconds."""
+    if value == MINIMUM_FRONTIER:
+        return 0
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return value if isinstance(value, int) else round(value * 1000)

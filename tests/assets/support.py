@@ -11,7 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets.metadata import frontier_ms
+from assets.metadata import MINIMUM_FRONTIER, frontier_ms
 from coordinator_lib.adapter.coordinator import Config, Coordinator
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.sql.catalog import QualifiedName
@@ -87,7 +87,7 @@ def metadata_values(event: dg.AssetMaterialization) -> dict[str, object]:
     """Metadata as plain values; frontiers (shown as dates) in milliseconds."""
     return {
         k: frontier_ms(v.value)
-        if isinstance(v, dg.TimestampMetadataValue)
+        if isinstance(v, dg.TimestampMetadataValue) or getattr(v, "value", None) == MINIMUM_FRONTIER
         else getattr(v, "value", v)
         for k, v in event.metadata.items()
     }

@@ -3,7 +3,7 @@ server started on loopback for the consensus tests."""
 
 import os
 
-pytest_plugins = ["tests.fixtures.spark", "tests.fixtures.postgres"]
+pytest_plugins = ["tests.fixtures.spark", "tests.fixtures.postgres", "tests.fixtures.served"]
 
 # Secrets are encrypted at rest with a key from outside the data directory
 # (adapter/secrets_key.py); tests that create secrets use this one.

@@ -10,18 +10,9 @@ from typing import Any
 import pytest
 
 from coordinator_lib.adapter.client import Handle, SessionClient, serve
-from coordinator_lib.adapter.coordinator import Config
+from tests.fixtures.served import fast_config
 
-
-def fast_config(data_dir: Path, **overrides: Any) -> Config:
-    """Short intervals so tests do not wait on timers."""
-    settings: dict[str, Any] = {
-        "data_dir": str(data_dir),
-        "maintenance_interval_ms": 20,
-        "advance_interval_ms": 200,
-        "compaction_interval_ms": 500,
-    }
-    return Config(**(settings | overrides))
+__all__ = ["fast_config", "run_on"]
 
 
 @pytest.fixture

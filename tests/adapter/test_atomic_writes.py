@@ -13,7 +13,6 @@ import itertools
 import random
 import threading
 import time
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -26,26 +25,9 @@ from coordinator_lib.adapter.errors import AdapterError
 from coordinator_lib.server.environment import Environment
 from tests.adapter.conftest import fast_config, run_on
 from tests.fixtures.serve_process import Server
+from tests.fixtures.served import connect
 
 BAD_PRICE = "1e40"  # numeric is numeric(38, 10): at most 28 digits before the point
-
-
-@pytest.fixture
-def environment(tmp_path: Path) -> Iterator[Environment]:
-    env = Environment(fast_config(tmp_path / "env"), pgwire_port=0, http_port=0)
-    env.start()
-    try:
-        yield env
-    finally:
-        env.stop()
-
-
-def connect(env: Environment) -> psycopg.Connection[Any]:
-    return psycopg.connect(
-        f"host=127.0.0.1 port={env.pgwire.port} user=materialize dbname=materialize"
-        " connect_timeout=10",
-        autocommit=True,
-    )
 
 
 def ids(conn: psycopg.Connection[Any], table: str) -> list[int]:

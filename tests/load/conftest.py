@@ -3,23 +3,7 @@ the ways users load data: client parameters, COPY, many writers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 from coordinator_lib.server.environment import Environment
-from tests.adapter.conftest import fast_config
-
-
-@pytest.fixture
-def environment(tmp_path: Path) -> Iterator[Environment]:
-    env = Environment(fast_config(tmp_path / "env"), pgwire_port=0, http_port=0)
-    env.start()
-    try:
-        yield env
-    finally:
-        env.stop()
 
 
 def dsn(env: Environment) -> str:

@@ -13,21 +13,16 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from coordinator_lib.server.environment import Environment
-from tests.adapter.conftest import fast_config
+from tests.fixtures.served import connect, served
+from tests.fixtures.served import dsn as served_dsn
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(scope="module")
 def dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    env = Environment(
-        fast_config(tmp_path_factory.mktemp("clients") / "env"), pgwire_port=0, http_port=0
-    )
-    env.start()
-    try:
-        dsn = f"host=127.0.0.1 port={env.pgwire.port} user=materialize dbname=materialize"
-        with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+    with served(tmp_path_factory.mktemp("clients") / "env") as env:
+        with connect(env) as conn:
             conn.execute("CREATE TABLE orders (id int NOT NULL, item text, price numeric)")
             conn.execute("INSERT INTO orders VALUES (1, 'a', 1), (2, 'b', 2), (3, 'a', 30)")
             conn.execute("INSERT INTO orders VALUES (4, 'c', 4), (5, 'a', 5), (6, 'b', 60)")
@@ -37,9 +32,7 @@ def dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 "CREATE MATERIALIZED VIEW per_item AS "
                 "SELECT item, count(*) AS n FROM orders GROUP BY item"
             )
-        yield dsn
-    finally:
-        env.stop()
+        yield served_dsn(env)
 
 
 def engine(dsn: str) -> sa.Engine:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -25,31 +24,20 @@ import pytest
 import requests
 
 from coordinator_lib.server.environment import Environment
-from tests.adapter.conftest import fast_config
+from tests.fixtures.served import connect, served
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
-    path: Path = tmp_path_factory.mktemp("deep") / "env"
-    environment = Environment(fast_config(path), pgwire_port=0, http_port=0)
-    environment.start()
-    try:
+    with served(tmp_path_factory.mktemp("deep") / "env") as environment:
         yield environment
-    finally:
-        environment.stop()
 
 
 @pytest.fixture(scope="module")
 def tidemark(env: Environment) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(
-        host="127.0.0.1",
-        port=env.pgwire.port,
-        user="materialize",
-        dbname="materialize",
-        autocommit=True,
-    ) as conn:
+    with connect(env) as conn:
         conn.execute("CREATE TABLE t (a int, s text)")
         conn.execute("INSERT INTO t VALUES (1, 'x'), (2, 'y'), (3, NULL)")
         conn.execute("CREATE SOURCE w FROM WEBHOOK BODY FORMAT TEXT")

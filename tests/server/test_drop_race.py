@@ -11,14 +11,14 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 import pytest
 
 from coordinator_lib.server.environment import Environment
-from tests.adapter.conftest import fast_config
+from tests.fixtures import served
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -39,22 +39,8 @@ READS: dict[str, tuple[str, Callable[[list[tuple[Any, ...]]], bool]]] = {
 DROPPED = "query could not complete because relation"
 
 
-@pytest.fixture
-def environment(tmp_path: Any) -> Iterator[Environment]:
-    env = Environment(fast_config(tmp_path / "env"), pgwire_port=0, http_port=0)
-    env.start()
-    try:
-        yield env
-    finally:
-        env.stop()
-
-
 def connect(env: Environment) -> psycopg.Connection[Any]:
-    conn = psycopg.connect(
-        f"host=127.0.0.1 port={env.pgwire.port} user=materialize dbname=materialize "
-        "connect_timeout=10",
-        autocommit=True,
-    )
+    conn = served.connect(env)
     conn.execute("SET statement_timeout = '60s'")  # a stuck read fails instead of hanging
     return conn
 

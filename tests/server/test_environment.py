@@ -23,6 +23,7 @@ import requests
 
 from coordinator_lib.server.environment import Environment
 from tests.adapter.conftest import fast_config
+from tests.fixtures.served import dsn, served
 
 pytestmark = pytest.mark.spark
 
@@ -36,11 +37,6 @@ def environment(tmp_path: Path, spark: Any) -> Iterator[Environment]:
         yield env
     finally:
         env.stop()
-
-
-def dsn(env: Environment, user: str = "materialize", password: str | None = None) -> str:
-    text = f"host=127.0.0.1 port={env.pgwire.port} user={user} dbname=materialize"
-    return text + (f" password={password}" if password else "") + " connect_timeout=10"
 
 
 def test_psycopg_simple_extended_and_errors(environment: Environment) -> None:
@@ -181,12 +177,8 @@ def test_pg8000_and_sqlalchemy(environment: Environment) -> None:
 @pytest.fixture
 def local_environment(tmp_path: Path) -> Iterator[Environment]:
     """An environment whose Spark starts only if a statement needs it."""
-    env = Environment(fast_config(tmp_path / "env"), pgwire_port=0, http_port=0)
-    env.start()
-    try:
+    with served(tmp_path / "env") as env:
         yield env
-    finally:
-        env.stop()
 
 
 def test_sqlalchemy_default_psycopg_dialect(local_environment: Environment) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import socket
 import struct
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import hypothesis.internal.conjecture.optimiser  # noqa: F401 (see below)
@@ -19,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coordinator_lib.server.environment import Environment
-from tests.adapter.conftest import fast_config
+from tests.fixtures.served import connect, served
 
 # Hypothesis imports its optimiser lazily, mid-run, while it moves the
 # recursion limit per example; with the servers' raised limit
@@ -35,24 +34,8 @@ FUZZ = settings(
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
-    path: Path = tmp_path_factory.mktemp("fuzz-sql") / "env"
-    environment = Environment(fast_config(path), pgwire_port=0, http_port=0)
-    environment.start()
-    try:
+    with served(tmp_path_factory.mktemp("fuzz-sql") / "env") as environment:
         yield environment
-    finally:
-        environment.stop()
-
-
-def connect(env: Environment) -> psycopg.Connection[Any]:
-    return psycopg.connect(
-        host="127.0.0.1",
-        port=env.pgwire.port,
-        user="materialize",
-        dbname="materialize",
-        autocommit=True,
-        connect_timeout=10,
-    )
 
 
 @pytest.fixture(scope="module")

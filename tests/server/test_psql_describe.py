@@ -16,8 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from coordinator_lib.server.environment import Environment
-from tests.adapter.conftest import fast_config
+from tests.fixtures.served import connect, served
 
 pytestmark = pytest.mark.timeout(120)
 PSQL = "/usr/bin/psql"
@@ -26,13 +25,8 @@ PSQL = "/usr/bin/psql"
 @pytest.fixture(scope="module")
 def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """A served environment with a table, a view and a materialized view."""
-    env = Environment(
-        fast_config(tmp_path_factory.mktemp("describe") / "env"), pgwire_port=0, http_port=0
-    )
-    env.start()
-    try:
-        dsn = f"host=127.0.0.1 port={env.pgwire.port} user=materialize dbname=materialize"
-        with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+    with served(tmp_path_factory.mktemp("describe") / "env") as env:
+        with connect(env) as conn:
             conn.execute("CREATE TABLE orders (id int NOT NULL, item text, price numeric)")
             conn.execute("INSERT INTO orders VALUES (1, 'a', 1), (2, 'c', 20), (3, NULL, 3)")
             conn.execute("CREATE VIEW cheap AS SELECT id, item FROM orders WHERE price < 10")
@@ -41,8 +35,6 @@ def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
                 "SELECT item, count(*) AS n FROM orders GROUP BY item"
             )
         yield env.pgwire.port
-    finally:
-        env.stop()
 
 
 def run_psql(port: int, *args: str) -> subprocess.CompletedProcess[str]:

@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from coordinator_lib.server.environment import Environment
-from tests.adapter.conftest import fast_config
+from tests.fixtures.served import connect, served
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -54,22 +52,10 @@ ROWS = [
 
 @pytest.fixture(scope="module")
 def tidemark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[psycopg.Connection[Any]]:
-    path: Path = tmp_path_factory.mktemp("answers") / "env"
-    env = Environment(fast_config(path), pgwire_port=0, http_port=0)
-    env.start()
-    try:
-        with psycopg.connect(
-            host="127.0.0.1",
-            port=env.pgwire.port,
-            user="materialize",
-            dbname="materialize",
-            autocommit=True,
-        ) as conn:
-            for statement in TABLES + ROWS:
-                conn.execute(statement)
-            yield conn
-    finally:
-        env.stop()
+    with served(tmp_path_factory.mktemp("answers") / "env") as env, connect(env) as conn:
+        for statement in TABLES + ROWS:
+            conn.execute(statement)
+        yield conn
 
 
 @pytest.fixture(scope="module")

@@ -13,36 +13,22 @@ both sides): the same value or the same SQLSTATE.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from coordinator_lib.server.environment import Environment
-from tests.adapter.conftest import fast_config
+from tests.fixtures.served import connect, served
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(scope="module")
 def tidemark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[psycopg.Connection[Any]]:
-    path: Path = tmp_path_factory.mktemp("values") / "env"
-    env = Environment(fast_config(path), pgwire_port=0, http_port=0)
-    env.start()
-    try:
-        with psycopg.connect(
-            host="127.0.0.1",
-            port=env.pgwire.port,
-            user="materialize",
-            dbname="materialize",
-            autocommit=True,
-        ) as conn:
-            conn.execute("CREATE TABLE nums (n numeric, r real, d double precision)")
-            conn.execute("INSERT INTO nums VALUES (1e25, 3e38, 1e300), (2.5, 1, 1e-300)")
-            yield conn
-    finally:
-        env.stop()
+    with served(tmp_path_factory.mktemp("values") / "env") as env, connect(env) as conn:
+        conn.execute("CREATE TABLE nums (n numeric, r real, d double precision)")
+        conn.execute("INSERT INTO nums VALUES (1e25, 3e38, 1e300), (2.5, 1, 1e-300)")
+        yield conn
 
 
 @pytest.fixture(scope="module")

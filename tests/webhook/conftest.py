@@ -6,26 +6,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
 from coordinator_lib.server.environment import Environment
-from tests.adapter.conftest import fast_config, run_on
+from tests.adapter.conftest import run_on
 
 Sql = Callable[[str], list[tuple[Any, ...]]]
-
-
-@pytest.fixture
-def environment(tmp_path: Path) -> Iterator[Environment]:
-    env = Environment(fast_config(tmp_path / "env"), pgwire_port=0, http_port=0)
-    env.start()
-    try:
-        yield env
-    finally:
-        env.stop()
 
 
 @pytest.fixture

@@ -18,7 +18,9 @@ from assets.keys import asset_key
 from assets.metadata import recorded_frontiers
 from assets.project import Project
 from coordinator_lib.adapter import operations
-from coordinator_lib.adapter.operations import CatalogObject, CheckOutcome, Frontiers
+from coordinator_lib.adapter.operations.checks import CheckOutcome
+from coordinator_lib.adapter.operations.describe import CatalogObject
+from coordinator_lib.adapter.operations.frontiers import Frontiers
 from coordinator_lib.sql.catalog import ItemKind
 from resources import CoordinatorResource
 

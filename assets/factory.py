@@ -35,7 +35,7 @@ from assets.metadata import (
 from assets.project import Project
 from coordinator_lib.adapter import operations
 from coordinator_lib.adapter.coordinator import Coordinator
-from coordinator_lib.adapter.operations import CatalogObject
+from coordinator_lib.adapter.operations.describe import CatalogObject
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.sql.catalog import ItemKind
 from resources import CoordinatorResource

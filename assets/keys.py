@@ -7,7 +7,7 @@ import re
 
 import dagster as dg
 
-from coordinator_lib.adapter.operations import CatalogObject
+from coordinator_lib.adapter.operations.describe import CatalogObject
 from coordinator_lib.sql.catalog import DEFAULT_DATABASE
 
 __all__ = ["asset_key", "group_name", "safe_name"]

@@ -13,7 +13,9 @@ import sqlglot
 import sqlglot.errors
 
 from assets.keys import asset_key
-from coordinator_lib.adapter.operations import CatalogObject, Defined, Materialization
+from coordinator_lib.adapter.operations.describe import CatalogObject
+from coordinator_lib.adapter.operations.materialize import Materialization
+from coordinator_lib.adapter.operations.project import Defined
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.sql.catalog import ItemKind
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coordinator_lib.adapter import operations
-from coordinator_lib.adapter.operations import CatalogObject, Defined
+from coordinator_lib.adapter.operations.describe import CatalogObject
+from coordinator_lib.adapter.operations.project import Defined
 from coordinator_lib.repr.global_id import GlobalId
 from resources import CoordinatorResource
 

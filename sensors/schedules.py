@@ -16,7 +16,7 @@ import dagster as dg
 from assets import Project, asset_key, is_on_commit_view, reads_a_view
 from assets.keys import safe_name
 from coordinator_lib.adapter import operations
-from coordinator_lib.adapter.operations import CatalogObject
+from coordinator_lib.adapter.operations.describe import CatalogObject
 from resources import CoordinatorResource
 
 __all__ = [

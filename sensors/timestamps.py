@@ -65,7 +65,8 @@ from dagster._core.definitions.data_version import (
 from assets import TARGETS_TAG, Project, asset_key, is_on_commit_view
 from assets.metadata import data_version, frontier_text, frontier_time
 from coordinator_lib.adapter import operations
-from coordinator_lib.adapter.operations import CatalogObject, Frontiers, UpdateSpan, updates_in
+from coordinator_lib.adapter.operations.describe import CatalogObject
+from coordinator_lib.adapter.operations.frontiers import Frontiers, UpdateSpan, updates_in
 from coordinator_lib.adapter.oracle import wall_clock_ms
 from coordinator_lib.sql.catalog import ItemKind
 from resources import CoordinatorResource

@@ -15,7 +15,7 @@ from pathlib import Path
 from coordinator_lib.adapter.catalog import CATALOG_KEY
 from coordinator_lib.persist.consensus import SeqNo, VersionedData
 from coordinator_lib.server.environment import Environment
-from tests.adapter.conftest import fast_config
+from tests.fixtures.served import fast_config
 
 
 def main() -> None:

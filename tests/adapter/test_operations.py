@@ -12,6 +12,7 @@ import pytest
 from coordinator_lib.adapter import operations
 from coordinator_lib.adapter.coordinator import Config, Coordinator
 from coordinator_lib.sql.catalog import ItemKind, QualifiedName
+from tests.fixtures.served import connect, served
 
 PROJECT = """
 -- People.
@@ -150,3 +151,23 @@ def test_materialize_reports_changes_since_the_previous_upper(coordinator: Coord
     assert (third.rows_inserted, third.rows_retracted, third.total_rows) == (0, 1, 1)
     assert operations.check_schema(coordinator, people).passed
     assert operations.check_frontiers(coordinator, people, 60_000).passed
+
+
+def test_a_seal_never_takes_a_table_past_the_oracle(tmp_path: Path) -> None:
+    """Sealing a table (what a Dagster run does before stepping views) is an
+    empty group commit at an oracle time, so a table's upper never runs
+    ahead of the timestamp oracle: even sealed at a time the oracle has not
+    reached (an orchestrator whose clock is ahead), a psycopg client's
+    INSERT afterwards lands and is read back. When the seal appended to the
+    table itself, its upper went past the oracle and that INSERT failed
+    ("new upper ... must be after expected upper", XX000)."""
+    with served(tmp_path / "env") as env, connect(env) as conn:
+        run = Coordinator(Config(data_dir=str(tmp_path / "env"), background=False), _NoSpark())
+        try:
+            conn.execute("CREATE TABLE t (a int)")
+            run.refresh_catalog()
+            operations.seal(run, _id(run, "t"), run.oracle.read_ts() + 60_000)
+            conn.execute("INSERT INTO t VALUES (1)")
+            assert conn.execute("SELECT a FROM t").fetchall() == [(1,)]
+        finally:
+            run.close()

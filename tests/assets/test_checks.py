@@ -12,7 +12,8 @@ import pytest
 from assets import build_assets
 from assets.project import Project
 from coordinator_lib.adapter import operations
-from coordinator_lib.adapter.operations import Frontiers
+from coordinator_lib.adapter.operations import checks as check_questions
+from coordinator_lib.adapter.operations.frontiers import Frontiers
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.update import Update
 from tests.assets.support import DemoEnv, demo_env, id_of, key, metadata_values
@@ -104,7 +105,7 @@ def test_frontier_check_fails_on_since_after_upper_and_on_frontiers_going_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Frontiers a broken environment could report, injected where the check
-    reads them (operations.observe) for one collection."""
+    reads them (`observe` in adapter/operations/checks.py) for one collection."""
     env = demo_env(tmp_path)
     with dg.instance_for_test() as instance:
         result = _materialize_demo(env, instance)
@@ -135,13 +136,13 @@ def test_frontier_check_fails_on_since_after_upper_and_on_frontiers_going_back(
         assert frontiers_check().passed
 
         crossing = reporting(lambda f: Frontiers(f.upper + 5, f.upper))
-        monkeypatch.setattr(operations, "observe", crossing)
+        monkeypatch.setattr(check_questions, "observe", crossing)
         crossed = frontiers_check()
         assert not crossed.passed
         assert "is after upper" in (crossed.description or "")
 
         monkeypatch.setattr(
-            operations, "observe", reporting(lambda f: Frontiers(since - 1, upper - 1))
+            check_questions, "observe", reporting(lambda f: Frontiers(since - 1, upper - 1))
         )
         back = frontiers_check()
         assert not back.passed

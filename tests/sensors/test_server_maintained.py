@@ -17,7 +17,7 @@ from dagster._core.loader import LoadingContextForTest
 from assets import load_project
 from coordinator_lib.adapter import operations
 from coordinator_lib.adapter.coordinator import Config
-from coordinator_lib.adapter.operations import Frontiers
+from coordinator_lib.adapter.operations.frontiers import Frontiers
 from coordinator_lib.server.environment import Environment
 from sensors import TimestampCursor, plan_tick
 from sensors.timestamps import Observed

@@ -15,7 +15,7 @@ import requests
 
 from coordinator_lib.adapter import operations
 from coordinator_lib.adapter.coordinator import Config
-from coordinator_lib.adapter.operations import Frontiers, UpdateSpan
+from coordinator_lib.adapter.operations.frontiers import Frontiers, UpdateSpan
 from coordinator_lib.server.environment import Environment
 from sensors import TimestampCursor, plan_tick
 from sensors.timestamps import Observed

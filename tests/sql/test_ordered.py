@@ -182,7 +182,7 @@ def test_errors(sql: str, code: str, message: str, near: str) -> None:
 
 
 def test_column_lineage_of_window_columns() -> None:
-    from coordinator_lib.adapter.operations import column_lineage
+    from coordinator_lib.expr.lineage import column_lineage
 
     p = _view("SELECT a, lag(b) OVER (PARTITION BY c ORDER BY d) AS prev FROM t")
     lineage = column_lineage(p.expr)

@@ -73,7 +73,7 @@ def get_or_create_spark(
     else:
         builder = builder.master(master)
         conf = {**_DRIVER_CONF, **sql_conf, **(extra_conf or {})}
-        # Python workers (the jsonb operators' UDFs, compute/spark_functions.py)
+        # Python workers (the jsonb operators' UDFs, expr/functions/)
         # run this interpreter, which has coordinator_lib and pyarrow.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for key, value in conf.items():

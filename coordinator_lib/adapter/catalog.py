@@ -29,12 +29,12 @@ from coordinator_lib.sql.catalog import (
     DEFAULT_DATABASE,
     DEFAULT_SCHEMA,
     CatalogItem,
-    InMemoryCatalog,
     ItemKind,
     QualifiedName,
     quote_ident,
 )
 from coordinator_lib.sql.errors import UnknownObject
+from coordinator_lib.sql.memory_catalog import InMemoryCatalog
 from coordinator_lib.sql.plan import plan_statement
 
 CATALOG_KEY = "catalog"

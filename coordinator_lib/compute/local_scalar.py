@@ -17,8 +17,7 @@ import math
 import re
 from typing import Any
 
-from coordinator_lib.compute.local_functions import call_function
-from coordinator_lib.expr.functions import CallFunction
+from coordinator_lib.expr.functions import CallFunction, evaluate
 from coordinator_lib.expr.relation import AggregateExpr, AggregateFunc
 from coordinator_lib.expr.scalar import (
     COMPARISON_OPERATORS,
@@ -321,7 +320,7 @@ def eval_scalar(expr: ScalarExpr, row: Row, types: tuple[ColumnType, ...]) -> An
     if isinstance(expr, CallFunction):
         args = [eval_scalar(arg, row, types) for arg in expr.args]
         try:
-            return call_function(expr.name, args)
+            return evaluate(expr.name, args)
         except ValueError as error:
             raise EvalError(str(error), getattr(error, "code", "22000")) from None
     if isinstance(expr, RaiseError):

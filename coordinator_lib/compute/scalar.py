@@ -9,13 +9,13 @@ Integer division truncates toward zero (`div`), as PostgreSQL's does.
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from coordinator_lib.compute.spark_functions import render_function
-from coordinator_lib.expr.functions import SPARK_FUNCTIONS, CallFunction
+from coordinator_lib.expr.functions import REGISTRY, CallFunction, SparkCall, evaluate
 from coordinator_lib.expr.scalar import (
     COMPARISON_OPERATORS,
     BinaryFunc,
@@ -98,14 +98,51 @@ def to_spark(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn:
         return _binary(expr, types)
     if isinstance(expr, CallVariadic):
         return _variadic(expr, types)
-    if isinstance(expr, CallFunction) and expr.name in SPARK_FUNCTIONS:
+    if isinstance(expr, CallFunction) and not REGISTRY[expr.name].local_only:
         args = [to_spark(arg, types) for arg in expr.args]
-        return render_function(expr, args, [arg.typ(types) for arg in expr.args])
+        return _call_function(expr, args, [arg.typ(types) for arg in expr.args])
     if isinstance(expr, RaiseError):
         return F.raise_error(F.lit(f"{expr.message} (SQLSTATE {expr.code})")).cast(
             spark_type(expr.type.scalar_type)
         )
     raise TypeError(f"cannot render {expr!r} on Spark")
+
+
+def _call_function(
+    expr: CallFunction, args: list[SparkColumn], types: list[ColumnType]
+) -> SparkColumn:
+    """A registered function over its rendered `args`: its Spark builder,
+    else its Python implementation as a UDF; NULL when an argument is
+    (unless the function takes NULLs)."""
+    function = REGISTRY[expr.name]
+    out = spark_type(expr.type.scalar_type)
+    if function.spark is not None:
+        result = function.spark(SparkCall(expr, args, types, out))
+    else:
+        result = _python_udf(expr.name, out)(*args)
+    if function.nulls is not None:
+        return result
+    nullable = [a for a, t in zip(args, types, strict=True) if t.nullable]
+    if not nullable:
+        return result
+    any_null = nullable[0].isNull()
+    for arg in nullable[1:]:
+        any_null = any_null | arg.isNull()
+    return F.when(any_null, F.lit(None).cast(out)).otherwise(result)
+
+
+def _python_udf(name: str, out: T.DataType) -> Any:
+    """A function's Python implementation as a Spark UDF; its errors carry
+    their SQLSTATE in the message (as `RaiseError`'s do)."""
+
+    def call(*args: Any) -> Any:
+        try:
+            return evaluate(name, args)
+        except ValueError as error:
+            code = getattr(error, "code", "22000")
+            raise ValueError(f"{error} (SQLSTATE {code})") from None
+
+    return F.udf(call, out)
 
 
 def _unary(expr: CallUnary, types: tuple[ColumnType, ...]) -> SparkColumn:

@@ -294,3 +294,13 @@ class Record(ScalarExpr):
 
     def __repr__(self) -> str:
         return f"record({', '.join(map(repr, self.fields))})"
+
+
+def conjuncts(expr: ScalarExpr) -> list[ScalarExpr]:
+    """Split nested ANDs into their parts (each becomes one Filter predicate)."""
+    if isinstance(expr, CallVariadic) and expr.func is VariadicFunc.AND:
+        out: list[ScalarExpr] = []
+        for part in expr.exprs:
+            out += conjuncts(part)
+        return out
+    return [expr]

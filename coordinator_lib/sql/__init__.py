@@ -11,7 +11,6 @@ the SQL the durable catalog stores.
 
 from coordinator_lib.sql.catalog import (
     CatalogItem,
-    InMemoryCatalog,
     ItemKind,
     QualifiedName,
     SqlCatalog,
@@ -20,6 +19,7 @@ from coordinator_lib.sql.create_sql import rename_in_create_sql, render_create_s
 from coordinator_lib.sql.dialect import Tidemark, parse_sql
 from coordinator_lib.sql.errors import SqlError
 from coordinator_lib.sql.explain import explain, explain_plan
+from coordinator_lib.sql.memory_catalog import InMemoryCatalog
 from coordinator_lib.sql.params import bind_parameters, parameter_count, parameter_types
 from coordinator_lib.sql.plan import (
     parse_statements,

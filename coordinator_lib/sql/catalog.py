@@ -4,9 +4,9 @@ The planner only reads: it resolves names written in a statement to catalog
 items (`SqlCatalog.resolve`), asks where a new name would go
 (`SqlCatalog.qualify`) and, for CREATE/DROP SCHEMA and SHOW, which databases
 and schemas exist and which are the session's (`database`, `search_path`).
-The adapter's durable catalog implements the same protocol; `InMemoryCatalog`
-is for tests and for layers that need a catalog without the adapter (compute
-tests).
+The adapter's durable catalog implements the same protocol; `DictCatalog`
+(`memory_catalog.InMemoryCatalog` applies DDL plans to one) is for tests
+and for layers that need a catalog without the adapter (compute tests).
 
 Names resolve like PostgreSQL/Materialize: `item` is looked up in each schema
 of the search path (default `public`) of the current database (default
@@ -28,7 +28,6 @@ from coordinator_lib.repr.relation import RelationDesc
 from coordinator_lib.sql.errors import (
     DependentObjects,
     DuplicateObject,
-    InvalidParameter,
     UnknownDatabase,
     UnknownObject,
     UnknownSchema,
@@ -36,7 +35,6 @@ from coordinator_lib.sql.errors import (
 
 if TYPE_CHECKING:
     from coordinator_lib.sql.constraints import UniqueConstraint
-    from coordinator_lib.sql.plans import Plan
 
 DEFAULT_DATABASE = "materialize"
 DEFAULT_SCHEMA = "public"
@@ -60,6 +58,7 @@ class ItemKind(StrEnum):
     INDEX = "index"
     SECRET = "secret"
     CONNECTION = "connection"
+    SINK = "sink"
     CONTINUAL_TASK = "continual-task"
 
     @property
@@ -129,8 +128,9 @@ def _display(name: tuple[str, ...]) -> str:
     return ".".join(quote_ident(p) for p in name)
 
 
-class InMemoryCatalog:
-    """A dict-backed SqlCatalog. Ids are allocated `u1`, `u2`, ... in order."""
+class DictCatalog:
+    """A dict-backed SqlCatalog. Ids are allocated `u1`, `u2`, ... in order.
+    (`memory_catalog.InMemoryCatalog` also applies DDL plans to it.)"""
 
     def __init__(
         self,
@@ -342,102 +342,3 @@ class InMemoryCatalog:
         if schema is None:
             self.databases.discard(database)
         return dropped
-
-    def _apply_webhook(self, plan: Plan) -> list[CatalogItem] | None:
-        """Webhook sources and secrets (`plan_webhook.py`); None for other plans."""
-        from coordinator_lib.sql import plan_webhook as w  # it imports this module
-
-        if isinstance(plan, w.CreateWebhookSourcePlan | w.CreateSecretPlan):
-            if plan.if_not_exists and plan.name in self._by_name:
-                return []
-            if isinstance(plan, w.CreateSecretPlan):
-                return [self._new(plan.name, ItemKind.SECRET, RelationDesc((), ()))]
-            return [self._new(plan.name, ItemKind.SOURCE, plan.desc, depends_on=plan.depends_on)]
-        if isinstance(plan, w.AlterSecretPlan):
-            return []  # the value lives with the adapter, not in the catalog items
-        return None
-
-    def apply(self, plan: Plan) -> list[CatalogItem]:
-        """Carry out a DDL plan against this catalog (what the adapter does with
-        its durable catalog); returns the items created. Handy in tests."""
-        from coordinator_lib.sql import plans  # plans imports this module
-
-        if isinstance(plan, plans.CreateTablePlan):
-            if plan.if_not_exists and plan.name in self._by_name:
-                return []
-            return [self._new(plan.name, ItemKind.TABLE, plan.desc, unique=plan.unique)]
-        if isinstance(plan, plans.CreateViewPlan):
-            if plan.if_not_exists and plan.name in self._by_name:
-                return []
-            if plan.replace is not None:
-                self.drop([plan.replace], cascade=False)
-            kind = ItemKind.MATERIALIZED_VIEW if plan.materialized else ItemKind.VIEW
-            return [
-                self._new(plan.name, kind, plan.desc, expr=plan.expr, depends_on=plan.depends_on)
-            ]
-        if isinstance(plan, plans.CreateIndexPlan):
-            if plan.if_not_exists and plan.name in self._by_name:
-                return []
-            target = self.get(plan.on)
-            item = self._new(
-                plan.name,
-                ItemKind.INDEX,
-                target.desc,
-                on=plan.on,
-                key=plan.key,
-                depends_on=frozenset({plan.on}),
-            )
-            return [item]
-        if isinstance(plan, plans.CreateSourcePlan):
-            if plan.if_not_exists and plan.name in self._by_name:
-                return []
-            own = plan.subsources.get(next(iter(plan.outputs))) == plan.name
-            desc = plan.outputs[next(iter(plan.outputs))] if own else RelationDesc((), ())
-            source = self._new(plan.name, ItemKind.SOURCE, desc)
-            created = [source]
-            for output, name in plan.subsources.items():
-                if name != plan.name:
-                    created.append(
-                        self._new(
-                            name,
-                            ItemKind.SOURCE,
-                            plan.outputs[output],
-                            depends_on=frozenset({source.id}),
-                        )
-                    )
-            return created
-        if isinstance(plan, plans.DropPlan):
-            self.drop(plan.ids, plan.cascade)
-            return []
-        if isinstance(plan, plans.CreateDatabasePlan):
-            if not self.database_exists(plan.name):
-                self.databases.add(plan.name)
-                self.schemas.add((plan.name, DEFAULT_SCHEMA))  # as Materialize does
-            return []
-        if isinstance(plan, plans.CreateSchemaPlan):
-            self.schemas.add((plan.database, plan.name))
-            return []
-        if isinstance(plan, plans.DropSchemaPlan):
-            self.drop_schema(plan.database, plan.schema, plan.cascade)
-            return []
-        if isinstance(plan, plans.AlterRenamePlan):
-            self.rename(plan.id, plan.new_name)
-            return []
-        if isinstance(plan, plans.AlterRetainHistoryPlan):
-            return []  # nothing here keeps history
-        created = self._apply_webhook(plan)
-        if created is not None:
-            return created
-        from coordinator_lib.sql.plan_postgres import apply_to_catalog  # it imports this module
-
-        created = apply_to_catalog(self, plan)
-        if created is not None:
-            return created
-        from coordinator_lib.sql.plan_continual_task import CreateContinualTaskPlan
-
-        if isinstance(plan, CreateContinualTaskPlan):
-            if plan.if_not_exists and plan.name in self._by_name:
-                return []
-            kind = ItemKind.CONTINUAL_TASK
-            return [self._new(plan.name, kind, plan.desc, depends_on=plan.depends_on)]
-        raise InvalidParameter(f"InMemoryCatalog cannot apply {type(plan).__name__}")

@@ -27,6 +27,8 @@ from typing import Any
 from sqlglot import exp
 
 from coordinator_lib.expr.scalar import NUMERIC_RANK, is_integer, is_numeric
+from coordinator_lib.repr.bytea import parse_bytea_escape
+from coordinator_lib.repr.jsonb import canonical_jsonb
 from coordinator_lib.repr.numeric import NumericFieldOverflow, numeric_display, to_numeric
 from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.sql.errors import (
@@ -396,42 +398,6 @@ def _parse_bytea(text: str) -> bytes:
         return parse_bytea_escape(text)
     except ValueError:
         raise InvalidTextRepresentation(f'invalid input syntax for type bytea: "{text}"') from None
-
-
-def parse_bytea_escape(text: str) -> bytes:
-    """bytea's escape format (`\\\\` and `\\nnn` octets, other characters as
-    UTF-8): the input of a text cast and of decode(text, 'escape').
-    Raises ValueError naming the type for a stray backslash."""
-    out = bytearray()
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch != "\\":
-            out += ch.encode()
-            i += 1
-        elif text[i + 1 : i + 2] == "\\":
-            out.append(0x5C)
-            i += 2
-        elif re.fullmatch(r"[0-3][0-7]{2}", text[i + 1 : i + 4]):
-            out.append(int(text[i + 1 : i + 4], 8))
-            i += 4
-        else:
-            raise ValueError("invalid input syntax for type bytea")
-    return bytes(out)
-
-
-def canonical_jsonb(value: Any) -> str:
-    """jsonb's canonical text: object keys ordered by length then bytes, no
-    duplicates, `", "` and `": "` separators (what PostgreSQL prints)."""
-    if isinstance(value, dict):
-        keys = sorted(value, key=lambda k: (len(k.encode()), k.encode()))
-        items = ", ".join(
-            f"{json.dumps(k, ensure_ascii=False)}: {canonical_jsonb(value[k])}" for k in keys
-        )
-        return "{" + items + "}"
-    if isinstance(value, list):
-        return "[" + ", ".join(canonical_jsonb(v) for v in value) + "]"
-    return json.dumps(value, ensure_ascii=False)
 
 
 class _NoFold:

@@ -4,20 +4,44 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sqlglot import exp
 
 from coordinator_lib.expr.relation import RelationExpr
 from coordinator_lib.repr.global_id import GlobalId
-from coordinator_lib.repr.relation import ColumnType
+from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.sql.catalog import CatalogItem, QualifiedName, SqlCatalog
 from coordinator_lib.sql.errors import SqlError
 from coordinator_lib.sql.outer import shift_outer
 from coordinator_lib.sql.positions import position_of
 
 if TYPE_CHECKING:
+    from coordinator_lib.sql.plans import Plan
+    from coordinator_lib.sql.query import BoundQuery
     from coordinator_lib.sql.scalar import ScalarBinder
+
+
+class Planner(Protocol):
+    """The planner as the modules below it call it back: a subquery is a
+    query of its own, EXPLAIN and COPY plan a statement. `sql/plan.py`, the
+    top of sql/, implements it (`PLANNER`); passing it in keeps the modules'
+    imports one way (planner above binder) though planning recurses."""
+
+    def plan_query(self, node: exp.Expr, ctx: PlanContext) -> BoundQuery: ...
+
+    def visible(self, query: BoundQuery, node: exp.Expr | None = None) -> RelationExpr: ...
+
+    def coerce_columns(
+        self,
+        query: BoundQuery,
+        targets: list[ScalarType],
+        assignment: bool,
+        nodes: list[exp.Expr | None],
+        what: str,
+    ) -> RelationExpr: ...
+
+    def plan_statement(self, statement: exp.Expr, ctx: PlanContext) -> Plan: ...
 
 
 @dataclass(frozen=True)
@@ -35,7 +59,8 @@ class CteBinding:
 @dataclass
 class PlanContext:
     catalog: SqlCatalog
-    text: str = ""
+    text: str
+    planner: Planner
     # Every catalog item a name resolved to (views included, though inlined).
     references: set[GlobalId] = field(default_factory=set)
     names: dict[GlobalId, QualifiedName] = field(default_factory=dict)

@@ -1,11 +1,11 @@
 """A ScalarBinder that also knows the functions webhook validation uses:
 hmac, decode, encode, constant_time_eq, and now() (the request's receipt
 time, a column of the row being checked); jsonb's `->` / `->>` come from
-the plain binder (`sql/builtins.py`).
+the plain binder (`sql/function_calls.py`).
 
 It binds expressions that are evaluated in-process only (a webhook CHECK, a
 secret's value), so it may offer functions the Spark renderer does not have
-(see `expr/functions.py`); queries keep using the plain ScalarBinder.
+(`local_only` in `expr/functions/`); queries keep using the plain ScalarBinder.
 """
 
 from __future__ import annotations

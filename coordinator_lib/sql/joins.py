@@ -40,6 +40,7 @@ from coordinator_lib.expr.scalar import (
     VariadicFunc,
 )
 from coordinator_lib.repr.relation import ColumnType, ScalarType
+from coordinator_lib.sql.outer import columns_read
 
 S = ScalarType
 _ZERO: dict[ScalarType, Any] = {
@@ -135,8 +136,6 @@ def outer_join(
 ) -> RelationExpr:
     """`left side JOIN right ON predicates` (side LEFT, RIGHT or FULL), the
     predicates over left's columns then right's; `build` makes the inner join."""
-    from coordinator_lib.sql.subquery import columns_read
-
     arity = left.desc.arity
     inner = build([left, right], predicates)
     read = sorted({c for p in predicates for c in columns_read(p)})

@@ -25,7 +25,6 @@ the columns the subquery and p read of it, so the unmatched rows are
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -33,13 +32,15 @@ from coordinator_lib.expr.relation import Join, Project, RelationExpr, Union
 from coordinator_lib.expr.scalar import ScalarExpr
 from coordinator_lib.sql.decorrelate import apply_outer
 from coordinator_lib.sql.errors import InvalidColumnReference, UnsupportedFeature
-from coordinator_lib.sql.joins import distinct_keys, null_safe_equivalences, pad, unmatched
+from coordinator_lib.sql.joins import (
+    distinct_keys,
+    null_safe_equivalences,
+    outer_join,
+    pad,
+    unmatched,
+)
+from coordinator_lib.sql.outer import columns_read, outer_columns
 from coordinator_lib.sql.positions import position_of
-from coordinator_lib.sql.scope import ScopeItem
-
-if TYPE_CHECKING:
-    from coordinator_lib.sql.context import PlanContext
-    from coordinator_lib.sql.scope import Scope
 
 
 def lateral_subquery(node: exp.Lateral) -> exp.Subquery:
@@ -55,30 +56,9 @@ def lateral_subquery(node: exp.Lateral) -> exp.Subquery:
     return factor
 
 
-def plan_lateral(
-    node: exp.Lateral, ctx: PlanContext, scope: Scope
-) -> tuple[RelationExpr, ScopeItem]:
-    """Plan `LATERAL (query) [alias]` with `scope` (the items to its left)
-    as the enclosing query, and add its item to `scope`. The plan reads the
-    left items' columns as OuterColumn(1, i)."""
-    from coordinator_lib.sql.query import plan_table_factor
-    from coordinator_lib.sql.scalar import ScalarBinder
-
-    factor = lateral_subquery(node)
-    ctx.outer.append(ScalarBinder(scope, "FROM"))
-    try:
-        rel, item = plan_table_factor(factor, ctx)
-    finally:
-        ctx.outer.pop()
-    scope.add(item, node)
-    return rel, item
-
-
 def lateral_columns(plan: RelationExpr) -> list[int]:
     """The left side's columns a lateral subquery's plan reads."""
-    from coordinator_lib.sql.subquery import _outer_columns
-
-    return sorted(_outer_columns(plan))
+    return sorted(outer_columns(plan))
 
 
 def lateral_join(left: RelationExpr, plan: RelationExpr) -> RelationExpr:
@@ -111,14 +91,10 @@ def plan_lateral_join(
     columns then plan's); side "" is an inner join. `build` filters a
     relation by predicates (query.build_join). `left_names` are the left
     items' aliases, for the error a RIGHT or FULL join reading them gets."""
-    from coordinator_lib.sql.subquery import columns_read
-
     refs = lateral_columns(plan)
     if side in ("RIGHT", "FULL"):
         if refs:
             raise _bad_reference(node, left_names)
-        from coordinator_lib.sql.joins import outer_join
-
         return outer_join(left, plan, predicates, side, build)
     inner = build([lateral_join(left, plan)], predicates)
     if side != "LEFT":

@@ -171,3 +171,32 @@ def node_scalars(node: RelationExpr) -> list[ScalarExpr]:
     if isinstance(node, Reduce):
         return list(node.group_key) + [a.expr for a in node.aggregates]
     return []
+
+
+def columns_read(expr: ScalarExpr) -> set[int]:
+    """The columns of its relation `expr` reads, inside its subqueries too."""
+    read = set(expr.columns())
+    for sub in subqueries_in(expr):
+        read |= {i for i in outer_columns(sub.plan) if i < sub.base}
+        for arg in sub.args:
+            read |= columns_read(arg)
+    return read
+
+
+def outer_columns(plan: RelationExpr) -> frozenset[int]:
+    """The enclosing relation's columns (level 1) `plan` reads. Remembered
+    on the (immutable) node: each level of nested subqueries asks again
+    about everything below it, which was quadratic in the depth."""
+    cached = plan.__dict__.get("_outer_columns")
+    if cached is None:
+        found = {
+            n.index
+            for scalar in node_scalars(plan)
+            for n in walk(scalar)
+            if isinstance(n, OuterColumn) and n.depth == 1
+        }
+        for child in plan.inputs():
+            found |= outer_columns(child)
+        cached = frozenset(found)
+        plan.__dict__["_outer_columns"] = cached  # a cache, not a field
+    return cached

@@ -26,7 +26,7 @@ from coordinator_lib.sql.errors import (
     UnsupportedFeature,
     WrongObjectType,
 )
-from coordinator_lib.sql.plan import (
+from coordinator_lib.sql.plan_core import (
     ITEM_KINDS,
     check_database,
     check_schema,

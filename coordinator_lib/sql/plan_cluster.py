@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from coordinator_lib.sql.cluster_syntax import CreateCluster
 from coordinator_lib.sql.context import PlanContext
 from coordinator_lib.sql.errors import InvalidParameter, ParseError
 from coordinator_lib.sql.plans import Plan
@@ -74,13 +75,7 @@ def plan_drop_cluster(statement: exp.Drop, ctx: PlanContext) -> DropClusterPlan:
     )
 
 
-def _planners() -> dict[type, Callable[[Any, PlanContext], Plan]]:
-    from coordinator_lib.sql.cluster_syntax import CreateCluster
-
-    return {CreateCluster: plan_create_cluster}
-
-
-PLANNERS = _planners()
+PLANNERS: dict[type, Callable[[Any, PlanContext], Plan]] = {CreateCluster: plan_create_cluster}
 
 __all__ = [
     "PLANNERS",

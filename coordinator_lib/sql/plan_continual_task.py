@@ -28,8 +28,8 @@ from coordinator_lib.sql.catalog import CatalogItem, ItemKind, QualifiedName
 from coordinator_lib.sql.context import PlanContext
 from coordinator_lib.sql.continual_task_syntax import CreateContinualTask
 from coordinator_lib.sql.errors import SqlError, UnsupportedFeature, WrongObjectType
-from coordinator_lib.sql.plan import (
-    _create_sql,
+from coordinator_lib.sql.plan_core import (
+    item_create_sql,
     plan_create_table,
     plan_delete,
     plan_insert,
@@ -92,7 +92,7 @@ def plan_create_continual_task(statement: CreateContinualTask, ctx: PlanContext)
     # The columns are a table's: the same types, NOT NULL, and name checks.
     table = plan_create_table(
         exp.Create(this=schema.copy(), kind="TABLE", exists=if_not_exists),
-        PlanContext(ctx.catalog, ctx.text),
+        PlanContext(ctx.catalog, ctx.text, ctx.planner),
     )
     name, desc = table.name, table.desc
     input_node: exp.Table = statement.args["input"]
@@ -106,6 +106,7 @@ def plan_create_continual_task(statement: CreateContinualTask, ctx: PlanContext)
     body_ctx = PlanContext(
         _WithTask(ctx.catalog, CatalogItem(SELF, name, ItemKind.TABLE, desc)),
         ctx.text,
+        ctx.planner,
     )
     body_ctx.references = ctx.references
     body_ctx.names = ctx.names
@@ -141,7 +142,7 @@ def plan_create_continual_task(statement: CreateContinualTask, ctx: PlanContext)
         statements=tuple(statements),
         if_not_exists=if_not_exists,
         depends_on=frozenset(ctx.references - {SELF}),
-        create_sql=_create_sql(statement, ctx, schema.this, name),
+        create_sql=item_create_sql(statement, ctx, schema.this, name),
     )
 
 

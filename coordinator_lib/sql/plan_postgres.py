@@ -18,10 +18,10 @@ from sqlglot import exp
 
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import ColumnType, RelationDesc
-from coordinator_lib.sql.catalog import CatalogItem, InMemoryCatalog, ItemKind, QualifiedName
+from coordinator_lib.sql.catalog import CatalogItem, DictCatalog, ItemKind, QualifiedName
 from coordinator_lib.sql.context import PlanContext
 from coordinator_lib.sql.errors import DuplicateObject, InvalidParameter, WrongObjectType
-from coordinator_lib.sql.plan import _check_new, _create_sql, _qualify
+from coordinator_lib.sql.plan_core import check_new_name, item_create_sql, qualify_name
 from coordinator_lib.sql.plan_webhook import _add_column, _column_def
 from coordinator_lib.sql.plans import Plan
 from coordinator_lib.sql.positions import position_of
@@ -94,9 +94,9 @@ def _literal(option: exp.Expr, want: type) -> Any:
 
 def plan_create_connection(statement: CreateConnection, ctx: PlanContext) -> CreateConnectionPlan:
     table = statement.this
-    name = _qualify(ctx, table)
+    name = qualify_name(ctx, table)
     if_not_exists = bool(statement.args.get("exists"))
-    _check_new(ctx, name, table, if_not_exists=if_not_exists)
+    check_new_name(ctx, name, table, if_not_exists=if_not_exists)
     values: dict[str, Any] = {}
     password = None
     for option in statement.args.get("options") or []:
@@ -133,7 +133,7 @@ def plan_create_connection(statement: CreateConnection, ctx: PlanContext) -> Cre
         password=password,
         ssl_mode=ssl_mode,
         if_not_exists=if_not_exists,
-        create_sql=_create_sql(statement, ctx, table, name),
+        create_sql=item_create_sql(statement, ctx, table, name),
     )
 
 
@@ -141,9 +141,9 @@ def plan_create_postgres_source(
     statement: CreatePostgresSource, ctx: PlanContext
 ) -> CreatePostgresSourcePlan:
     table = statement.this
-    name = _qualify(ctx, table)
+    name = qualify_name(ctx, table)
     if_not_exists = bool(statement.args.get("exists"))
-    _check_new(ctx, name, table, if_not_exists=if_not_exists)
+    check_new_name(ctx, name, table, if_not_exists=if_not_exists)
     connection_node = statement.args["connection"]
     connection = ctx.resolve(table_parts(connection_node), connection_node)
     if connection.kind is not ItemKind.CONNECTION:
@@ -167,12 +167,12 @@ def plan_create_postgres_source(
         upstream = table_parts(entry.this)
         alias = entry.args.get("alias")
         sub_node = alias if alias is not None else exp.to_table(upstream[-1])
-        sub = _qualify(ctx, sub_node) if alias is not None else _sibling(name, upstream[-1])
+        sub = qualify_name(ctx, sub_node) if alias is not None else _sibling(name, upstream[-1])
         if sub in seen or sub == name:
             raise DuplicateObject(f"subsource '{sub}' named twice", position_of(entry))
         seen.add(sub)
         if not if_not_exists:
-            _check_new(ctx, sub, entry, if_not_exists=False)
+            check_new_name(ctx, sub, entry, if_not_exists=False)
         desc = None
         columns = entry.args.get("columns")
         if columns is not None:
@@ -193,7 +193,7 @@ def plan_create_postgres_source(
         tables=tuple(tables),
         cluster=ident_name(cluster_prop.this) if cluster_prop is not None else None,
         if_not_exists=if_not_exists,
-        create_sql=_create_sql(statement, ctx, table, name),
+        create_sql=item_create_sql(statement, ctx, table, name),
         statement=statement,
     )
 
@@ -203,8 +203,8 @@ def _sibling(source: QualifiedName, item: str) -> QualifiedName:
     return QualifiedName(source.database, source.schema, item)
 
 
-def apply_to_catalog(catalog: InMemoryCatalog, plan: Plan) -> list[CatalogItem] | None:
-    """The items these plans create (`InMemoryCatalog.apply`); None for others."""
+def apply_to_catalog(catalog: DictCatalog, plan: Plan) -> list[CatalogItem] | None:
+    """The items these plans create (`memory_catalog.InMemoryCatalog.apply`); None for others."""
     if isinstance(plan, CreateConnectionPlan):
         if plan.if_not_exists and plan.name in catalog._by_name:
             return []

@@ -25,11 +25,10 @@ from coordinator_lib.sql.errors import (
     UnsupportedFeature,
     WrongObjectType,
 )
-from coordinator_lib.sql.plan import (
+from coordinator_lib.sql.plan_core import (
     QUERY_TYPES,
     interval_option,
     plan_as_of,
-    plan_in_context,
     plan_select_statement,
     plan_time,
     writable_table,
@@ -227,7 +226,7 @@ def _row_statement_plan(statement: exp.Expr, ctx: PlanContext, what: str) -> Pla
         raise UnsupportedFeature(
             f"{what} only supports SELECT and SUBSCRIBE", position_of(statement)
         )
-    return plan_in_context(statement, ctx)
+    return ctx.planner.plan_statement(statement, ctx)
 
 
 def plan_declare(statement: DeclareCursor, ctx: PlanContext) -> DeclarePlan:
@@ -395,7 +394,7 @@ def plan_copy_from(statement: CopyFrom, ctx: PlanContext) -> CopyFromPlan:
 
 def plan_explain_timestamp(statement: ExplainTimestamp, ctx: PlanContext) -> ExplainTimestampPlan:
     target = statement.this
-    plan = plan_in_context(target, ctx) if isinstance(target, QUERY_TYPES) else None
+    plan = ctx.planner.plan_statement(target, ctx) if isinstance(target, QUERY_TYPES) else None
     if not isinstance(plan, SelectPlan):
         raise UnsupportedFeature("EXPLAIN TIMESTAMP only explains SELECT", position_of(target))
     return ExplainTimestampPlan(plan, str(statement.args.get("format") or "TEXT").lower())

@@ -41,7 +41,7 @@ from coordinator_lib.sql.errors import (
     WrongObjectType,
 )
 from coordinator_lib.sql.function_binder import FunctionBinder
-from coordinator_lib.sql.plan import _check_new, _create_sql, _qualify
+from coordinator_lib.sql.plan_core import check_new_name, item_create_sql, qualify_name
 from coordinator_lib.sql.plans import Plan
 from coordinator_lib.sql.positions import position_of
 from coordinator_lib.sql.query import check_column_name
@@ -146,9 +146,9 @@ def plan_create_webhook_source(
     statement: CreateWebhookSource, ctx: PlanContext
 ) -> CreateWebhookSourcePlan:
     table = statement.this
-    name = _qualify(ctx, table)
+    name = qualify_name(ctx, table)
     if_not_exists = bool(statement.args.get("exists"))
-    _check_new(ctx, name, table, if_not_exists=if_not_exists)
+    check_new_name(ctx, name, table, if_not_exists=if_not_exists)
     cluster_prop = statement.args.get("cluster")
     cluster = ident_name(cluster_prop.this) if cluster_prop is not None else None
     text_format = statement.args["format"]
@@ -183,7 +183,7 @@ def plan_create_webhook_source(
         cluster=cluster,
         if_not_exists=if_not_exists,
         depends_on=secrets,
-        create_sql=_create_sql(statement, ctx, table, name),
+        create_sql=item_create_sql(statement, ctx, table, name),
     )
 
 
@@ -328,12 +328,14 @@ def _secret_value(node: exp.Expr) -> ScalarExpr:
 
 def plan_create_secret(statement: CreateSecret, ctx: PlanContext) -> CreateSecretPlan:
     table = statement.this
-    name = _qualify(ctx, table)
+    name = qualify_name(ctx, table)
     if_not_exists = bool(statement.args.get("exists"))
-    _check_new(ctx, name, table, if_not_exists=if_not_exists)
+    check_new_name(ctx, name, table, if_not_exists=if_not_exists)
     value = _secret_value(statement.args["value"])
     statement.set("exists", False)
-    return CreateSecretPlan(name, value, if_not_exists, _create_sql(statement, ctx, table, name))
+    return CreateSecretPlan(
+        name, value, if_not_exists, item_create_sql(statement, ctx, table, name)
+    )
 
 
 def plan_alter_secret(statement: AlterSecret, ctx: PlanContext) -> AlterSecretPlan:

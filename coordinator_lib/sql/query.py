@@ -57,6 +57,7 @@ from coordinator_lib.expr.scalar import (
     Literal,
     ScalarExpr,
     VariadicFunc,
+    conjuncts,
 )
 from coordinator_lib.repr.relation import RESERVED_COLUMNS, ColumnType, RelationDesc, ScalarType
 from coordinator_lib.sql.aggregates import EXTRA_AGGREGATES, bool_result, plan_extra_aggregate
@@ -87,7 +88,6 @@ from coordinator_lib.sql.joins import equivalence_classes, outer_join
 from coordinator_lib.sql.lateral import (
     lateral_join,
     lateral_subquery,
-    plan_lateral,
     plan_lateral_join,
 )
 from coordinator_lib.sql.ordered import check_no_windows, plan_windows
@@ -101,7 +101,6 @@ from coordinator_lib.sql.scalar import (
     Typed,
     avg_result_type,
     check_aggregate_argument,
-    conjuncts,
     contains_aggregate,
     finalize,
     is_aggregate,
@@ -212,6 +211,22 @@ def _plan_query_body(node: exp.Expr, ctx: PlanContext) -> BoundQuery:
 
 
 # --- FROM --------------------------------------------------------------------------
+
+
+def plan_lateral(
+    node: exp.Lateral, ctx: PlanContext, scope: Scope
+) -> tuple[RelationExpr, ScopeItem]:
+    """Plan `LATERAL (query) [alias]` with `scope` (the items to its left)
+    as the enclosing query, and add its item to `scope`. The plan reads the
+    left items' columns as OuterColumn(1, i) (`lateral.py` joins them)."""
+    factor = lateral_subquery(node)
+    ctx.outer.append(ScalarBinder(scope, "FROM"))
+    try:
+        rel, item = plan_table_factor(factor, ctx)
+    finally:
+        ctx.outer.pop()
+    scope.add(item, node)
+    return rel, item
 
 
 def plan_table_factor(

@@ -17,11 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
 from coordinator_lib.expr.functions import CallFunction
+from coordinator_lib.expr.relation import Map, Project, RelationExpr
 from coordinator_lib.expr.scalar import (
     BinaryFunc,
     CallBinary,
@@ -31,15 +32,14 @@ from coordinator_lib.expr.scalar import (
     Column,
     If,
     Literal,
-    RaiseError,
     ScalarExpr,
     UnaryFunc,
     VariadicFunc,
     is_numeric,
 )
 from coordinator_lib.expr.temporal import MzNow
-from coordinator_lib.repr.numeric import NumericFieldOverflow, to_numeric
 from coordinator_lib.repr.relation import ColumnType, ScalarType
+from coordinator_lib.sql import function_calls
 from coordinator_lib.sql.coercion import (
     NO_FOLD,
     can_assign,
@@ -64,67 +64,18 @@ from coordinator_lib.sql.errors import (
     UndefinedOperator,
     UnsupportedFeature,
 )
-from coordinator_lib.sql.outer import OuterColumn
+from coordinator_lib.sql.outer import OuterColumn, SubqueryExpr, SubqueryKind
 from coordinator_lib.sql.positions import operator_position, position_of
 from coordinator_lib.sql.scope import Scope, ident_name
 from coordinator_lib.sql.temporal import bind_mz_now, compare_mz_now
+from coordinator_lib.sql.typed import Typed, literal, null_of, number
+
+if TYPE_CHECKING:
+    from coordinator_lib.sql.query import BoundQuery
 
 S = ScalarType
 BOOL = ColumnType(S.BOOLEAN, False)
 TRUE = Literal(True, BOOL)
-
-
-@dataclass(frozen=True)
-class Typed:
-    """A bound expression with its type. `unknown` marks an untyped literal
-    (a string constant or NULL) whose type its context decides; until then
-    it is a text literal."""
-
-    expr: ScalarExpr
-    type: ColumnType
-    unknown: bool = False
-    # A numeric constant's value as written, beyond numeric's bound
-    # (repr/numeric.py): a cast to a float type reads it (`1e-20::float8`).
-    exact: Decimal | None = None
-
-    @property
-    def scalar(self) -> ScalarType:
-        return self.type.scalar_type
-
-
-def literal(value: Any, st: ScalarType) -> Typed:
-    ctype = ColumnType(st, value is None)
-    return Typed(Literal(value, ctype), ctype)
-
-
-def number(value: Any, st: ScalarType) -> Typed:
-    """A numeric constant: a numeric one is rounded into numeric's bound,
-    and one beyond it fails (22003) where it is evaluated as a numeric, as
-    a value computed at runtime does; a cast to a float type folds its
-    exact value instead."""
-    if st is not S.NUMERIC:
-        return literal(value, st)
-    ctype = ColumnType(st, False)
-    expr: ScalarExpr
-    try:
-        expr = Literal(to_numeric(value), ctype)
-    except NumericFieldOverflow as error:
-        expr = RaiseError(error.code, error.message, ctype)
-    return Typed(expr, ctype, exact=value)
-
-
-def null_of(st: ScalarType) -> Literal:
-    return Literal(None, ColumnType(st, True))
-
-
-def conjuncts(expr: ScalarExpr) -> list[ScalarExpr]:
-    """Split nested ANDs into their parts (each becomes one Filter predicate)."""
-    if isinstance(expr, CallVariadic) and expr.func is VariadicFunc.AND:
-        out: list[ScalarExpr] = []
-        for part in expr.exprs:
-            out += conjuncts(part)
-        return out
-    return [expr]
 
 
 def is_aggregate(node: exp.Expr) -> bool:
@@ -284,11 +235,8 @@ class ScalarBinder:
             exp.Anonymous: self._anonymous,
             exp.Star: self._star,
         }
-        from coordinator_lib.sql.builtins import BUILTINS  # it imports this module
-
-        builtin = BUILTINS.get(type(node))
-        if builtin is not None:
-            return lambda n: builtin(self, n)
+        if function_calls.binds_node(node):
+            return lambda n: function_calls.bind_node(self, n)
         if self.scope.context is not None:
             handlers[exp.Subquery] = self._subquery
             handlers[exp.Exists] = self._exists
@@ -337,9 +285,7 @@ class ScalarBinder:
             return self._star(node)
         parts = tuple(ident_name(p) for p in node.parts)
         if self.scope.outer is not None and not self.scope.can_resolve(parts):
-            from coordinator_lib.sql.subquery import outer_reference
-
-            return outer_reference(self.scope.outer, node)
+            return _outer_reference(self.scope.outer, node)
         index = self.scope.resolve(parts, node)
         return Typed(Column(index), self.types[index])
 
@@ -491,9 +437,7 @@ class ScalarBinder:
         if isinstance(node, exp.Add | exp.Sub) and (
             isinstance(node.this, exp.Interval) or isinstance(node.expression, exp.Interval)
         ):
-            from coordinator_lib.sql.builtins import interval_arithmetic  # imports this module
-
-            return interval_arithmetic(self, node)
+            return function_calls.interval_arithmetic(self, node)
         func, symbol = _ARITHMETIC[type(node)]
         left, right = self.bind(node.this), self.bind(node.expression)
         if left.unknown and right.unknown:
@@ -508,9 +452,7 @@ class ScalarBinder:
         elif right.unknown:
             right = self.resolve_unknown(right, left.scalar, node.expression)
         if isinstance(node, exp.Add | exp.Sub) and S.DATE in (left.scalar, right.scalar):
-            from coordinator_lib.sql.builtins_extra import date_arithmetic  # imports this module
-
-            return date_arithmetic(self, node, left, right)
+            return function_calls.date_arithmetic(self, node, left, right)
         if not (is_numeric(left.scalar) and is_numeric(right.scalar)):
             raise self.no_operator(node, symbol, left.scalar, right.scalar)
         left, right, _ = self.operands(node, left, right, symbol)
@@ -540,14 +482,10 @@ class ScalarBinder:
     # --- subqueries (planned and lowered by sql/subquery.py) ----------------------
 
     def _subquery(self, node: exp.Subquery) -> Typed:
-        from coordinator_lib.sql.subquery import bind_scalar
-
-        return bind_scalar(self, node)
+        return _bind_scalar(self, node)
 
     def _exists(self, node: exp.Exists) -> Typed:
-        from coordinator_lib.sql.subquery import bind_exists
-
-        return bind_exists(self, node)
+        return _bind_exists(self, node)
 
     def _quantified(
         self, node: exp.Binary, func: BinaryFunc, symbol: str, right: exp.Any | exp.All
@@ -567,10 +505,8 @@ class ScalarBinder:
         if self.scope.context is None or not isinstance(query, exp.Query):
             word = "ANY" if isinstance(right, exp.Any) else "ALL"
             raise UnsupportedFeature(f"{symbol} {word} (...) needs a subquery", position_of(right))
-        from coordinator_lib.sql.subquery import bind_any
-
         every = isinstance(right, exp.All)
-        return bind_any(self, node, node.this, query, func, symbol, every)
+        return _bind_any(self, node, node.this, query, func, symbol, every)
 
     def _array_contains(self, left_node: exp.Expr, array_node: exp.Expr) -> Typed:
         """`x = ANY (array)`: TRUE if an element equals x, else NULL if one is
@@ -781,9 +717,7 @@ class ScalarBinder:
     def _in(self, node: exp.In) -> Typed:
         query = node.args.get("query")
         if query is not None and self.scope.context is not None:
-            from coordinator_lib.sql.subquery import bind_any
-
-            return bind_any(self, node, node.this, query, BinaryFunc.EQ, "=", False)
+            return _bind_any(self, node, node.this, query, BinaryFunc.EQ, "=", False)
         if query or node.args.get("unnest") or node.args.get("field"):
             raise UnsupportedFeature("IN (subquery) is not supported here", position_of(node))
         if not node.expressions:
@@ -840,14 +774,114 @@ class ScalarBinder:
         name = _NAMED_ALIASES.get(name, name)
         if name == "length" and len(node.expressions) == 1:
             return self._length(exp.Length(this=node.expressions[0]).update_positions(node))
-        from coordinator_lib.sql.builtins import NAMED  # it imports this module
-
-        if name in NAMED:
-            return NAMED[name](self, node)
+        if function_calls.binds_name(name):
+            return function_calls.bind_named(self, node, name)
         if name == "mz_now":
             return bind_mz_now(self, node)
         args = [self.bind(a) for a in node.expressions]
         raise self.no_function(node, name, args)
+
+
+# --- subqueries: planned as queries of their own (ctx.planner), lowered by subquery.py
+
+
+def _outer_reference(outer: ScalarBinder, node: exp.Column) -> Typed:
+    """A column the subquery's FROM clause lacks, bound in the enclosing
+    query (so GROUP BY rules there apply) and seen from one level in."""
+
+    value = outer.bind(node)
+    expr = value.expr
+    if isinstance(expr, Column):
+        return Typed(OuterColumn(1, expr.index, value.type), value.type)
+    if isinstance(expr, OuterColumn):
+        return Typed(OuterColumn(expr.depth + 1, expr.index, expr.type), value.type)
+    raise UnsupportedFeature(
+        "this reference to an enclosing query's column is not supported", position_of(node)
+    )
+
+
+def _plan(binder: ScalarBinder, node: exp.Expr) -> BoundQuery:
+    """Plan a subquery with `binder`'s query as the enclosing one."""
+    ctx = binder.scope.context
+    assert ctx is not None
+    ctx.outer.append(binder)
+    try:
+        return ctx.planner.plan_query(node, ctx)
+    finally:
+        ctx.outer.pop()
+
+
+def _relation(binder: ScalarBinder, bound: BoundQuery, node: exp.Expr) -> RelationExpr:
+    ctx = binder.scope.context
+    assert ctx is not None
+    return ctx.planner.visible(bound, node)
+
+
+def _bind_scalar(binder: ScalarBinder, node: exp.Subquery) -> Typed:
+    """`(SELECT x ...)`: its one column's value."""
+
+    bound = _plan(binder, node)
+    if bound.arity != 1:
+        raise ParseError("subquery must return only one column", position_of(node))
+    rel = _relation(binder, bound, node)
+    ctype = ColumnType(bound.types[0].scalar_type, True)
+    sub = SubqueryExpr(SubqueryKind.SCALAR, rel, (), len(binder.types), ctype)
+    return Typed(sub, ctype)
+
+
+def _bind_exists(binder: ScalarBinder, node: exp.Exists) -> Typed:
+
+    bound = _plan(binder, node.this)
+    rel = Project(_relation(binder, bound, node), ())
+    return Typed(SubqueryExpr(SubqueryKind.EXISTS, rel, (), len(binder.types), BOOL), BOOL)
+
+
+def _bind_any(
+    binder: ScalarBinder,
+    node: exp.Expr,
+    left_node: exp.Expr,
+    query: exp.Expr,
+    func: BinaryFunc,
+    symbol: str,
+    every: bool,
+) -> Typed:
+    """`left op ANY (query)` (IN is `= ANY`), or with `every` `left op ALL (query)`."""
+
+    left = binder.bind(left_node)
+    bound = _plan(binder, query)
+    if bound.arity != 1:
+        raise ParseError("subquery has too many columns", position_of(node))
+    right_type = bound.types[0]
+    if 0 in bound.unknowns and not left.unknown:
+        assert binder.scope.context is not None
+        rel = binder.scope.context.planner.coerce_columns(
+            bound, [left.scalar], False, [query], "IN"
+        )
+        right_type = ColumnType(left.scalar, right_type.nullable)
+    else:
+        rel = _relation(binder, bound, query)
+    if left.unknown:
+        left = binder.resolve_unknown(left, right_type.scalar_type, left_node)
+    base = len(binder.types)
+    inner = ScalarBinder(Scope(), binder.clause, types=rel.desc.types)
+    compared = inner.compare(
+        node,
+        func,
+        symbol,
+        Typed(OuterColumn(1, base, left.type), left.type),
+        Typed(Column(0), right_type),
+        (left_node, query),
+    )
+    test = compared.expr
+    if every:
+        test = CallUnary(UnaryFunc.NOT, test)
+    arity = rel.desc.arity
+    plan = Project(Map(rel, (test,)), (arity,))
+    ctype = ColumnType(S.BOOLEAN, True)
+    value: ScalarExpr = SubqueryExpr(SubqueryKind.ANY, plan, (left.expr,), base, ctype)
+    if every:
+        value = CallUnary(UnaryFunc.NOT, value)
+    return Typed(value, ctype)
 
 
 def finalize(value: Typed) -> Typed:

@@ -37,8 +37,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sqlglot import exp
-
 from coordinator_lib.expr.relation import (
     AggregateExpr,
     AggregateFunc,
@@ -65,135 +63,23 @@ from coordinator_lib.expr.scalar import (
 )
 from coordinator_lib.repr.relation import ColumnType, RelationDesc, ScalarType
 from coordinator_lib.sql.decorrelate import apply_outer, is_global_aggregate
-from coordinator_lib.sql.errors import ParseError, UnsupportedFeature
 from coordinator_lib.sql.joins import distinct_keys, null_safe_equivalences
 from coordinator_lib.sql.outer import (
-    OuterColumn,
     SubqueryExpr,
     SubqueryKind,
-    node_scalars,
+    outer_columns,
     rewrite,
     subqueries_in,
-    walk,
 )
-from coordinator_lib.sql.positions import position_of
 
 if TYPE_CHECKING:
-    from coordinator_lib.sql.query import BoundQuery
-    from coordinator_lib.sql.scalar import ScalarBinder, Typed
+    pass
 
 S = ScalarType
 BOOL = ColumnType(S.BOOLEAN, False)
 _ONE_ROW = Constant((((), 1),), RelationDesc((), ()))
 TOO_MANY_ROWS = "more than one record produced in subquery"
 CARDINALITY_VIOLATION = "21000"
-
-
-# --- binding ----------------------------------------------------------------------
-
-
-def outer_reference(outer: ScalarBinder, node: exp.Column) -> Typed:
-    """A column the subquery's FROM clause lacks, bound in the enclosing
-    query (so GROUP BY rules there apply) and seen from one level in."""
-    from coordinator_lib.sql.scalar import Typed
-
-    value = outer.bind(node)
-    expr = value.expr
-    if isinstance(expr, Column):
-        return Typed(OuterColumn(1, expr.index, value.type), value.type)
-    if isinstance(expr, OuterColumn):
-        return Typed(OuterColumn(expr.depth + 1, expr.index, expr.type), value.type)
-    raise UnsupportedFeature(
-        "this reference to an enclosing query's column is not supported", position_of(node)
-    )
-
-
-def _plan(binder: ScalarBinder, node: exp.Expr) -> BoundQuery:
-    """Plan a subquery with `binder`'s query as the enclosing one."""
-    from coordinator_lib.sql.query import plan_query
-
-    ctx = binder.scope.context
-    assert ctx is not None
-    ctx.outer.append(binder)
-    try:
-        return plan_query(node, ctx)
-    finally:
-        ctx.outer.pop()
-
-
-def _relation(bound: BoundQuery, node: exp.Expr) -> RelationExpr:
-    from coordinator_lib.sql.query import visible
-
-    return visible(bound, node)
-
-
-def bind_scalar(binder: ScalarBinder, node: exp.Subquery) -> Typed:
-    """`(SELECT x ...)`: its one column's value."""
-    from coordinator_lib.sql.scalar import Typed
-
-    bound = _plan(binder, node)
-    if bound.arity != 1:
-        raise ParseError("subquery must return only one column", position_of(node))
-    rel = _relation(bound, node)
-    ctype = ColumnType(bound.types[0].scalar_type, True)
-    sub = SubqueryExpr(SubqueryKind.SCALAR, rel, (), len(binder.types), ctype)
-    return Typed(sub, ctype)
-
-
-def bind_exists(binder: ScalarBinder, node: exp.Exists) -> Typed:
-    from coordinator_lib.sql.scalar import Typed
-
-    bound = _plan(binder, node.this)
-    rel = Project(_relation(bound, node), ())
-    return Typed(SubqueryExpr(SubqueryKind.EXISTS, rel, (), len(binder.types), BOOL), BOOL)
-
-
-def bind_any(
-    binder: ScalarBinder,
-    node: exp.Expr,
-    left_node: exp.Expr,
-    query: exp.Expr,
-    func: BinaryFunc,
-    symbol: str,
-    every: bool,
-) -> Typed:
-    """`left op ANY (query)` (IN is `= ANY`), or with `every` `left op ALL (query)`."""
-    from coordinator_lib.sql.query import coerce_columns
-    from coordinator_lib.sql.scalar import ScalarBinder, Typed
-    from coordinator_lib.sql.scope import Scope
-
-    left = binder.bind(left_node)
-    bound = _plan(binder, query)
-    if bound.arity != 1:
-        raise ParseError("subquery has too many columns", position_of(node))
-    right_type = bound.types[0]
-    if 0 in bound.unknowns and not left.unknown:
-        rel = coerce_columns(bound, [left.scalar], False, [query], "IN")
-        right_type = ColumnType(left.scalar, right_type.nullable)
-    else:
-        rel = _relation(bound, query)
-    if left.unknown:
-        left = binder.resolve_unknown(left, right_type.scalar_type, left_node)
-    base = len(binder.types)
-    inner = ScalarBinder(Scope(), binder.clause, types=rel.desc.types)
-    compared = inner.compare(
-        node,
-        func,
-        symbol,
-        Typed(OuterColumn(1, base, left.type), left.type),
-        Typed(Column(0), right_type),
-        (left_node, query),
-    )
-    test = compared.expr
-    if every:
-        test = CallUnary(UnaryFunc.NOT, test)
-    arity = rel.desc.arity
-    plan = Project(Map(rel, (test,)), (arity,))
-    ctype = ColumnType(S.BOOLEAN, True)
-    value: ScalarExpr = SubqueryExpr(SubqueryKind.ANY, plan, (left.expr,), base, ctype)
-    if every:
-        value = CallUnary(UnaryFunc.NOT, value)
-    return Typed(value, ctype)
 
 
 # --- lowering ---------------------------------------------------------------------
@@ -228,7 +114,7 @@ def lower_subqueries(
     for sub in found:
         if sub.base > arity:
             raise AssertionError(f"subquery bound over {sub.base} columns, lowered over {arity}")
-        refs = sorted(_outer_columns(sub.plan))
+        refs = sorted(outer_columns(sub.plan))
         keys = [i if i < sub.base else arg_columns[first_arg + i - sub.base] for i in refs]
         first_arg += len(sub.args)
         outer = distinct_keys(rel, keys) if keys else None
@@ -255,35 +141,6 @@ def lower_filter(rel: RelationExpr, predicates: list[ScalarExpr]) -> RelationExp
     if lowered.desc.arity != arity:
         out = Project(out, tuple(range(arity)), rel.desc.names)
     return out
-
-
-def columns_read(expr: ScalarExpr) -> set[int]:
-    """The columns of its relation `expr` reads, inside its subqueries too."""
-    read = set(expr.columns())
-    for sub in subqueries_in(expr):
-        read |= {i for i in _outer_columns(sub.plan) if i < sub.base}
-        for arg in sub.args:
-            read |= columns_read(arg)
-    return read
-
-
-def _outer_columns(plan: RelationExpr) -> frozenset[int]:
-    """The enclosing relation's columns (level 1) `plan` reads. Remembered
-    on the (immutable) node: each level of nested subqueries asks again
-    about everything below it, which was quadratic in the depth."""
-    cached = plan.__dict__.get("_outer_columns")
-    if cached is None:
-        found = {
-            n.index
-            for scalar in node_scalars(plan)
-            for n in walk(scalar)
-            if isinstance(n, OuterColumn) and n.depth == 1
-        }
-        for child in plan.inputs():
-            found |= _outer_columns(child)
-        cached = frozenset(found)
-        plan.__dict__["_outer_columns"] = cached  # a cache, not a field
-    return cached
 
 
 def _values(

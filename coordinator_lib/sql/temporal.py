@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from coordinator_lib.expr.relation import Filter, RelationExpr
-from coordinator_lib.expr.scalar import BinaryFunc, CallBinary, ScalarExpr, is_integer
+from coordinator_lib.expr.scalar import BinaryFunc, CallBinary, ScalarExpr, conjuncts, is_integer
 from coordinator_lib.expr.temporal import (
     FLIPPED,
     MzNow,
@@ -42,10 +42,12 @@ from coordinator_lib.expr.temporal import (
 )
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.sql.errors import UndefinedFunction, UndefinedOperator, UnsupportedFeature
+from coordinator_lib.sql.explain import format_scalar
 from coordinator_lib.sql.positions import operator_position, position_of
+from coordinator_lib.sql.typed import Typed, literal
 
 if TYPE_CHECKING:
-    from coordinator_lib.sql.scalar import ScalarBinder, Typed
+    from coordinator_lib.sql.scalar import ScalarBinder
 
 S = ScalarType
 
@@ -63,8 +65,6 @@ _HINT = (
 
 # --------------------------------------------------------------------- binding
 def bind_mz_now(binder: ScalarBinder, node: exp.Anonymous) -> Typed:
-    from coordinator_lib.sql.scalar import Typed
-
     if node.expressions:
         args = [binder.bind(a) for a in node.expressions]
         shown = ", ".join("unknown" if a.unknown else a.scalar.value for a in args)
@@ -80,8 +80,6 @@ def _comparable(
     binder: ScalarBinder, value: Typed, node: exp.Expr | None
 ) -> tuple[Typed, ScalarType] | None:
     """`value` cast to a type mz_now() compares with, and that type."""
-    from coordinator_lib.sql.scalar import literal
-
     if value.unknown:
         text = value.expr.value  # type: ignore[attr-defined]
         if text is None:
@@ -146,12 +144,6 @@ def _calls(expr: ScalarExpr) -> list[MzNow]:
     return [n for n in scalar_nodes(expr) if isinstance(n, MzNow)]
 
 
-def _conjuncts(expr: ScalarExpr) -> list[ScalarExpr]:
-    from coordinator_lib.sql.scalar import conjuncts
-
-    return conjuncts(expr)
-
-
 def temporal_bound(predicate: ScalarExpr) -> TemporalBound | None:
     """`mz_now() op e` (or `e op mz_now()`) with e free of mz_now(), as a bound."""
     if not isinstance(predicate, CallBinary) or predicate.func not in FLIPPED:
@@ -182,14 +174,12 @@ def _extract(node: RelationExpr, text: str) -> RelationExpr:
         bounds: list[TemporalBound] = []
         rest: list[ScalarExpr] = []
         for predicate in node.predicates:
-            for part in _conjuncts(predicate) if _calls(predicate) else [predicate]:
+            for part in conjuncts(predicate) if _calls(predicate) else [predicate]:
                 if not _calls(part):
                     rest.append(part)
                     continue
                 bound = temporal_bound(part)
                 if bound is None:
-                    from coordinator_lib.sql.explain import format_scalar
-
                     raise UnsupportedFeature(
                         UNSUPPORTED_PREDICATE,
                         _position(_calls(part)[0], text),

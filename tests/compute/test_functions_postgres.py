@@ -2,7 +2,7 @@
 real PostgreSQL (the `postgres_url` fixture): same result type, same value
 on every row, and an error (same SQLSTATE) where PostgreSQL raises one.
 
-Each expression is planned over table `f` (`sql/builtins.py`), its scalar
+Each expression is planned over table `f` (`sql/function_calls.py`), its scalar
 is evaluated per row in-process (`compute/local_scalar.py`) and over the
 whole table on Spark (`compute/scalar.py`), and PostgreSQL runs the same
 SELECT per row.
@@ -178,7 +178,7 @@ EXPRESSIONS = [
     "abs(d)",
     "greatest(n, 2, -5)",
     "least(x, 1)",
-    # more math (compute/local_builtins_extra.py; a UDF on Spark)
+    # more math (expr/functions/math.py; UDFs on Spark)
     "ln(x)",  # negative: an error
     "ln(n)",  # zero: another error
     "ln(abs(d) + 1)",

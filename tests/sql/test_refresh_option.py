@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator_lib.sql.catalog import InMemoryCatalog
 from coordinator_lib.sql.errors import SqlError
+from coordinator_lib.sql.memory_catalog import InMemoryCatalog
 from coordinator_lib.sql.plan import plan_statement
 from coordinator_lib.sql.plans import CreateViewPlan
 

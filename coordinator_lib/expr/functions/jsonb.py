@@ -1,92 +1,26 @@
-"""Python implementations of the named functions in `expr/functions.py`,
-with PostgreSQL's (pgcrypto's) semantics.
-
-They raise ValueError for bad input; `local_scalar.eval_scalar` turns that
-into EvalError. Arguments are never NULL here (the caller returns NULL
-first). jsonb values are their canonical text (`sql.coercion.canonical_jsonb`).
+"""jsonb functions and operators: `->`, `->>`, `#>`, `#>>`, `@>`, and
+json_build_object. jsonb values are their canonical text
+(`repr/jsonb.canonical_jsonb`); Spark runs these as UDFs of the Python
+implementation (Spark's JSON functions would not print it the same way).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
+import datetime as dt
+import decimal
 import functools
-import hashlib
-import hmac
 import json
+import math
 import re
-from collections.abc import Callable
 from typing import Any
 
-from coordinator_lib.compute.local_builtins import BUILTINS
-from coordinator_lib.compute.local_builtins_extra import EXTRA_BUILTINS
-from coordinator_lib.expr.functions import NULL_TOLERANT
-from coordinator_lib.sql.coercion import canonical_jsonb, parse_bytea_escape
+from coordinator_lib.expr.functions.registry import Pseudo, scalar_function, sig
+from coordinator_lib.repr.jsonb import canonical_jsonb
+from coordinator_lib.repr.relation import ScalarType
 
-# pgcrypto's hmac() types.
-_DIGESTS = {
-    "md5": hashlib.md5,
-    "sha1": hashlib.sha1,
-    "sha224": hashlib.sha224,
-    "sha256": hashlib.sha256,
-    "sha384": hashlib.sha384,
-    "sha512": hashlib.sha512,
-}
-_BASE64_LINE = 76  # PostgreSQL's encode(..., 'base64') wraps lines at 76 characters
-_WHITESPACE = re.compile(r"[ \t\r\n]")
-
-
-def _bytes(value: str | bytes) -> bytes:
-    return value.encode() if isinstance(value, str) else value
-
-
-def hmac_digest(data: str | bytes, key: str | bytes, kind: str) -> bytes:
-    digest = _DIGESTS.get(kind.lower())
-    if digest is None:
-        raise ValueError(f"Cannot use {kind!r}: No such hash algorithm")
-    return hmac.new(_bytes(key), _bytes(data), digest).digest()
-
-
-def decode(text: str, format: str) -> bytes:
-    fmt = format.lower()
-    if fmt == "base64":
-        try:
-            return base64.b64decode(_WHITESPACE.sub("", text), validate=True)
-        except (binascii.Error, ValueError):
-            raise ValueError("invalid base64 data") from None
-    if fmt == "hex":
-        try:
-            return bytes.fromhex(text)
-        except ValueError:
-            raise ValueError("invalid hexadecimal data") from None
-    if fmt == "escape":
-        return parse_bytea_escape(text)
-    raise ValueError(f"unrecognized encoding: {format!r}")
-
-
-def encode(data: bytes, format: str) -> str:
-    fmt = format.lower()
-    if fmt == "base64":
-        text = base64.b64encode(data).decode("ascii")
-        return "\n".join(text[i : i + _BASE64_LINE] for i in range(0, len(text), _BASE64_LINE))
-    if fmt == "hex":
-        return data.hex()
-    if fmt == "escape":
-        out = []
-        for byte in data:
-            if byte == 0x5C:
-                out.append("\\\\")
-            elif byte == 0 or byte >= 0x80:
-                out.append(f"\\{byte:03o}")
-            else:
-                out.append(chr(byte))
-        return "".join(out)
-    raise ValueError(f"unrecognized encoding: {format!r}")
-
-
-def constant_time_eq(a: str | bytes, b: str | bytes) -> bool:
-    """Equality whose time does not depend on where the inputs differ."""
-    return hmac.compare_digest(_bytes(a), _bytes(b))
+S = ScalarType
+GET = (sig(S.JSONB, S.TEXT, result=S.JSONB), sig(S.JSONB, S.BIGINT, result=S.JSONB))
+GET_TEXT = (sig(S.JSONB, S.TEXT, result=S.TEXT), sig(S.JSONB, S.BIGINT, result=S.TEXT))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -105,12 +39,14 @@ def _element(jsonb: str, key: str | int) -> tuple[bool, Any]:
     return False, None
 
 
+@scalar_function("jsonb_get", *GET, sql=())
 def jsonb_get(jsonb: str, key: str | int) -> str | None:
     """`jsonb -> key`: the field or element as jsonb, NULL if absent."""
     found, value = _element(jsonb, key)
     return canonical_jsonb(value) if found else None
 
 
+@scalar_function("jsonb_get_text", *GET_TEXT, sql=())
 def jsonb_get_text(jsonb: str, key: str | int) -> str | None:
     """`jsonb ->> key`: the field or element as text (a JSON null is NULL)."""
     found, value = _element(jsonb, key)
@@ -158,12 +94,14 @@ def _path(jsonb: str, path: str) -> tuple[bool, Any]:
     return True, value
 
 
+@scalar_function("jsonb_get_path", sig(S.JSONB, S.TEXT, result=S.JSONB), sql=())
 def jsonb_get_path(jsonb: str, path: str) -> str | None:
     """`jsonb #> path`: the value at the path as jsonb, NULL if absent."""
     found, value = _path(jsonb, path)
     return canonical_jsonb(value) if found else None
 
 
+@scalar_function("jsonb_get_path_text", sig(S.JSONB, S.TEXT, result=S.TEXT), sql=())
 def jsonb_get_path_text(jsonb: str, path: str) -> str | None:
     """`jsonb #>> path`: the value at the path as text (a JSON null is NULL)."""
     found, value = _path(jsonb, path)
@@ -187,31 +125,40 @@ def _contains(a: Any, b: Any, top: bool = False) -> bool:
     return a == b
 
 
+@scalar_function("jsonb_contains", sig(S.JSONB, S.JSONB, result=S.BOOLEAN), sql=())
 def jsonb_contains(a: str, b: str) -> bool:
     """`a @> b`: PostgreSQL's jsonb containment."""
     return _contains(_parsed(a), _parsed(b), top=True)
 
 
-FUNCTIONS: dict[str, Callable[..., Any]] = {
-    **BUILTINS,
-    **EXTRA_BUILTINS,
-    "hmac": hmac_digest,
-    "decode": decode,
-    "encode": encode,
-    "constant_time_eq": constant_time_eq,
-    "jsonb_get": jsonb_get,
-    "jsonb_get_text": jsonb_get_text,
-    "jsonb_get_path": jsonb_get_path,
-    "jsonb_get_path_text": jsonb_get_path_text,
-    "jsonb_contains": jsonb_contains,
-}
+def _json_value(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | decimal.Decimal) or (
+        isinstance(value, float) and math.isfinite(value)
+    ):
+        return str(value)
+    if isinstance(value, dt.datetime | dt.date):
+        return json.dumps(value.isoformat())
+    return json.dumps(str(value))
 
 
-def call_function(name: str, args: list[Any]) -> Any:
-    """`name(*args)`, NULL when any argument is NULL (but see NULL_TOLERANT)."""
-    if name not in NULL_TOLERANT and any(arg is None for arg in args):
-        return None
-    return FUNCTIONS[name](*args)
-
-
-__all__ = ["FUNCTIONS", "call_function"]
+@scalar_function(
+    "json_build_object",
+    sig(result=S.JSONB, variadic=(Pseudo.ANY_TEXT, Pseudo.ANY)),
+    nulls=lambda nullable: False,
+)
+def json_build_object(*args: Any) -> str:
+    """json_build_object(k1, v1, ...): keys as text, values as JSON (numbers
+    and booleans as themselves, NULL as null, the rest as strings)."""
+    if len(args) % 2:
+        raise ValueError("argument list must have even number of elements")
+    if any(key is None for key in args[::2]):
+        raise ValueError("null value not allowed for object key")
+    pairs = (
+        f"{json.dumps(str(k))}: {_json_value(v)}"
+        for k, v in zip(args[::2], args[1::2], strict=True)
+    )
+    return "{" + ", ".join(pairs) + "}"

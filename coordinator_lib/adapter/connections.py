@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from coordinator_lib.adapter.catalog import CatalogEntry, SessionCatalog
+from coordinator_lib.adapter.catalog import SessionCatalog
+from coordinator_lib.adapter.catalog_ops import CreateItem, catalog_transact
 from coordinator_lib.adapter.errors import AdapterError, AdapterNotice
 from coordinator_lib.adapter.oracle import wall_clock_ms
 from coordinator_lib.adapter.responses import ExecuteResponse
@@ -44,24 +45,6 @@ _FAILURES = (
 def store_item(coord: Coordinator, session: Session, create_sql: str, id_count: int = 1) -> None:
     """One catalog entry for `create_sql` taking `id_count` new ids, in one
     compare-and-set (then the runtime state follows)."""
-    try:  # the typed catalog operations, where they exist
-        from coordinator_lib.adapter.catalog_ops import (  # type: ignore[import-not-found,unused-ignore]
-            CreateItem,
-            catalog_transact,
-        )
-    except ImportError:
-        from coordinator_lib.adapter import sequence
-
-        sequence._no_ddl_in_transaction(session)  # type: ignore[attr-defined,unused-ignore]
-
-        def change(state: dict[str, Any]) -> None:
-            first = state["next_id"]
-            state["next_id"] = first + id_count
-            ids = tuple(GlobalId.user(first + i) for i in range(id_count))
-            state["items"].append(CatalogEntry(ids, create_sql, None, wall_clock_ms()).to_json())
-
-        sequence._commit(coord, change)  # type: ignore[attr-defined,unused-ignore]
-        return
     catalog_transact(coord, session, [CreateItem(create_sql, id_count, created_at=wall_clock_ms())])
 
 

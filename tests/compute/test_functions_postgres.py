@@ -198,6 +198,12 @@ EXPRESSIONS = [
     "sign(d)",
     "sign(n)",
     "pi()",
+    "gcd(n, 6)",
+    "gcd(n, -4)",  # never negative
+    "gcd(0, 0)",
+    "gcd(n, 0)",
+    "gcd(-2147483648, n)",  # gcd(-2^31, 0) = 2^31: integer out of range
+    "gcd(id * 3000000000, 6000000000)",  # the bigint overload
     "pi() * n",
     "div(d, 2)",
     "div(n, 3)",
@@ -564,6 +570,8 @@ MATH_CALLS = [
     "power({x}::float8, {k})",
     "power({d}::numeric, {k})",
     "mod({i}, {k})",
+    "gcd({i}, {k})",
+    "gcd({i} * 6, -4 * {i})",
 ]
 
 

@@ -117,6 +117,9 @@ QUERIES = {
     "timestamp_column": "SELECT t::timestamp(1) AS r, t::timestamp(0) AS s FROM ts",
     # A WITH name given twice is 42712.
     "duplicate_cte": "WITH c AS (SELECT 1), c AS (SELECT 2) SELECT * FROM c",
+    # gcd, declared only in the function registry (expr/functions/math.py).
+    "gcd": "SELECT k, gcd(x, 4) AS g, gcd(-x, 0) AS z, gcd(0, 0) AS zero, gcd(k * 6, -4) AS n"
+    " FROM t1",
 }
 
 

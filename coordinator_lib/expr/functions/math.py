@@ -257,3 +257,20 @@ def div(a: decimal.Decimal, b: decimal.Decimal) -> decimal.Decimal:
         raise FunctionError("division by zero", "22012")
     quotient = (a / b).quantize(decimal.Decimal(1), rounding=decimal.ROUND_DOWN)
     return quotient.quantize(NUMERIC_SCALE)
+
+
+def _gcd(a: int, b: int, type_name: str, bound: int) -> int:
+    result = math.gcd(a, b)  # never negative; gcd(0, 0) is 0
+    if result >= bound:  # gcd(-2^31, 0) is 2^31, beyond integer
+        raise FunctionError(f"{type_name} out of range", "22003")
+    return result
+
+
+@scalar_function("gcd", sig(S.INTEGER, S.INTEGER, result=S.INTEGER))
+def gcd(a: int, b: int) -> int:
+    return _gcd(a, b, "integer", 2**31)
+
+
+@scalar_function("gcd_bigint", sig(S.BIGINT, S.BIGINT, result=S.BIGINT), sql=("gcd",))
+def gcd_bigint(a: int, b: int) -> int:
+    return _gcd(a, b, "bigint", 2**63)

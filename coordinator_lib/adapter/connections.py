@@ -43,9 +43,16 @@ _FAILURES = (
 
 
 def store_item(coord: Coordinator, session: Session, create_sql: str, id_count: int = 1) -> None:
-    """One catalog entry for `create_sql` taking `id_count` new ids, in one
-    compare-and-set (then the runtime state follows)."""
+    """One catalog entry for `create_sql` taking `id_count` new ids."""
     catalog_transact(coord, session, [CreateItem(create_sql, id_count, created_at=wall_clock_ms())])
+
+
+def connection_type(coord: Coordinator, id: GlobalId) -> str:
+    """What SHOW CONNECTIONS says a connection is."""
+    from coordinator_lib.sql.plan_iceberg import CreateIcebergConnectionPlan
+
+    plan = coord.catalog.index.plans.get(id)
+    return "iceberg-catalog" if isinstance(plan, CreateIcebergConnectionPlan) else "postgres"
 
 
 def conninfo_of(coord: Coordinator, plan: CreateConnectionPlan) -> dict[str, Any]:
@@ -127,6 +134,7 @@ __all__ = [
     "check_server",
     "connect",
     "connection_plan",
+    "connection_type",
     "conninfo_of",
     "create_connection",
     "store_item",

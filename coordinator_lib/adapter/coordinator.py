@@ -32,7 +32,7 @@ from typing import Any
 import pyarrow as pa
 from pydantic import BaseModel
 
-from coordinator_lib.adapter import clusters, postgres_source
+from coordinator_lib.adapter import clusters, iceberg_sink, postgres_source
 from coordinator_lib.adapter.catalog import DEFAULT_CLUSTER, Catalog, CatalogIndex
 from coordinator_lib.adapter.continual_task import ContinualTask
 from coordinator_lib.adapter.errors import (
@@ -347,6 +347,8 @@ class Coordinator:
             self.oracle.apply_write(created)
         elif item.kind is ItemKind.SOURCE:
             self._install_source(item)
+        elif item.kind is ItemKind.SINK:
+            iceberg_sink.install(self, item)
         elif item.kind is ItemKind.MATERIALIZED_VIEW:
             assert item.expr is not None
             self._install_materialized_view(item.id, item.expr, item.desc)
@@ -439,6 +441,7 @@ class Coordinator:
 
     def _uninstall(self, id: GlobalId, kind: ItemKind) -> None:
         postgres_source.uninstall(self, id)  # a PostgreSQL source: its slot
+        iceberg_sink.uninstall(self, id)  # an Iceberg sink: its thread and hold
         # A SUBSCRIBE's transient view over it goes too: the SUBSCRIBE then
         # ends naming the drop (adapter/subscribe.py) instead of waiting forever.
         for reader in self.compute.transient_readers(id):

@@ -60,6 +60,8 @@ _READ_NAMES = {
     ItemKind.SECRET: "secret",
     ItemKind.CONTINUAL_TASK: "continual task",
     ItemKind.INDEX: "index",
+    ItemKind.CONNECTION: "connection",
+    ItemKind.SINK: "sink",
 }
 
 
@@ -115,7 +117,7 @@ class _Check:
             kind = self.catalog.get(id).kind
             if kind is ItemKind.INDEX:
                 continue
-            self.item(id, "U" if kind is ItemKind.SECRET else "r")
+            self.item(id, "U" if kind in (ItemKind.SECRET, ItemKind.CONNECTION) else "r")
 
 
 _WRITES = {p.InsertPlan: "a", p.UpdatePlan: "w", p.DeletePlan: "d"}

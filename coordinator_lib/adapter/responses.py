@@ -33,6 +33,7 @@ class ExecuteResponseKind(StrEnum):
     CREATED_SOURCE = "created-source"
     CREATED_SECRET = "created-secret"
     CREATED_CONNECTION = "created-connection"
+    CREATED_SINK = "created-sink"
     CREATED_CLUSTER = "created-cluster"
     CREATED_CONTINUAL_TASK = "created-continual-task"
     CREATED_ROLE = "created-role"

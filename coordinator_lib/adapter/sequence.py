@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from coordinator_lib.adapter import (
     clusters,
     connections,
+    iceberg_sink,
     postgres_source,
     privileges,
     roles,
@@ -328,7 +329,7 @@ def _show_objects(
         rows = [(i.name.item, clusters.item_cluster(coord, i.id)) for i in items]
         return _rows([("name", TEXT), ("cluster", TEXT)], sorted(rows))
     if kind is ItemKind.CONNECTION:  # the only connection type
-        rows = [(i.name.item, "postgres") for i in items]
+        rows = [(i.name.item, connections.connection_type(coord, i.id)) for i in items]
         return _rows([("name", TEXT), ("type", TEXT)], sorted(rows))
     return _rows([("name", TEXT)], sorted((i.name.item,) for i in items))
 
@@ -747,6 +748,7 @@ _HANDLERS: dict[type, Callable[..., ExecuteResponse]] = {
     **secrets.HANDLERS,
     **connections.HANDLERS,
     **postgres_source.HANDLERS,
+    **iceberg_sink.HANDLERS,
     **clusters.HANDLERS,
     **roles.HANDLERS,
     **privileges.HANDLERS,

@@ -169,6 +169,8 @@ _KIND_NAMES = {
     ItemKind.INDEX: "index",
     ItemKind.SECRET: "secret",
     ItemKind.CONTINUAL_TASK: "continual-task",
+    ItemKind.CONNECTION: "connection",
+    ItemKind.SINK: "sink",
 }
 
 

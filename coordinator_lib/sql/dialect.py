@@ -53,6 +53,8 @@ from coordinator_lib.sql.continual_task_syntax import parse_create_continual_tas
 from coordinator_lib.sql.depth import too_deep
 from coordinator_lib.sql.errors import ParseError, SqlError
 from coordinator_lib.sql.escape_string import scan_escape_string
+from coordinator_lib.sql.iceberg_syntax import TRANSFORMS as ICEBERG_TRANSFORMS
+from coordinator_lib.sql.iceberg_syntax import parse_create_sink
 from coordinator_lib.sql.postgres_syntax import TRANSFORMS as POSTGRES_TRANSFORMS
 from coordinator_lib.sql.postgres_syntax import parse_create_connection, parse_postgres_source
 from coordinator_lib.sql.statements import (
@@ -354,6 +356,8 @@ class TidemarkParser(StatementParser):
                 return parse_create_secret(self)
             if self._match_text_seq("CONNECTION"):
                 return parse_create_connection(self)
+            if self._match_text_seq("SINK"):
+                return parse_create_sink(self)
             if self._match_text_seq("CLUSTER"):
                 return parse_create_cluster(self)
             if self._match(TokenType.SCHEMA):
@@ -552,6 +556,7 @@ class TidemarkGenerator(MaterializeGenerator):
         **STATEMENT_TRANSFORMS,
         **WEBHOOK_TRANSFORMS,
         **POSTGRES_TRANSFORMS,
+        **ICEBERG_TRANSFORMS,
         **CLUSTER_TRANSFORMS,
         **CONTINUAL_TASK_TRANSFORMS,
         AsOf: lambda self, e: (

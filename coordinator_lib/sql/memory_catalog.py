@@ -96,6 +96,10 @@ class InMemoryCatalog(DictCatalog):
         applied = self._apply_webhook(plan)
         if applied is None:
             applied = apply_to_catalog(self, plan)
+        if applied is None:
+            from coordinator_lib.sql import plan_iceberg  # it imports this module
+
+            applied = plan_iceberg.apply_to_catalog(self, plan)
         if applied is not None:
             return applied
         if isinstance(plan, CreateContinualTaskPlan):

@@ -32,6 +32,7 @@ from coordinator_lib.sql import (
     plan_catalog,
     plan_cluster,
     plan_continual_task,
+    plan_iceberg,
     plan_postgres,
     plan_role,
     plan_session,
@@ -143,6 +144,7 @@ def plan_in_context(statement: exp.Expr, ctx: PlanContext) -> Plan:
         or plan_cluster.PLANNERS.get(type(statement))
         or plan_continual_task.PLANNERS.get(type(statement))
         or plan_postgres.PLANNERS.get(type(statement))
+        or plan_iceberg.PLANNERS.get(type(statement))
     )
     if planner is not None:
         return planner(statement, ctx)

@@ -4,6 +4,7 @@
   USER 'u', PASSWORD SECRET s, DATABASE 'd', SSL MODE 'disable')`
   -> `CreateConnection` (options `ConnectionOption`, PASSWORD's value the
   secret's name);
+- `CREATE CONNECTION ... TO ICEBERG CATALOG (...)`: `iceberg_syntax.py`;
 - `CREATE SOURCE [IF NOT EXISTS] name [IN CLUSTER c] FROM POSTGRES CONNECTION
   conn (PUBLICATION 'p') FOR ALL TABLES | FOR TABLES (t [AS sub], ...) |
   FOR SCHEMAS (s, ...)` -> `CreatePostgresSource`. The stored (purified)
@@ -67,7 +68,7 @@ CONNECTION_OPTIONS: tuple[tuple[str, ...], ...] = (
 SOURCE_OPTIONS: tuple[tuple[str, ...], ...] = (("PUBLICATION",), ("SLOT",))
 
 
-def _option(p: Any, names: tuple[tuple[str, ...], ...]) -> ConnectionOption:
+def connection_option(p: Any, names: tuple[tuple[str, ...], ...]) -> ConnectionOption:
     first = p._curr
     for words in names:
         if p._match_text_seq(*words):
@@ -92,11 +93,15 @@ def parse_create_connection(p: Any) -> exp.Expr:
     exists = p._parse_exists(not_=True)
     name = p._parse_object_name("a connection name")
     if not p._match_text_seq("TO"):
-        p.raise_error("Expecting TO POSTGRES")
+        p.raise_error("Expecting TO POSTGRES or TO ICEBERG CATALOG")
+    if p._match_text_seq("ICEBERG", "CATALOG"):
+        from coordinator_lib.sql.iceberg_syntax import parse_iceberg_connection
+
+        return parse_iceberg_connection(p, name, exists)
     if not p._match_text_seq("POSTGRES"):
-        p.raise_error("Expecting POSTGRES (the only connection type supported)")
+        p.raise_error("Expecting POSTGRES or ICEBERG CATALOG")
     p._match_l_paren()
-    options = p._parse_csv(lambda: _option(p, CONNECTION_OPTIONS))
+    options = p._parse_csv(lambda: connection_option(p, CONNECTION_OPTIONS))
     p._match_r_paren()
     node = CreateConnection(this=name, exists=exists, connector="POSTGRES", options=options)
     return p.expression(node)
@@ -120,7 +125,7 @@ def parse_postgres_source(p: Any, name: exp.Expr, exists: bool, cluster: Any) ->
     options = []
     if p._match(TokenType.L_PAREN, advance=False):
         p._match_l_paren()
-        options = p._parse_csv(lambda: _option(p, SOURCE_OPTIONS))
+        options = p._parse_csv(lambda: connection_option(p, SOURCE_OPTIONS))
         p._match_r_paren()
     node = CreatePostgresSource(
         this=name, exists=exists, cluster=cluster, connection=connection, options=options
@@ -192,6 +197,7 @@ __all__ = [
     "CreateConnection",
     "CreatePostgresSource",
     "SourceTable",
+    "connection_option",
     "parse_create_connection",
     "parse_postgres_source",
 ]

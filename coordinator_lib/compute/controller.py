@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from coordinator_lib.compute import budget
@@ -53,6 +54,7 @@ from coordinator_lib.compute.errors import (
 )
 from coordinator_lib.compute.local_scalar import EvalError
 from coordinator_lib.compute.spark_cancel import cancelable_jobs
+from coordinator_lib.compute.spark_errors import exact_errors, is_data_error
 from coordinator_lib.expr.relation import Get, RelationExpr
 from coordinator_lib.expr.temporal import substitute_mz_now
 from coordinator_lib.persist.read_scope import held_reads
@@ -480,6 +482,7 @@ class ComputeController:
         are small, else one Spark job. The caller holds the inputs readable
         at `timestamp` and waited for their uppers to pass it."""
         expr = substitute_mz_now(expr, timestamp)  # mz_now() is the time read at
+        expr = join_keys_mapped(expr)  # a failing join key fails as its Map (exact errors)
         inputs = {id: self.storage.shard(id) for id in expr.depends_on()}
         description = DataflowDescription(GlobalId.transient(0), expr, timestamp)
         engine = choose_engine(Work.PEEK, stored_rows(inputs), self.local_max_rows)
@@ -488,16 +491,27 @@ class ComputeController:
             _raise_first(errors)
             return [(u.row, u.diff) for u in updates]
         with held_reads(), cancelable_jobs(self.spark, budget.current()):
-            delta, errors, _ = plan_step(self.spark, description, inputs, timestamp, timestamp + 1)
-            _raise_first(errors)
-            if delta is None:
+            try:
+                table = self._spark_peek(description, inputs, timestamp)
+            except Exception as error:
+                if not is_data_error(error):
+                    raise
+                with exact_errors():  # the query's first error, as in-process
+                    table = self._spark_peek(description, inputs, timestamp)
+            if table is None:
                 return []
-            table = delta.toArrow()
         names = list(description.desc.names)
         columns = [column_pylist(table.column(i)) for i in range(len(names))]
         diffs = table.column(DIFF_COLUMN).to_pylist()
         rows = [(tuple(c[i] for c in columns), diffs[i]) for i in range(table.num_rows)]
         return budget.charge_list(rows)
+
+    def _spark_peek(
+        self, description: DataflowDescription, inputs: dict[GlobalId, Shard], timestamp: int
+    ) -> pa.Table | None:
+        delta, errors, _ = plan_step(self.spark, description, inputs, timestamp, timestamp + 1)
+        _raise_first(errors)
+        return None if delta is None else delta.toArrow()
 
     def raise_errors(self, ids: set[GlobalId], timestamp: int) -> None:
         """A read of `ids` at `timestamp` fails with the first error of any of

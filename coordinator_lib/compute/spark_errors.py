@@ -198,4 +198,8 @@ def _evaluated_error(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkCo
             return (error.code, error.message)
         return None
 
-    return F.udf(first, ERROR_TYPE)(*[F.col(column_name(i)) for i in read])
+    # Nondeterministic: Spark must not evaluate a later predicate or value
+    # (pushed below it, or combined with its filter) before this column says
+    # the row fails; that evaluation would fail the job again.
+    udf = F.udf(first, ERROR_TYPE).asNondeterministic()
+    return udf(*[F.col(column_name(i)) for i in read])

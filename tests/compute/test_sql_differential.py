@@ -11,9 +11,10 @@ values: a step retracts the value it recomputes for the old contents.
 Where DuckDB and PostgreSQL disagree (see tests/sql/test_reference_duckdb.py)
 the DuckDB text is given separately: `/` on integers is `//` there; divisors
 cannot be zero (PostgreSQL raises, DuckDB gives NULL) except in the `err_`
-views, whose DuckDB text raises with `error('division by zero')` where
-PostgreSQL would: at a time DuckDB raises, the view's read must fail with
-22012 (its error collection), else its error collection must be empty and
+views, whose DuckDB text raises with `error('division by zero')` (or
+`error('<SQLSTATE> <message>')`) where PostgreSQL would: at a time DuckDB
+raises, the view's read must fail with that error (its error collection,
+on either engine), else its error collection must be empty and
 its rows equal DuckDB's (every view's, at every time); avg/sum types differ,
 so numbers are compared by value rounded to 6 places; text values are
 lowercase ASCII so collation cannot matter.
@@ -22,6 +23,7 @@ lowercase ASCII so collation cannot matter.
 from __future__ import annotations
 
 import decimal
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,6 +160,17 @@ QUERIES: dict[str, tuple[str, str | None]] = {
         "SELECT u.name, t.v, u.w / t.v AS q FROM t JOIN u ON t.k = u.k",
         "SELECT u.name, t.v, CASE WHEN t.v = 0 AND u.w IS NOT NULL"
         " THEN error('division by zero') ELSE u.w // t.v END FROM t JOIN u ON t.k = u.k",
+    ),
+    "err_overflow": (  # integer overflow (k >= 3), on Spark an ANSI error
+        "SELECT k, k * 1000000000 AS m FROM t",
+        "SELECT k, CASE WHEN k >= 3 THEN error('22003 integer out of range')"
+        " ELSE k * 1000000000 END FROM t",
+    ),
+    "err_join_key": (  # a join key that fails: every row of t is checked, matched or not
+        "SELECT t.k, u.name FROM t JOIN u ON t.v / t.k = u.k",
+        "SELECT t.k, u.name FROM t JOIN u ON t.v // t.k = u.k UNION ALL SELECT NULL, NULL"
+        " FROM t WHERE (CASE WHEN k = 0 AND v IS NOT NULL"
+        " THEN error('22012 division by zero') END) IS NOT NULL",
     ),
     "err_guarded": (  # CASE and COALESCE evaluate only what they reach: k NULL, v <> 0
         "SELECT k, CASE WHEN v <> 0 THEN k / v END AS q, COALESCE(k, v / 0) AS c FROM t",
@@ -831,6 +844,14 @@ class Raised:
 
     message: str
 
+    @property
+    def error(self) -> tuple[str, str]:
+        """(SQLSTATE, message) the view's read must fail with: the view's
+        `error('<code> <message>')`, or division by zero for `error('division
+        by zero')`."""
+        found = re.search(r"\b(\d\d[0-9A-Z]{3}) (.+)$", self.message.strip())
+        return (found[1], found[2]) if found else ("22012", "division by zero")
+
 
 def check_views(session: SqlSession, oracle: DuckOracle, views: dict[str, GlobalId]) -> int:
     """Every view at every readable time against DuckDB; returns the count."""
@@ -847,10 +868,9 @@ def check_views(session: SqlSession, oracle: DuckOracle, views: dict[str, Global
             assert not negative, f"view {name} at time {t} has negative rows {negative}"
             want = oracle.at(t)[name]
             if isinstance(want, Raised):
-                assert "division by zero" in want.message, want
                 with pytest.raises(EvalError) as raised:  # the read a SELECT does
                     session.compute.raise_errors({id}, t)
-                assert (raised.value.code, raised.value.message) == ("22012", "division by zero")
+                assert (raised.value.code, raised.value.message) == want.error, name
                 checked += 1
                 continue
             errors = session.errors(id, t)
@@ -1142,7 +1162,8 @@ def test_error_views_match_duckdb_at_every_time(
     spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
 ) -> None:
     """Views that fail at some times, in-process: where DuckDB raises the
-    view's read fails with 22012, elsewhere it has no error and DuckDB's rows."""
+    view's read fails with its error (22012, 22003), elsewhere it has no
+    error and DuckDB's rows."""
     session = SqlSession(spark, Path(tmp_path_factory.mktemp("sql")), engine="local")
     try:
         run_workload(session, initial, rounds, ERROR_VIEWS)

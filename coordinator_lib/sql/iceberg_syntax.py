@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from sqlglot import exp
 
-from coordinator_lib.sql.postgres_syntax import connection_option
+from coordinator_lib.sql.connection_syntax import connection_option
 
 CATALOG_OPTIONS: tuple[tuple[str, ...], ...] = (("URI",), ("WAREHOUSE",))
 SINK_OPTIONS: tuple[tuple[str, ...], ...] = (("NAMESPACE",), ("TABLE",))

@@ -5,6 +5,7 @@ It sits above the planners whose plans it applies."""
 from __future__ import annotations
 
 from coordinator_lib.repr.relation import RelationDesc
+from coordinator_lib.sql import plan_iceberg
 from coordinator_lib.sql import plan_webhook as w
 from coordinator_lib.sql import plans
 from coordinator_lib.sql.catalog import DEFAULT_SCHEMA, CatalogItem, DictCatalog, ItemKind
@@ -97,8 +98,6 @@ class InMemoryCatalog(DictCatalog):
         if applied is None:
             applied = apply_to_catalog(self, plan)
         if applied is None:
-            from coordinator_lib.sql import plan_iceberg  # it imports this module
-
             applied = plan_iceberg.apply_to_catalog(self, plan)
         if applied is not None:
             return applied

@@ -20,6 +20,10 @@ from typing import Any, ClassVar
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
+from coordinator_lib.sql.connection_syntax import TRANSFORMS as OPTION_TRANSFORMS
+from coordinator_lib.sql.connection_syntax import connection_option
+from coordinator_lib.sql.iceberg_syntax import parse_iceberg_connection
+
 
 class CreateConnection(exp.Expression):
     arg_types: ClassVar[dict[str, bool]] = {
@@ -28,13 +32,6 @@ class CreateConnection(exp.Expression):
         "connector": True,
         "options": False,
     }
-
-
-class ConnectionOption(exp.Expression):
-    """`this`: the upper-cased option name; `value` a literal, or for
-    PASSWORD SECRET the secret's name (`secret` set)."""
-
-    arg_types: ClassVar[dict[str, bool]] = {"this": True, "value": True, "secret": False}
 
 
 class SourceTable(exp.Expression):
@@ -68,26 +65,6 @@ CONNECTION_OPTIONS: tuple[tuple[str, ...], ...] = (
 SOURCE_OPTIONS: tuple[tuple[str, ...], ...] = (("PUBLICATION",), ("SLOT",))
 
 
-def connection_option(p: Any, names: tuple[tuple[str, ...], ...]) -> ConnectionOption:
-    first = p._curr
-    for words in names:
-        if p._match_text_seq(*words):
-            name = " ".join(words)
-            break
-    else:
-        p.raise_error(f"Expecting one of {', '.join(' '.join(w) for w in names)}")
-    p._match(TokenType.EQ)
-    if name == "PASSWORD":
-        if not p._match_text_seq("SECRET"):
-            p.raise_error("Expecting SECRET and the secret holding the password")
-        secret = p._parse_object_name("a secret name")
-        return p.expression(ConnectionOption(this=name, value=secret, secret=True), first)
-    value = p._parse_primary()
-    if not isinstance(value, exp.Literal):
-        p.raise_error(f"Expecting a string or number for {name}")
-    return p.expression(ConnectionOption(this=name, value=value), first)
-
-
 def parse_create_connection(p: Any) -> exp.Expr:
     """After `CREATE CONNECTION`."""
     exists = p._parse_exists(not_=True)
@@ -95,8 +72,6 @@ def parse_create_connection(p: Any) -> exp.Expr:
     if not p._match_text_seq("TO"):
         p.raise_error("Expecting TO POSTGRES or TO ICEBERG CATALOG")
     if p._match_text_seq("ICEBERG", "CATALOG"):
-        from coordinator_lib.sql.iceberg_syntax import parse_iceberg_connection
-
         return parse_iceberg_connection(p, name, exists)
     if not p._match_text_seq("POSTGRES"):
         p.raise_error("Expecting POSTGRES or ICEBERG CATALOG")
@@ -148,12 +123,6 @@ def parse_postgres_source(p: Any, name: exp.Expr, exists: bool, cluster: Any) ->
 # --- printing ------------------------------------------------------------------------
 
 
-def _option_sql(g: Any, e: ConnectionOption) -> str:
-    if e.args.get("secret"):
-        return f"{e.name} SECRET {g.sql(e, 'value')}"
-    return f"{e.name} {g.sql(e, 'value')}"
-
-
 def _connection_sql(g: Any, e: CreateConnection) -> str:
     exists = " IF NOT EXISTS" if e.args.get("exists") else ""
     options = g.expressions(e, key="options", flat=True)
@@ -185,19 +154,17 @@ def _source_sql(g: Any, e: CreatePostgresSource) -> str:
 
 
 TRANSFORMS: dict[type[exp.Expr], Callable[[Any, Any], str]] = {
+    **OPTION_TRANSFORMS,
     CreateConnection: _connection_sql,
-    ConnectionOption: _option_sql,
     SourceTable: _source_table_sql,
     CreatePostgresSource: _source_sql,
 }
 
 __all__ = [
     "TRANSFORMS",
-    "ConnectionOption",
     "CreateConnection",
     "CreatePostgresSource",
     "SourceTable",
-    "connection_option",
     "parse_create_connection",
     "parse_postgres_source",
 ]

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from coordinator_lib.expr.functions import CallFunction
+from coordinator_lib.expr.functions import REGISTRY, CallFunction
 from coordinator_lib.expr.scalar import Column
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.sql.errors import UnsupportedFeature
@@ -51,7 +51,10 @@ class FunctionBinder(ScalarBinder):
 
     # --- helpers ------------------------------------------------------------------
 
-    def _call(self, name: str, args: list[Typed], result: ScalarType) -> Typed:
+    def _call(self, name: str, args: list[Typed]) -> Typed:
+        """The call with the registry's result type (one for all of these
+        functions' overloads: an argument may be text where bytea is wanted)."""
+        (result,) = {signature.result for signature in REGISTRY[name].signatures}
         nullable = any(arg.type.nullable for arg in args)
         expr = CallFunction(name, tuple(a.expr for a in args), ColumnType(result, nullable))
         return Typed(expr, expr.type)
@@ -100,7 +103,7 @@ class FunctionBinder(ScalarBinder):
         data = self._as(args[0], target, nodes[0], "hmac", args, bytes_or_text=True)
         key = self._as(args[1], target, nodes[1], "hmac", args, bytes_or_text=True)
         kind = self._as(args[2], S.TEXT, nodes[2], "hmac", args)
-        return self._call("hmac", [data, key, kind], S.BYTEA)
+        return self._call("hmac", [data, key, kind])
 
     def _constant_time_eq(self, node: exp.Anonymous) -> Typed:
         """constant_time_eq(a, b) -> boolean; text or bytea (text compared
@@ -114,7 +117,7 @@ class FunctionBinder(ScalarBinder):
         name = "constant_time_eq"
         left = self._as(args[0], target, nodes[0], name, args, bytes_or_text=True)
         right = self._as(args[1], target, nodes[1], name, args, bytes_or_text=True)
-        return self._call("constant_time_eq", [left, right], S.BOOLEAN)
+        return self._call("constant_time_eq", [left, right])
 
     def _decode(self, node: exp.Decode) -> Typed:
         """decode(text, format) -> bytea (format: base64, hex, escape)."""
@@ -122,7 +125,7 @@ class FunctionBinder(ScalarBinder):
         args = [self.bind(n) for n in nodes]
         text = self._as(args[0], S.TEXT, nodes[0], "decode", args)
         fmt = self._as(args[1], S.TEXT, nodes[1], "decode", args)
-        return self._call("decode", [text, fmt], S.BYTEA)
+        return self._call("decode", [text, fmt])
 
     def _encode(self, node: exp.Encode) -> Typed:
         """encode(bytea, format) -> text (format: base64, hex, escape)."""
@@ -130,7 +133,7 @@ class FunctionBinder(ScalarBinder):
         args = [self.bind(n) for n in nodes]
         data = self._as(args[0], S.BYTEA, nodes[0], "encode", args)
         fmt = self._as(args[1], S.TEXT, nodes[1], "encode", args)
-        return self._call("encode", [data, fmt], S.TEXT)
+        return self._call("encode", [data, fmt])
 
     def _now(self, node: exp.Expr) -> Typed:
         if self.now_column is None:

@@ -5,9 +5,8 @@ It sits above the planners whose plans it applies."""
 from __future__ import annotations
 
 from coordinator_lib.repr.relation import RelationDesc
-from coordinator_lib.sql import plan_iceberg
+from coordinator_lib.sql import plan_iceberg, plans
 from coordinator_lib.sql import plan_webhook as w
-from coordinator_lib.sql import plans
 from coordinator_lib.sql.catalog import DEFAULT_SCHEMA, CatalogItem, DictCatalog, ItemKind
 from coordinator_lib.sql.errors import InvalidParameter
 from coordinator_lib.sql.plan_continual_task import CreateContinualTaskPlan

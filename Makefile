@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := setup
-.PHONY: setup java chromium test run bench bench-storage bench-ivm bench-scheduler bench-webhook bench-write bench-soak lint format clean slt
+.PHONY: setup java chromium test run bench bench-steps bench-storage bench-ivm bench-scheduler bench-webhook bench-write bench-soak lint format clean slt
 
 ## setup: .venv with the pinned dependencies, the project installed editable, Java 17, Chromium (UI test).
 setup: $(STAMP) java chromium
@@ -42,6 +42,11 @@ run: setup
 BENCH_ARGS ?=
 bench: setup
 	$(BIN)/python -m bench.nexmark $(BENCH_ARGS)
+
+## bench-steps: Tidemark's step for the same delta over growing bases, in-process
+## (bench/nexmark_steps.py; BENCH_ARGS e.g. --bases 100000,1000000 --delta 100).
+bench-steps: setup
+	$(BIN)/python -m bench.nexmark_steps $(BENCH_ARGS)
 
 ## bench-storage: the storage benchmark (bench/storage.py).
 bench-storage: setup

@@ -36,6 +36,7 @@ bench/results/nexmark.json, nexmark.md and nexmark.png.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -225,9 +226,11 @@ class Tidemark:
         result = step(spark, view.description, view.inputs, view.output)
         if result is None or not result.landed:
             raise RuntimeError(f"Tidemark step of {name} did not advance the view")
+        reads = result.reads  # in-process steps count what they read
         return {
             "rows_written": result.rows_written,
             "where": str(getattr(result, "engine", "spark")),
+            "rows_read": None if reads is None else dataclasses.asdict(reads),
         }
 
     def contents(self, name: str, as_of: int) -> Counter:
@@ -409,6 +412,8 @@ class Cell:
     growth_mb: dict[str, list[float]] = field(default_factory=dict)
     rows_written: list[int] = field(default_factory=list)
     where: set[str] = field(default_factory=set)
+    # Rows each in-process step read: deltas, inputs' old contents, state.
+    rows_read: list[dict[str, int]] = field(default_factory=list)
     checked_rows: int | None = None
 
     def add(self, engine: str, seconds: float, peak: float, growth: float) -> None:
@@ -431,6 +436,10 @@ class Cell:
             },
             "rows_written": int(statistics.median(self.rows_written)) if self.rows_written else 0,
             "tidemark_ran_on": "+".join(sorted(self.where)),
+            "tidemark_rows_read": {
+                k: int(statistics.median(r[k] for r in self.rows_read))
+                for k in (self.rows_read[0] if self.rows_read else {})
+            },
             "checked_rows": self.checked_rows,
         }
 
@@ -508,6 +517,8 @@ class Bench:
             if engine == "tidemark":
                 cell.rows_written.append(result["rows_written"])
                 cell.where.add(result["where"])
+                if result["rows_read"] is not None:
+                    cell.rows_read.append(result["rows_read"])
 
     def check(self, cell: Cell, name: str, t: int, what: str) -> None:
         """Every engine's view equals Tidemark's at time `t`."""

@@ -37,13 +37,14 @@ from coordinator_lib.compute.accumulate import (
     catch_up_output,
     state_shard,
 )
+from coordinator_lib.compute.arranged import StepReads, StepState, land, prepare, render_step
+from coordinator_lib.compute.engine import LOCAL_MAX_ROWS, Engine, Work, choose_engine
 from coordinator_lib.compute.error_collection import (
     error_shard,
     input_errors,
     land_errors,
     landed_upper,
 )
-from coordinator_lib.compute.local import LocalContext, LocalRendered, render_local
 from coordinator_lib.compute.render import (
     DIFF,
     TIME,
@@ -66,11 +67,7 @@ from coordinator_lib.persist.spark_shard import (
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import RelationDesc
-from coordinator_lib.repr.update import Update, consolidate
-
-# Steps whose inputs store at most this many updates run in-process
-# (compute/local.py): Spark's per-job overhead would dominate them.
-LOCAL_MAX_ROWS = 200_000
+from coordinator_lib.repr.update import Update
 
 # The upper a step renders to when its inputs are closed: later than any
 # time, so every update and temporal event is taken; it lands as the empty
@@ -114,6 +111,8 @@ class StepResult:
     seconds: float
     rules: list[tuple[str, str]] = field(default_factory=list)
     engine: str = "spark"  # or "local"
+    # What the step read (in-process steps; None on Spark, which does not count).
+    reads: StepReads | None = None
 
 
 def _as_collection(df: DataFrame, arity: int, with_time: bool) -> DataFrame:
@@ -212,28 +211,36 @@ def stored_rows(inputs: dict[GlobalId, Shard]) -> int:
     return sum(shard.statistics().rows for shard in inputs.values())
 
 
+def changed_rows(inputs: dict[GlobalId, Shard], lower: int) -> int:
+    """Updates the inputs store at times from `lower` on, from batch metadata
+    (at most: a batch that also holds older times counts whole)."""
+    return sum(
+        batch.rows
+        for shard in inputs.values()
+        for batch in shard.state().batches
+        if batch.upper is None or batch.upper > lower
+    )
+
+
 def plan_step_local(
-    description: DataflowDescription, inputs: dict[GlobalId, Shard], lower: int, upper: int
+    description: DataflowDescription,
+    inputs: dict[GlobalId, Shard],
+    lower: int,
+    upper: int,
+    state: StepState | None = None,
+    reads: StepReads | None = None,
 ) -> tuple[list[Update], list[Update], list[tuple[str, str]]]:
     """Like plan_step, in-process: the consolidated updates in [lower, upper)
-    and the error updates."""
-    hydrating = lower == description.as_of
-    frames: dict[GlobalId, LocalRendered] = {}
-    for id, shard in inputs.items():
-        if hydrating:
-            snapshot = [Update(row, lower, diff) for row, diff in shard.snapshot(lower)]
-            later = shard.updates_between(lower + 1, Frontier.at(upper))
-            frames[id] = LocalRendered(None, snapshot + later)
-        else:
-            # Read the old contents only if a rule asks (a Join or Reduce does;
-            # a Filter over this input never needs them).
-            old = functools.cache(lambda shard=shard: shard.snapshot(lower - 1))
-            delta = shard.updates_between(lower, Frontier.at(upper))
-            frames[id] = LocalRendered(old, delta or None)
-    ctx = LocalContext(lower, upper, frames, hydrating=hydrating)
-    rendered = render_local(description.expr, ctx)
-    errors = ctx.errors + input_errors(inputs.values(), description.as_of, lower, upper)
-    return consolidate(rendered.delta or []), consolidate(errors), ctx.rules
+    and the error updates; stateful rules read `state` (compute/arranged.py)."""
+    return render_step(
+        description.expr,
+        description.as_of,
+        inputs,
+        lower,
+        upper,
+        state,
+        StepReads() if reads is None else reads,
+    )
 
 
 def step(
@@ -252,12 +259,16 @@ def step(
     upper = next_step_bounds(lower, inputs, until)
     if upper is None or lower is None:
         return None
-    engine = "local" if stored_rows(inputs) <= local_max_rows else "spark"
+    rows_stored, rows_changed = stored_rows(inputs), changed_rows(inputs, lower)
+    engine = choose_engine(Work.STEP, rows_stored, local_max_rows, delta_rows=rows_changed)
     # Accumulated state only pays off for steps to come: a closing step has none.
     plan = accumulate_plan(description.expr) if upper != FOREVER else None
     if plan is not None and not _has_errors(description.expr, inputs, output):
         existing = state_shard(output, plan, lower, create=False)
-        if existing is not None or engine == "spark":
+        keep_state = choose_engine(
+            Work.STATE, rows_stored, local_max_rows, existing is not None, rows_changed
+        )
+        if keep_state is Engine.SPARK:
             try:
                 return _accumulating_step(spark, description, plan, inputs, output, until, started)
             except Exception as error:
@@ -269,12 +280,20 @@ def step(
     landed = landed_upper(output, lower)
     upper = upper if landed is None else landed
     rows = 0
+    reads = None
     try:
-        if engine == "local":
-            updates, errors, rules = plan_step_local(description, inputs, lower, upper)
+        if engine is Engine.LOCAL:
+            reads = StepReads()
+            # A closing step has no steps to come: it keeps no state.
+            state = None if upper == FOREVER else prepare(description, inputs, output, lower, reads)
+            updates, errors, rules = plan_step_local(
+                description, inputs, lower, upper, state, reads
+            )
             if landed is None:
                 land_errors(output, errors, lower, upper)
             output.compare_and_append(updates, Frontier.at(lower), step_frontier(upper))
+            if state is not None:
+                land(state, upper)
             rows = len(updates)
         else:
             try:
@@ -287,8 +306,8 @@ def step(
                         spark, description, inputs, output, lower, upper, landed
                     )
     except UpperMismatch:
-        return StepResult(lower, upper, 0, False, time.perf_counter() - started, [], engine)
-    return StepResult(lower, upper, rows, True, time.perf_counter() - started, rules, engine)
+        return StepResult(lower, upper, 0, False, time.perf_counter() - started, [], engine, reads)
+    return StepResult(lower, upper, rows, True, time.perf_counter() - started, rules, engine, reads)
 
 
 def _spark_step(

@@ -12,6 +12,11 @@ from enum import StrEnum
 # Work whose inputs store at most this many updates runs in-process
 # (Spark's per-job overhead would dominate it).
 LOCAL_MAX_ROWS = 200_000
+# A step whose inputs changed by fewer than LOCAL_MAX_ROWS / DELTA_SHARE
+# updates runs in-process whatever they store: its stateful operators read
+# arranged state at the keys the delta touches (arranged.py), so its cost
+# follows the delta, not the data.
+DELTA_SHARE = 10
 
 
 class Engine(StrEnum):
@@ -27,9 +32,14 @@ class Work(StrEnum):
 
 
 def choose_engine(
-    work: Work, stored_rows: int, local_max_rows: int = LOCAL_MAX_ROWS, has_state: bool = False
+    work: Work,
+    stored_rows: int,
+    local_max_rows: int = LOCAL_MAX_ROWS,
+    has_state: bool = False,
+    delta_rows: int | None = None,
 ) -> Engine:
-    """The engine for `work` over inputs storing `stored_rows` updates.
+    """The engine for `work` over inputs storing `stored_rows` updates, of
+    which `delta_rows` (if known) are the step's changes.
 
     An index's arrangement lives in Spark memory, so its steps run on Spark.
     A view that keeps accumulated state (accumulate.py, Spark only) keeps
@@ -37,4 +47,7 @@ def choose_engine(
     would run on Spark anyway."""
     if work is Work.INDEX_STEP or (work is Work.STATE and has_state):
         return Engine.SPARK
-    return Engine.LOCAL if stored_rows <= local_max_rows else Engine.SPARK
+    if stored_rows <= local_max_rows:
+        return Engine.LOCAL
+    small = delta_rows is not None and delta_rows < local_max_rows // DELTA_SHARE
+    return Engine.LOCAL if small and work in (Work.STEP, Work.STATE) else Engine.SPARK

@@ -10,6 +10,7 @@ import signal
 import time
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from coordinator_lib.persist.arrangement_store import ArrangementStore
 
@@ -89,7 +90,7 @@ def test_two_processes_racing_from_one_upper_land_one_whole_apply(tmp_path: Path
     assert sorted(rows) == [((k, winner), 1) for k in range(2000)]
 
 
-def _write_forever(path: str) -> None:
+def _write_forever(path: str, landed: Any) -> None:
     state = ArrangementStore(path).state("v1")
     upper = state.upper()
     assert upper is not None
@@ -99,6 +100,7 @@ def _write_forever(path: str) -> None:
         updates += [((k,), (k, upper + 1), 1) for k in range(5000)]
         assert state.apply({"r": updates}, upper, upper + 1)
         upper += 1
+        landed.set()
 
 
 def test_sigkill_mid_apply_leaves_the_old_or_the_new_state_whole(tmp_path: Path) -> None:
@@ -109,9 +111,11 @@ def test_sigkill_mid_apply_leaves_the_old_or_the_new_state_whole(tmp_path: Path)
         .apply({"r": [((k,), (k, 1), 1) for k in range(5000)]}, None, 1)
     )
     ctx = multiprocessing.get_context("spawn")
-    for delay in (1.5, 1.9, 2.3):
-        proc = ctx.Process(target=_write_forever, args=(path,))
+    for delay in (0.0, 0.13, 0.29):
+        landed = ctx.Event()
+        proc = ctx.Process(target=_write_forever, args=(path, landed))
         proc.start()
+        assert landed.wait(120)  # it landed an apply and goes on applying
         time.sleep(delay)
         assert proc.pid is not None
         os.kill(proc.pid, signal.SIGKILL)

@@ -206,8 +206,8 @@ def test_lost_race_without_the_lease_stops(env: Env, monkeypatch, superseded: bo
     real = dataflow_module.plan_step_local
     raced: list[int] = []
 
-    def racing(description, inputs, lower, upper):
-        result = real(description, inputs, lower, upper)
+    def racing(description, inputs, lower, *rest):
+        result = real(description, inputs, lower, *rest)
         if not raced:  # between our read of the upper and our CaS
             raced.append(lower)
             assert rival.step_dataflow(VIEW).landed

@@ -1,0 +1,245 @@
+"""Arrangements (compute/arranged.py): an in-process step reads its delta and
+the arranged state at the keys the delta touches, never an input's old
+contents; the views stay exact against DuckDB across a restart between
+steps (state reopened from disk), a step whose state write was lost
+(SIGKILL between the output and the state), and two writers racing."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import signal
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator_lib.compute import arranged
+from coordinator_lib.compute.dataflow import StepResult
+from coordinator_lib.repr import GlobalId
+from tests.compute.sql_session import INSTANCE, SqlSession
+from tests.compute.test_sql_differential import DUCK_TABLES, TABLES, as_multiset
+
+# Views with a stateful operator each: a join under MAX and count(DISTINCT),
+# MIN and string_agg per group, a top-1 per group (TopK), a Distinct.
+QUERIES = {
+    "join_max": (
+        "SELECT u.name, max(t.v) AS m, count(DISTINCT t.s) AS d"
+        " FROM t JOIN u ON t.k = u.k GROUP BY u.name"
+    ),
+    "min_agg": "SELECT k, min(v) AS m, string_agg(s, ',' ORDER BY s) AS a FROM t GROUP BY k",
+    "top1": "SELECT DISTINCT ON (k) k, v FROM t ORDER BY k, v DESC NULLS LAST",
+    "distinct_ks": "SELECT DISTINCT k, s FROM t",
+}
+DUCK = {
+    "min_agg": "SELECT k, min(v) AS m, string_agg(s, ',' ORDER BY s) AS a FROM t GROUP BY k",
+}
+BASE_T, BASE_U, KEYS = 10_000, 1_000, 1_000
+
+
+def _session(root: Path) -> SqlSession:
+    return SqlSession(None, root, engine="local")  # type: ignore[arg-type]
+
+
+def _ids(session: SqlSession) -> dict[str, GlobalId]:
+    return {name: id for id, name in session.tables.items()}
+
+
+def _t_row(rng: random.Random) -> tuple[int, int, str]:
+    return (rng.randrange(KEYS), rng.randrange(10**6), f"s{rng.randrange(50)}")
+
+
+def _base(session: SqlSession, rng: random.Random) -> None:
+    ids = _ids(session)
+    t = [_t_row(rng) for _ in range(BASE_T)]
+    u = [(k, k % 7, f"n{k}") for k in range(BASE_U)]
+    session._write(ids["t"], Counter(t))
+    session._write(ids["u"], Counter(u))
+
+
+def _small_delta(session: SqlSession, rng: random.Random) -> None:
+    ids = _ids(session)
+    t_now = session.snapshot(ids["t"], session.now)
+    changes: Counter = Counter()
+    for _ in range(10):
+        changes[_t_row(rng)] += 1
+    for row, _ in rng.sample(t_now, 5):  # deletes too: MIN/MAX must look past them
+        changes[row] -= 1
+    session._write(ids["t"], changes)
+
+
+def _check(session: SqlSession, views: dict[str, GlobalId]) -> None:
+    import duckdb
+
+    con = duckdb.connect()
+    for ddl in DUCK_TABLES:
+        con.execute(ddl)
+    for name, id in _ids(session).items():
+        rows = session.table_rows(id, session.now)
+        if not rows:
+            continue
+        marks = ", ".join("?" for _ in rows[0])
+        con.executemany(f"INSERT INTO {name} VALUES ({marks})", rows)
+    for name, id in views.items():
+        want = as_multiset(
+            [(tuple(r), 1) for r in con.execute(DUCK.get(name, QUERIES[name])).fetchall()]
+        )
+        got = as_multiset(session.snapshot(id, session.now))
+        assert got == want, name
+    con.close()
+
+
+def _last_step(session: SqlSession, id: GlobalId) -> StepResult:
+    return session.compute.dataflow(INSTANCE, id).steps[-1]
+
+
+def _setup(root: Path) -> tuple[SqlSession, dict[str, GlobalId], random.Random]:
+    rng = random.Random(14)
+    session = _session(root)
+    for ddl in TABLES:
+        session.execute(ddl)
+    _base(session, rng)
+    views = {}
+    for name, sql in QUERIES.items():
+        session.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
+    views = {name: id for id, name in session.views.items()}
+    session.step()  # hydration: reads the snapshots once
+    return session, views, rng
+
+
+def test_a_small_step_over_a_large_base_reads_no_snapshot(tmp_path: Path) -> None:
+    session, views, rng = _setup(tmp_path)
+    # The inputs store more than the in-process limit, the delta far less:
+    # the step runs in-process (this session has no Spark at all).
+    session.compute.local_max_rows = BASE_T // 10
+    try:
+        for _ in range(2):
+            _small_delta(session, rng)
+            session.step()
+            for name, id in views.items():
+                assert _last_step(session, id).engine == "local"
+                reads = _last_step(session, id).reads
+                assert reads is not None and reads.delta <= 30, name
+                # Not one row of an input's old contents: the touched keys'
+                # rows come from the arrangements (a few per key here).
+                assert reads.snapshot == 0, (name, reads)
+                assert reads.state <= 1_000, (name, reads)
+        _check(session, views)
+    finally:
+        session.close()
+
+
+def _reopen(old: SqlSession, root: Path, close_old: bool = True) -> SqlSession:
+    """Another controller over the same data directory, as a restarted
+    process (or a second replica) has: the dataflows resume at their
+    outputs' uppers."""
+    collections = [(id, old.storage.collection(id).description) for id in (*old.tables, *old.views)]
+    dataflows = [old.compute.dataflow(INSTANCE, id).description for id in old.views]
+    state = (old.now, dict(old.tables), dict(old.views), old.catalog)
+    if close_old:
+        old.close()
+    again = _session(root)
+    again.now, again.tables, again.views, again.catalog = state
+    again.storage.create_collections(collections)
+    for description in dataflows:
+        again.compute.create_dataflow(INSTANCE, description)
+    return again
+
+
+@pytest.mark.slow
+def test_views_stay_exact_across_a_restart_between_steps(tmp_path: Path) -> None:
+    session, views, rng = _setup(tmp_path)
+    _small_delta(session, rng)
+    session.step()
+    again = _reopen(session, tmp_path)
+    try:
+        _small_delta(again, rng)
+        again.step()
+        for name, id in views.items():
+            reads = _last_step(again, id).reads
+            assert reads is not None and reads.snapshot == 0, (name, reads)
+        _check(again, views)
+    finally:
+        again.close()
+
+
+def _step_and_die_before_the_state(session: SqlSession, view: GlobalId) -> None:
+    """In a forked child: land the view's output, then SIGKILL before its
+    state is written."""
+    from coordinator_lib.compute import dataflow
+
+    def die(*args: Any) -> bool:
+        os.kill(os.getpid(), signal.SIGKILL)
+        return False
+
+    dataflow.land = die  # type: ignore[assignment]
+    session.compute.step_dataflow(view)
+
+
+@pytest.mark.slow
+def test_sigkill_between_output_and_state_is_caught_up(tmp_path: Path) -> None:
+    session, views, rng = _setup(tmp_path)
+    try:
+        _small_delta(session, rng)
+        for id in views.values():
+            child = multiprocessing.get_context("fork").Process(
+                target=_step_and_die_before_the_state, args=(session, id)
+            )
+            child.start()
+            child.join(120)
+            assert child.exitcode == -signal.SIGKILL
+        for name, id in views.items():
+            # The output moved on and its state did not.
+            state = arranged.dataflow_state(
+                session.storage.shard(id), session.compute.dataflow(INSTANCE, id).description.expr
+            )
+            assert session.upper(id) == session.now + 1, name
+            assert state.upper() == session.now, name
+        _small_delta(session, rng)
+        session.step()
+        for name, id in views.items():
+            reads = _last_step(session, id).reads
+            # Caught up from the inputs' updates, not rebuilt from snapshots.
+            assert reads is not None and reads.snapshot == 0, (name, reads)
+        _check(session, views)
+    finally:
+        session.close()
+
+
+@pytest.mark.slow
+def test_a_writer_that_loses_the_race_writes_no_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session, views, rng = _setup(tmp_path)
+    rival = _reopen(session, tmp_path, close_old=False)
+    try:
+        from coordinator_lib.compute import dataflow
+
+        real = dataflow.plan_step_local
+        raced: list[int] = []
+
+        def racing(*args: Any) -> Any:
+            result = real(*args)
+            if not raced:  # between this writer's read of the state and its CaS
+                raced.append(1)
+                for id in views.values():
+                    rival.compute.step_dataflow(id)
+            return result
+
+        _small_delta(rival, rng)
+        monkeypatch.setattr(dataflow, "plan_step_local", racing)
+        results = [session.compute.step_dataflow(id) for id in views.values()]
+        assert raced and results[0] is not None and not results[0].landed
+        monkeypatch.undo()
+        for _ in range(2):
+            _small_delta(rival, rng)
+            rival.step()
+        for name, id in views.items():
+            reads = _last_step(rival, id).reads
+            assert reads is not None and reads.snapshot == 0, (name, reads)
+        _check(rival, views)
+    finally:
+        rival.close()
+        session.close()

@@ -189,3 +189,23 @@ def test_upstream_schema_change_stops_only_that_subsource(
     wait_until(a_fails, "reads of a to fail")
     upstream.execute("INSERT INTO b VALUES (4, NULL, 4)")
     wait_for_match(tidemark, upstream, "SELECT k, d, f FROM b")
+
+
+def test_an_idle_source_lets_its_slot_release_other_tables_wal(
+    upstream: Conn, tidemark: Conn, upstream_url: str
+) -> None:
+    setup_upstream(upstream)
+    upstream.execute("CREATE TABLE unpublished (x int)")
+    connect_tidemark(tidemark, upstream_url)
+    tidemark.execute("CREATE SOURCE s FROM POSTGRES CONNECTION pg (PUBLICATION 'p') FOR TABLES (a)")
+    wait_for_match(tidemark, upstream, "SELECT id, v, n FROM a")
+    upstream.execute("INSERT INTO unpublished SELECT generate_series(1, 1000)")
+    written = upstream.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
+    confirmed = (
+        "SELECT confirmed_flush_lsn >= %s FROM pg_replication_slots"
+        " WHERE database = current_database()"
+    )
+    wait_until(
+        lambda: upstream.execute(confirmed, (written,)).fetchone() == (True,),
+        "the slot to confirm past the unpublished table's writes",
+    )

@@ -35,6 +35,7 @@ from coordinator_lib.adapter.pg_class import (
     pg_class_rows,
     pg_namespace_rows,
 )
+from coordinator_lib.compute.arranged import state_sizes
 from coordinator_lib.compute.error_collection import errors_at
 from coordinator_lib.repr.relation import RelationDesc
 from coordinator_lib.sql.catalog import CatalogItem, ItemKind
@@ -134,6 +135,19 @@ _RELATIONS: list[tuple[str, str, RelationDesc]] = [
             ("count", "bigint", False),
         ),
     ),
+    # Each materialized view's arranged operator state on this host
+    # (compute/arranged.py): entries and encoded bytes per operator.
+    (
+        "mz_internal",
+        "mz_arrangement_sizes",
+        RelationDesc.of(
+            ("object_id", "text", False),
+            ("name", "text", False),
+            ("operator", "text", False),
+            ("records", "bigint", False),
+            ("size", "bigint", False),
+        ),
+    ),
     ("mz_catalog", "mz_secrets", RelationDesc.of(("id", "text", False), *_NAME)),
     # Roles and privileges (adapter/privileges.py).
     ("mz_catalog", "mz_roles", RelationDesc.of(*privileges.ROLE_COLUMNS)),
@@ -224,6 +238,16 @@ def _error_counts(coord: Coordinator) -> list[Row]:
     return rows
 
 
+def _arrangement_sizes(coord: Coordinator) -> list[Row]:
+    rows = []
+    for item in coord.catalog.items():
+        if item.kind is not ItemKind.MATERIALIZED_VIEW or coord.frontiers_of(item.id) is None:
+            continue
+        for operator, size in state_sizes(coord.storage.shard(item.id)).items():
+            rows.append((str(item.id), item.name.item, operator, size.rows, size.bytes))
+    return rows
+
+
 def _webhook_sources(coord: Coordinator) -> list[Row]:
     """Webhook sources and the path they take requests on (HTTP port 6876)."""
     plans = coord.catalog.index.plans
@@ -279,6 +303,7 @@ _ROWS: dict[str, Callable[[Coordinator], list[Row]]] = {
     "mz_object_dependencies": _dependencies,
     "mz_frontiers": _frontiers,
     "mz_compute_error_counts": _error_counts,
+    "mz_arrangement_sizes": _arrangement_sizes,
     "mz_statement_log": _statement_log,
     "mz_sessions": _sessions,
     "mz_secrets": _of_kind(ItemKind.SECRET),

@@ -42,6 +42,7 @@ from coordinator_lib.expr.relation import (
     Window,
 )
 from coordinator_lib.persist.arrangement_store import (
+    ArrangementStats,
     ArrangementStore,
     DataflowState,
     KeyedUpdate,
@@ -198,6 +199,17 @@ def dataflow_state(output: Shard, expr: RelationExpr) -> DataflowState:
     return ArrangementStore.for_blob(output.blob).state(f"{output.shard_id}/{fingerprint(expr)}")
 
 
+def state_sizes(output: Shard) -> dict[str, ArrangementStats]:
+    """The arranged state of the view writing `output` on this host, per
+    operator (every plan it has had)."""
+    store = ArrangementStore.for_blob(output.blob)
+    sizes: dict[str, ArrangementStats] = {}
+    for name in store.dataflows():
+        if name.startswith(f"{output.shard_id}/"):
+            sizes.update(store.state(name).stats())
+    return sizes
+
+
 def render_step(
     expr: RelationExpr,
     as_of: int,
@@ -290,4 +302,5 @@ __all__ = [
     "land",
     "prepare",
     "render_step",
+    "state_sizes",
 ]

@@ -1,0 +1,55 @@
+"""A view's arranged state is visible over pgwire (issue 14):
+mz_internal.mz_arrangement_sizes lists each stateful operator of a
+materialized view with the entries and bytes it keeps, which follow the data."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.server.test_view_errors import running
+
+pytestmark = pytest.mark.timeout(120)
+
+SIZES = (
+    "SELECT operator, records, size FROM mz_internal.mz_arrangement_sizes"
+    " WHERE name = 'best' ORDER BY operator"
+)
+
+
+def _wait_for(conn: psycopg.Connection[Any], sql: str, want: list[tuple[Any, ...]]) -> None:
+    deadline = time.monotonic() + 60
+    while conn.execute(sql).fetchall() != want:
+        assert time.monotonic() < deadline, (sql, conn.execute(sql).fetchall(), want)
+        time.sleep(0.1)
+
+
+def test_arrangement_sizes_show_each_operators_state(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with running(tmp_path / "env") as conn:
+        conn.execute("CREATE TABLE item (id int, category text)")
+        conn.execute("CREATE TABLE bid (item int, price int)")
+        conn.execute(
+            "CREATE MATERIALIZED VIEW best AS SELECT category, max(price) AS top"
+            " FROM item JOIN bid ON item.id = bid.item GROUP BY category"
+        )
+        conn.execute("INSERT INTO item VALUES (1, 'a'), (2, 'a'), (3, 'b')")
+        conn.execute("INSERT INTO bid VALUES (1, 10), (1, 12), (2, 7), (3, 5)")
+        _wait_for(conn, "SELECT * FROM best ORDER BY category", [("a", 12), ("b", 5)])
+        sizes = conn.execute(SIZES).fetchall()
+        # The join's two inputs by item id, the Reduce's input by category.
+        assert [(op, records) for op, records, _ in sizes] == [
+            ("1.join left", 3),
+            ("2.join right", 4),
+            ("3.by key", 4),
+        ]
+        assert all(size > 0 for _, _, size in sizes)
+        conn.execute("DELETE FROM bid WHERE price > 6")
+        _wait_for(conn, "SELECT * FROM best ORDER BY category", [("b", 5)])
+        assert [r[:2] for r in conn.execute(SIZES).fetchall()] == [
+            ("1.join left", 3),
+            ("2.join right", 1),
+            ("3.by key", 1),
+        ]

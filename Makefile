@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := setup
-.PHONY: setup java chromium test run bench bench-steps bench-storage bench-ivm bench-scheduler bench-webhook bench-write bench-soak lint format clean slt
+.PHONY: setup java chromium test run bench bench-steps bench-storage bench-ivm bench-scheduler bench-webhook bench-replication bench-write bench-soak lint format clean slt
 
 ## setup: .venv with the pinned dependencies, the project installed editable, Java 17, Chromium (UI test).
 setup: $(STAMP) java chromium
@@ -65,6 +65,10 @@ bench-scheduler: setup
 ## bench-webhook: webhook requests/s and time to a 200 over loopback (bench/webhook.py).
 bench-webhook: setup
 	$(BIN)/python -m bench.webhook
+
+## bench-replication: a PostgreSQL source under pgbench: changes/s and lag p50/p99 (bench/replication.py).
+bench-replication: setup
+	$(BIN)/python -m bench.replication
 
 ## bench-write: pgbench one-row INSERTs (1/8/32 clients), COPY of 1M CSV rows and 64-client
 ## webhooks, Tidemark beside a PostgreSQL 15 it starts, with py-spy profiles (bench/write.py;

@@ -25,8 +25,10 @@ which the adapter requires of every table (Materialize does too).
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import re
 import select
 import struct
 import threading
@@ -127,6 +129,20 @@ class PostgresIngestionSpec:
     publication: str = ""
     slot: str = ""
     tables: tuple[UpstreamTable, ...] = ()
+
+
+_COPY_ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+_COPY_ESCAPE = re.compile(r"\\(.)")
+
+
+def copy_fields(line: str) -> list[str | None]:
+    """The fields of one line of COPY's text format (`\\N` is NULL)."""
+    return [
+        None
+        if field == "\\N"
+        else _COPY_ESCAPE.sub(lambda m: _COPY_ESCAPES.get(m.group(1), m.group(1)), field)
+        for field in line.split("\t")
+    ]
 
 
 def quote_ident(name: str) -> str:
@@ -334,12 +350,15 @@ class PostgresIngestion:
                     if problem is not None:  # changed since CREATE SOURCE
                         errors[str(table.id)] = problem
                         continue
-                    columns = ", ".join(f"{quote_ident(c.name)}::text" for c in table.columns)
-                    rcur.execute(f"SELECT {columns} FROM ONLY {table.qualified}")
+                    # COPY prints every value with its type's output function,
+                    # as pgoutput does (`::text` would trim a char(n)'s padding).
+                    columns = ", ".join(quote_ident(c.name) for c in table.columns)
+                    copied = io.StringIO()
+                    rcur.copy_expert(f"COPY {table.qualified} ({columns}) TO STDOUT", copied)
                     rows = changes.setdefault(table.id, [])
                     try:
-                        for texts in rcur.fetchall():
-                            rows.append((table.decode(texts), 1))
+                        for line in copied.getvalue().split("\n")[:-1]:
+                            rows.append((table.decode(copy_fields(line)), 1))
                     except SubsourceError as error:
                         errors[str(table.id)] = str(error)
                         changes.pop(table.id)

@@ -19,7 +19,7 @@ Conn = psycopg.Connection[Any]
 # Run in both Tidemark (over the subsources) and PostgreSQL (over the tables).
 QUERIES = (
     "SELECT id, v, n FROM a",
-    "SELECT k, d, f FROM b",
+    "SELECT k, d, f, c FROM b",
     "SELECT a.id, a.v, b.d FROM a JOIN b ON b.k = a.id",
     "SELECT count(*), sum(n) FROM a",
 )
@@ -27,11 +27,11 @@ QUERIES = (
 
 def setup_upstream(upstream: Conn) -> None:
     upstream.execute("CREATE TABLE a (id int PRIMARY KEY, v text, n numeric)")
-    upstream.execute("CREATE TABLE b (k bigint NOT NULL, d date, f double precision)")
+    upstream.execute("CREATE TABLE b (k bigint NOT NULL, d date, f double precision, c char(4))")
     for table in ("a", "b"):
         upstream.execute(f"ALTER TABLE {table} REPLICA IDENTITY FULL")
-    upstream.execute("INSERT INTO a VALUES (1, 'one', 1.5), (2, 'two', NULL)")
-    upstream.execute("INSERT INTO b VALUES (1, '2024-01-02', 0.25), (7, NULL, -1)")
+    upstream.execute(r"INSERT INTO a VALUES (1, 'one', 1.5), (2, E'tab\there\nnew\\line', NULL)")
+    upstream.execute("INSERT INTO b VALUES (1, '2024-01-02', 0.25, 'ab'), (7, NULL, -1, NULL)")
     upstream.execute("CREATE PUBLICATION p FOR TABLE a, b")
 
 
@@ -52,7 +52,9 @@ def wait_for_match(tidemark: Conn, upstream: Conn, query: str) -> None:
 def random_transaction(upstream: Conn, rng: random.Random) -> None:
     with upstream.transaction():
         for _ in range(rng.randint(1, 4)):
-            action = rng.choice(("insert_a", "update_a", "delete_a", "insert_b", "delete_b"))
+            action = rng.choice(
+                ("insert_a", "update_a", "delete_a", "insert_b", "update_b", "delete_b")
+            )
             key = rng.randint(1, 12)
             if action == "insert_a":
                 upstream.execute(
@@ -68,8 +70,11 @@ def random_transaction(upstream: Conn, rng: random.Random) -> None:
                 upstream.execute("DELETE FROM a WHERE id = %s", (key,))
             elif action == "insert_b":
                 upstream.execute(
-                    "INSERT INTO b VALUES (%s, %s, %s)", (key, "2025-03-04", rng.random())
+                    "INSERT INTO b VALUES (%s, %s, %s, %s)",
+                    (key, "2025-03-04", rng.random(), rng.choice(["x", "yz", None])),
                 )
+            elif action == "update_b":
+                upstream.execute("UPDATE b SET c = %s WHERE k = %s", (rng.choice(["q", "rs"]), key))
             else:
                 upstream.execute(
                     "DELETE FROM b WHERE ctid = (SELECT min(ctid) FROM b WHERE k = %s)", (key,)
@@ -175,7 +180,7 @@ def test_upstream_schema_change_stops_only_that_subsource(
     upstream.execute("ALTER TABLE a ADD COLUMN extra int")
     upstream.execute("INSERT INTO a VALUES (3, 'three', 3, 3)")
     upstream.execute("INSERT INTO b VALUES (3, NULL, 3)")
-    wait_for_match(tidemark, upstream, "SELECT k, d, f FROM b")
+    wait_for_match(tidemark, upstream, "SELECT k, d, f, c FROM b")
 
     def a_fails() -> bool:
         try:
@@ -188,7 +193,7 @@ def test_upstream_schema_change_stops_only_that_subsource(
 
     wait_until(a_fails, "reads of a to fail")
     upstream.execute("INSERT INTO b VALUES (4, NULL, 4)")
-    wait_for_match(tidemark, upstream, "SELECT k, d, f FROM b")
+    wait_for_match(tidemark, upstream, "SELECT k, d, f, c FROM b")
 
 
 def test_an_idle_source_lets_its_slot_release_other_tables_wal(

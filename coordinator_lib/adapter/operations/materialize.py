@@ -248,7 +248,8 @@ def _materialize_view(
             coordinator, item.id, lowers[item.id], frontiers.upper
         )
     seconds = time.perf_counter() - started
-    engine = result.engine if result is not None else "none"
+    # The engine's name as plain text (a StrEnum is no text to Dagster's serializer).
+    engine = str(result.engine) if result is not None else "none"
     return Materialization(
         item.id,
         frontiers.since,

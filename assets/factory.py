@@ -2,9 +2,11 @@
 
 Materializing one goes through the coordinator (operations.materialize): a
 source or table seals at the run's timestamp, a materialized view takes one
-incremental step to its inputs' least upper (or the upper planned for it),
-an index hydrates its arrangement in the run's process (anew in every run:
-each run opens its own coordinator; assets/metadata.py says so).
+incremental step to its inputs' least upper (or the upper planned for it).
+An index is the server's: while `tidemark serve` is live the run records
+the index it keeps (once hydrated there, `served_index`); with no server
+the run builds it in its own process to check it is readable, and the
+arrangement goes with the run (assets/metadata.py says so).
 
 Views refreshed on commit are run by two mechanisms, one per trigger. New
 rows in a storage input (table, webhook source, load generator subsource):
@@ -19,6 +21,7 @@ schedule.
 """
 
 import json
+import time
 from collections.abc import Mapping
 from datetime import timedelta
 
@@ -31,6 +34,7 @@ from assets.metadata import (
     description,
     materialization_metadata,
     recorded_frontiers,
+    served_index_metadata,
 )
 from assets.project import Project
 from coordinator_lib.adapter import operations
@@ -52,6 +56,7 @@ __all__ = [
     "planned_upper",
     "reads_a_view",
     "reads_storage",
+    "served_index",
 ]
 
 # Run tag: JSON {asset key string: upper} of the views a timestamp sensor
@@ -123,6 +128,43 @@ def planned_upper(tags: Mapping[str, str], key: dg.AssetKey) -> int | None:
     return int(target) if target is not None else None
 
 
+# How long a run waits for a live `tidemark serve` to hydrate an index
+# (the server hydrates a new index in its next maintenance rounds).
+SERVED_INDEX_WAIT_SECONDS = 120.0
+
+
+def served_index(
+    coordinator: Coordinator,
+    id: GlobalId,
+    name: str,
+    wait_seconds: float = SERVED_INDEX_WAIT_SECONDS,
+) -> dg.MaterializeResult | None:
+    """While `tidemark serve` is live the index is the one it keeps (its
+    heartbeat reports it): the run waits until the server has hydrated it and
+    records it as the server holds it, building nothing. None: no server."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        server = operations.maintainer(coordinator)
+        if server is None:
+            return None
+        state = server.indexes.get(str(id))
+        if state is not None and state.hydrated:
+            now_ms = int(time.time() * 1000)
+            lag_ms = 0 if state.upper is None else max(0, now_ms - state.upper)
+            return dg.MaterializeResult(
+                metadata=served_index_metadata(
+                    state.since, state.upper, state.rows, lag_ms, server.holder
+                ),
+                data_version=data_version(state.upper),
+            )
+        if time.monotonic() >= deadline:
+            raise dg.Failure(
+                f"index {name}: {server.holder} maintains this environment but has not "
+                f"hydrated the index within {wait_seconds:.0f} s (see its log)"
+            )
+        time.sleep(1)
+
+
 MIN_FRESHNESS_WINDOW = timedelta(minutes=1)  # Dagster refuses shorter windows
 
 
@@ -166,6 +208,11 @@ def build_asset(obj: CatalogObject, project: Project) -> dg.AssetsDefinition:
         context: dg.AssetExecutionContext, coordinator: CoordinatorResource
     ) -> dg.MaterializeResult:
         opened = coordinator.coordinator()
+        if obj.kind is ItemKind.INDEX:
+            served = served_index(opened, current_id(opened, obj), obj.name)
+            if served is not None:
+                context.log.info(f"{obj.name}: the index tidemark serve keeps")
+                return served
         recorded = recorded_frontiers(context.instance, key)
         result = operations.materialize(
             opened,

@@ -22,6 +22,7 @@ from coordinator_lib.sql.catalog import ItemKind
 __all__ = [
     "INDEX_ARRANGEMENT",
     "MINIMUM_FRONTIER",
+    "SERVED_ARRANGEMENT",
     "column_lineage",
     "column_schema",
     "data_version",
@@ -33,6 +34,7 @@ __all__ = [
     "materialization_metadata",
     "pretty_sql",
     "recorded_frontiers",
+    "served_index_metadata",
     "step_kind",
 ]
 
@@ -40,7 +42,7 @@ KIND_LABELS = {
     "source": "Source",
     "table": "Table",
     "materialized-view": "Materialized view, maintained incrementally",
-    "index": "Index (an arrangement kept in the maintaining process's Spark memory)",
+    "index": "Index (an arrangement kept in the Spark memory of tidemark serve)",
 }
 
 
@@ -130,14 +132,34 @@ def definition_metadata(
     return metadata
 
 
-# Every Dagster run opens a coordinator of its own, and an index's
-# arrangement lives in the Spark memory of the process that built it: so an
-# index materialization always hydrates anew (reads its input's snapshot)
-# and the arrangement goes when the run ends. A view's state is its durable
+# An index's arrangement lives in the Spark memory of the process that
+# maintains it. `tidemark serve` keeps every index of the catalog for as long
+# as it runs (point lookups over pgwire read it); a Dagster run, which opens
+# a coordinator of its own, only builds one to check it is readable when no
+# server runs, and it goes when the run ends. A view's state is its durable
 # output shard, so after its first step a view only catches up.
 INDEX_ARRANGEMENT = (
-    "built in this run's process and dropped when the run ends: every run hydrates it anew"
+    "no tidemark serve was running: this run built the index to check it is readable, and "
+    "it went with the run; tidemark serve maintains it (and answers lookups from it) "
+    "whenever it runs"
 )
+SERVED_ARRANGEMENT = "kept in the memory of tidemark serve, which answers lookups from it"
+
+
+def served_index_metadata(
+    since: int | None, upper: int | None, rows: int, lag_ms: int, maintainer: str
+) -> dict[str, Any]:
+    """An index as `tidemark serve` keeps it (its heartbeat's report): what
+    the timestamp sensor reports and a run materializing it records."""
+    return {
+        "since": frontier_time(since),
+        "upper": frontier_time(upper),
+        "frontiers": frontier_text(since, upper),
+        "lag_seconds": dg.MetadataValue.float(lag_ms / 1000),
+        "dagster/row_count": dg.MetadataValue.int(rows),
+        "maintained_by": maintainer,
+        "arrangement": SERVED_ARRANGEMENT,
+    }
 
 
 def step_kind(m: Materialization) -> str:

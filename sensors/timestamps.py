@@ -63,7 +63,7 @@ from dagster._core.definitions.data_version import (
 )
 
 from assets import TARGETS_TAG, Project, asset_key, is_on_commit_view
-from assets.metadata import data_version, frontier_text, frontier_time
+from assets.metadata import data_version, frontier_text, frontier_time, served_index_metadata
 from coordinator_lib.adapter import operations
 from coordinator_lib.adapter.operations.describe import CatalogObject
 from coordinator_lib.adapter.operations.frontiers import Frontiers, UpdateSpan, updates_in
@@ -75,6 +75,8 @@ if TYPE_CHECKING:
     from dagster._core.definitions.unresolved_asset_job_definition import (
         UnresolvedAssetJobDefinition,
     )
+
+    from coordinator_lib.adapter.maintainer import IndexState
 
 __all__ = [
     "TICK_SECONDS",
@@ -120,6 +122,8 @@ class Observed:
     # Dagster's current data version of each table and source (its latest
     # materialization's), for the provenance of the server's reported steps.
     versions: Mapping[str, str] = field(default_factory=dict)
+    # The indexes the live server keeps (its heartbeat's report).
+    indexes: Mapping[str, "IndexState"] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -219,6 +223,44 @@ def _server_steps(
     return reported
 
 
+def _server_indexes(
+    objects: Sequence[CatalogObject],
+    observed: Observed,
+    cursor: TimestampCursor,
+    uppers: dict[str, int | None],
+    now_ms: int,
+) -> list[dg.AssetMaterialization]:
+    """While `tidemark serve` maintains the environment, each index it has
+    hydrated whose upper moved since the last tick is reported as a
+    materialization (no run): its frontiers and rows as the server keeps
+    it. Records each reported upper in `uppers`."""
+    reported = []
+    for obj in objects:
+        key = asset_key(obj).to_user_string()
+        state = observed.indexes.get(key)
+        if obj.kind is not ItemKind.INDEX or state is None or not state.hydrated:
+            continue
+        if key in cursor.uppers and cursor.uppers[key] == state.upper:
+            continue
+        lag_ms = 0 if state.upper is None else max(0, now_ms - state.upper)
+        assert observed.maintainer is not None
+        reported.append(
+            dg.AssetMaterialization(
+                asset_key=asset_key(obj),
+                description=f"kept by {observed.maintainer}",
+                metadata={
+                    **served_index_metadata(
+                        state.since, state.upper, state.rows, lag_ms, observed.maintainer
+                    ),
+                    "previous_upper": frontier_time(cursor.uppers.get(key)),
+                },
+                tags={DATA_VERSION_TAG: data_version(state.upper).value},
+            )
+        )
+        uppers[key] = state.upper
+    return reported
+
+
 def plan_tick(
     objects: Sequence[CatalogObject],
     observed: Observed,
@@ -236,6 +278,7 @@ def plan_tick(
     now = wall_clock_ms() if now_ms is None else now_ms
     if observed.maintainer is not None:
         reported = _server_steps(objects, observed, cursor, uppers)
+        reported += _server_indexes(objects, observed, cursor, uppers, now)
         return TickPlan(observations, None, TimestampCursor(uppers, {}), {}, reported)
 
     by_id = {obj.id: obj for obj in objects}
@@ -363,22 +406,28 @@ def plan_tick(
 
 def observe_all(coordinator: CoordinatorResource, project: Project) -> Observed:
     """Seal what timestamp assignment seals, then every object's frontiers
-    and every collection's update spans (indexes excluded: their
-    arrangements live in whatever process runs them)."""
+    and every collection's update spans; an index's state only as a live
+    server reports it (its arrangement lives in the server's memory)."""
     frontiers: dict[str, Frontiers | None] = {}
     spans: dict[str, tuple[UpdateSpan, ...]] = {}
+    indexes = {}
     with coordinator.open(spark=False) as opened:
         serving = operations.maintainer(opened)
         operations.assign_timestamps(opened)
         for obj in project.objects:
-            if obj.kind is ItemKind.INDEX:
-                continue
             found = operations.find(opened, obj.database, obj.schema, obj.name)
             key = asset_key(obj).to_user_string()
+            if obj.kind is ItemKind.INDEX:
+                state = serving.indexes.get(str(found)) if serving and found else None
+                if state is not None:
+                    indexes[key] = state
+                continue
             frontiers[key] = operations.observe(opened, found) if found is not None else None
             if found is not None and obj.has_collection:
                 spans[key] = operations.update_spans(opened, found)
-    return Observed(frontiers, spans, serving.holder if serving is not None else None)
+    return Observed(
+        frontiers, spans, serving.holder if serving is not None else None, indexes=indexes
+    )
 
 
 def _data_versions(instance: dg.DagsterInstance, project: Project) -> dict[str, str]:

@@ -43,7 +43,7 @@ from coordinator_lib.adapter.errors import (
 )
 from coordinator_lib.adapter.finishing import iter_finished
 from coordinator_lib.adapter.group_commit import Changes, GroupCommitter
-from coordinator_lib.adapter.maintainer import MaintainerHeartbeat
+from coordinator_lib.adapter.maintainer import MaintainerHeartbeat, index_states
 from coordinator_lib.adapter.oracle import TimestampOracle, wall_clock_ms
 from coordinator_lib.adapter.roles import Authenticator
 from coordinator_lib.adapter.session import SERIALIZABLE, Session
@@ -863,6 +863,9 @@ class Coordinator:
                 if wall_clock_ms() - self.oracle.peek_write_ts() >= self.config.advance_interval_ms:
                     self.group_commit.advance()
                 self.step_once()
+                if self.heartbeat is not None:
+                    indexes = [i.id for i in self.catalog.items() if i.kind is ItemKind.INDEX]
+                    self.heartbeat.report_indexes(index_states(self.compute, indexes))
                 now = time.monotonic()
                 if now - self._last_compaction >= self.config.compaction_interval_ms / 1000:
                     self._last_compaction = now

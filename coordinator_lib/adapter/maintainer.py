@@ -8,6 +8,11 @@ consensus, `maintainer`, with its identity and an expiry; Dagster's sensors
 read it (`current_maintainer`) and, while it is live, report the server's
 steps instead of launching runs. A server that dies stops renewing and the
 record lapses after `ttl_ms`, so runs take over again.
+
+An index lives only in the memory of the process that maintains it, so the
+record also carries the server's indexes (`IndexState`: frontiers and rows),
+refreshed after each maintenance round: Dagster reports them, and a run
+materializing an index checks the server's instead of building its own.
 """
 
 from __future__ import annotations
@@ -18,12 +23,23 @@ import os
 import socket
 import threading
 import uuid
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from coordinator_lib.adapter.oracle import wall_clock_ms
+from coordinator_lib.compute.controller import ComputeController
 from coordinator_lib.persist.consensus import Consensus, VersionedData
+from coordinator_lib.repr.frontier import Frontier
+from coordinator_lib.repr.global_id import GlobalId
 
-__all__ = ["MAINTAINER_KEY", "Maintainer", "MaintainerHeartbeat", "current_maintainer"]
+__all__ = [
+    "MAINTAINER_KEY",
+    "IndexState",
+    "Maintainer",
+    "MaintainerHeartbeat",
+    "current_maintainer",
+    "index_states",
+]
 
 log = logging.getLogger(__name__)
 
@@ -32,21 +48,58 @@ DEFAULT_TTL_MS = 15_000
 
 
 @dataclass(frozen=True)
+class IndexState:
+    """An index as the maintaining process holds it: readable at times in
+    [since, upper) (None: the empty frontier), `rows` rows at upper - 1.
+    Hydrated once its upper passed its as_of (the first step landed)."""
+
+    since: int | None
+    upper: int | None
+    rows: int
+    hydrated: bool
+
+
+@dataclass(frozen=True)
 class Maintainer:
-    """A live maintainer: which process, since when, until when."""
+    """A live maintainer: which process, since when, until when, and the
+    indexes it keeps (by GlobalId text)."""
 
     holder: str
     host: str
     pid: int
     started_ms: int
     expires_ms: int
+    indexes: Mapping[str, IndexState] = field(default_factory=dict)
 
 
 def _decode(data: bytes) -> Maintainer:
     record = json.loads(data)
+    indexes = {id: IndexState(**state) for id, state in record.get("indexes", {}).items()}
     return Maintainer(
-        record["holder"], record["host"], record["pid"], record["started_ms"], record["expires_ms"]
+        record["holder"],
+        record["host"],
+        record["pid"],
+        record["started_ms"],
+        record["expires_ms"],
+        indexes,
     )
+
+
+def index_states(compute: ComputeController, ids: Iterable[GlobalId]) -> dict[str, IndexState]:
+    """The indexes among `ids` this process maintains, as they stand now."""
+    states = {}
+    for id in ids:
+        found = compute.find_dataflow(id)
+        arrangement = found[1].arrangement if found is not None else None
+        if found is None or arrangement is None:
+            continue
+        states[str(id)] = IndexState(
+            arrangement.since.time,
+            arrangement.upper.time,
+            arrangement.rows,
+            arrangement.upper > Frontier.at(found[1].description.as_of),
+        )
+    return states
 
 
 def current_maintainer(consensus: Consensus, now_ms: int | None = None) -> Maintainer | None:
@@ -69,6 +122,7 @@ class MaintainerHeartbeat:
         self.ttl_ms = ttl_ms
         self.holder = f"tidemark serve {uuid.uuid4().hex[:8]}"
         self._started_ms = wall_clock_ms()
+        self._indexes: dict[str, IndexState] = {}
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="maintainer-heartbeat", daemon=True)
 
@@ -82,6 +136,11 @@ class MaintainerHeartbeat:
                 self._write(wall_clock_ms() + self.ttl_ms)
             except Exception:
                 log.warning("maintainer heartbeat not renewed", exc_info=True)
+
+    def report_indexes(self, indexes: dict[str, IndexState]) -> None:
+        """The indexes as the last maintenance round left them; written
+        with the next renewal."""
+        self._indexes = indexes
 
     def stop(self) -> None:
         """Stop renewing and expire the record now if it is still ours (a
@@ -100,6 +159,15 @@ class MaintainerHeartbeat:
             "pid": os.getpid(),
             "started_ms": self._started_ms,
             "expires_ms": expires_ms,
+            "indexes": {
+                id: {
+                    "since": state.since,
+                    "upper": state.upper,
+                    "rows": state.rows,
+                    "hydrated": state.hydrated,
+                }
+                for id, state in self._indexes.items()
+            },
         }
         data = json.dumps(record).encode()
         for _ in range(5):  # another server renewing at the same moment: last one wins

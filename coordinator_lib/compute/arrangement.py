@@ -27,6 +27,10 @@ class Arrangement:
         self.upper = Frontier.at(as_of)
         self.base: DataFrame | None = None
         self.updates: list[DataFrame] = []
+        # Rows (with multiplicity) at the upper: the sum of every applied
+        # delta's diffs, kept so the maintaining process can say how big the
+        # index is without reading it (tidemark serve's heartbeat reports it).
+        self.rows = 0
 
     @property
     def key_names(self) -> list[str]:
@@ -44,7 +48,10 @@ class Arrangement:
             keyed = (
                 delta.repartition(*[F.col(f"`{n}`") for n in self.key_names]) if self.key else delta
             )
-            self.updates.append(keyed.localCheckpoint(eager=True))
+            checkpointed = keyed.localCheckpoint(eager=True)
+            self.updates.append(checkpointed)
+            total = checkpointed.agg(F.sum(DIFF_COLUMN)).first()
+            self.rows += int(total[0] or 0) if total is not None else 0
         self.upper = upper
         if len(self.updates) > MAX_UPDATE_BATCHES:
             self.compact(self.since)

@@ -324,16 +324,16 @@ def _spark_step(
     nothing and the step can be planned again with exact errors."""
     delta, errors, rules = plan_step(spark, description, inputs, lower, upper)
 
-    def land() -> None:
+    def land_step_errors() -> None:
         if landed is None:
             land_errors(output, errors, lower, upper)
 
     if delta is None:
-        land()
+        land_step_errors()
         output.compare_and_append([], Frontier.at(lower), step_frontier(upper))
         return 0, rules
     rows = compare_and_append_dataframe(
-        output, delta, Frontier.at(lower), step_frontier(upper), before_append=land
+        output, delta, Frontier.at(lower), step_frontier(upper), before_append=land_step_errors
     )
     return rows, rules
 

@@ -212,6 +212,12 @@ def _rows_read(
     return count
 
 
+# How often a view's step starts again from the view's durable upper when
+# another process stepped the view past it meanwhile (each retry needs the
+# other process to step the view again within the run's few reads).
+RESUME_ATTEMPTS = 5
+
+
 def _materialize_view(
     coordinator: Coordinator,
     item: CatalogItem,
@@ -224,24 +230,26 @@ def _materialize_view(
     found = coordinator.compute.find_dataflow(item.id)
     assert found is not None
     as_of = found[1].description.as_of
-    lower, upper = _step_bounds(coordinator, item.id, inputs, until)
     read = 0
     result = None
     with _holding_changes(coordinator, [item.id], previous_upper) as lowers:
-        if lower is not None and upper is not None:
-            hold_at = as_of if lower == as_of else lower
+        for attempt in range(RESUME_ATTEMPTS):
+            # The step starts at the view's durable upper, read again on each
+            # attempt: another process (`tidemark serve`, another run) may
+            # have stepped the view since, and compacted its inputs behind it.
+            lower, upper = _step_bounds(coordinator, item.id, inputs, until)
+            if lower is None or upper is None:
+                break
             try:
-                with held(coordinator, sorted(inputs), hold_at):
+                with held(coordinator, sorted(inputs), as_of if lower == as_of else lower):
                     read = _rows_read(coordinator, inputs, lower, upper, as_of)
                     result = coordinator.compute.step_dataflow(item.id, until=upper)
+                break
             except InvalidTimestamp:
-                # Another process (`tidemark serve`, another run) stepped the
-                # view past where this process's dataflow stands, and its
-                # inputs were compacted behind it: the view is already there,
-                # so this run has no step to take.
                 durable = observe(coordinator, item.id)
-                if durable is None or durable.upper is None or durable.upper <= lower:
-                    raise
+                moved = durable is not None and Frontier(durable.upper) > Frontier.at(lower)
+                if not moved or attempt == RESUME_ATTEMPTS - 1:
+                    raise  # not a view that moved on under this run: a real error
         frontiers = observe(coordinator, item.id)
         assert frontiers is not None
         inserted, retracted, updates = changes(
@@ -264,9 +272,9 @@ def _materialize_view(
         result.seconds if result is not None and engine == "spark" else 0.0,
         engine,
         explain_view(item.expr, coordinator.catalog.index.names()),
-        step_lower=lower if result is not None else None,
-        step_upper=upper if result is not None else None,
-        hydrated=result is not None and lower == as_of,
+        step_lower=result.lower if result is not None else None,
+        step_upper=result.upper if result is not None else None,
+        hydrated=result is not None and result.lower == as_of,
         changes_from=lowers[item.id],
         updates=updates,
     )

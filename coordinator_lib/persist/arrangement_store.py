@@ -156,9 +156,13 @@ class ArrangementStore:
             conn.execute("SELECT 1").fetchone()
 
     @staticmethod
+    def path_for(blob: BlobStore) -> Path:
+        return blob.root / "_arrangements" / "arrangements.db"
+
+    @staticmethod
     def for_blob(blob: BlobStore) -> ArrangementStore:
         """The store beside an environment's blob root (one per process)."""
-        path = blob.root / "_arrangements" / "arrangements.db"
+        path = ArrangementStore.path_for(blob)
         with ArrangementStore._open_lock:
             store = ArrangementStore._open.get(path)
             if store is None:
@@ -180,6 +184,13 @@ class ArrangementStore:
 
     def state(self, dataflow: str) -> DataflowState:
         return DataflowState(self, dataflow)
+
+    def drop_output(self, shard_id: str) -> None:
+        """Forget the state of every dataflow that wrote shard `shard_id`
+        (its data is being deleted)."""
+        for name in self.dataflows():
+            if name.startswith(f"{shard_id}/"):
+                self.state(name).drop()
 
     def dataflows(self) -> list[str]:
         with self._conn() as conn:

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from coordinator_lib.persist import batch as batch_io
+from coordinator_lib.persist.arrangement_store import ArrangementStore
 from coordinator_lib.persist.blob import BlobStore
 from coordinator_lib.persist.consensus import ConsensusError
 from coordinator_lib.persist.errors import (
@@ -614,6 +615,9 @@ class Shard:
         done = self.machine.apply(finalize, allow_finalized=True)
         if done:
             self.blob.delete_shard(self.shard_id)
+            # The arranged state of the view that wrote it goes with it.
+            if ArrangementStore.path_for(self.blob).exists():
+                ArrangementStore.for_blob(self.blob).drop_output(self.shard_id)
         return done
 
 

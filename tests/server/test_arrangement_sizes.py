@@ -1,6 +1,7 @@
 """A view's arranged state is visible over pgwire (issue 14):
 mz_internal.mz_arrangement_sizes lists each stateful operator of a
-materialized view with the entries and bytes it keeps, which follow the data."""
+materialized view with the entries and bytes it keeps, which follow the data;
+DROP takes the state away with the view's data."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from coordinator_lib.persist.arrangement_store import ArrangementStore
 from tests.server.test_view_errors import running
 
 pytestmark = pytest.mark.timeout(120)
@@ -53,3 +55,11 @@ def test_arrangement_sizes_show_each_operators_state(tmp_path) -> None:  # type:
             ("2.join right", 1),
             ("3.by key", 1),
         ]
+        store = ArrangementStore(tmp_path / "env" / "blob" / "_arrangements" / "arrangements.db")
+        assert len(store.dataflows()) == 1
+        conn.execute("DROP MATERIALIZED VIEW best")
+        # The state goes with the view's data (its shard is finalized).
+        deadline = time.monotonic() + 60
+        while store.dataflows():
+            assert time.monotonic() < deadline, store.dataflows()
+            time.sleep(0.1)

@@ -52,6 +52,17 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
+def descendants_rss_mb(pid: int) -> float:
+    """RSS of the server's child processes (the Spark JVM): the server's
+    memory is theirs too, and the serve process's own RSS does not show it."""
+    total = 0.0
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):  # any thread may fork
+        with contextlib.suppress(OSError, RuntimeError):
+            for child in children.read_text().split():
+                total += rss_mb(int(child)) + descendants_rss_mb(int(child))
+    return total
+
+
 def apply_demo(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         for path in sorted(DEMO_SQL.glob("*.sql")):
@@ -130,7 +141,7 @@ class User:
 
 def run(duration: float, sample_every: float, out: Path) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
-    samples: list[tuple[float, float, int]] = []
+    samples: list[tuple[float, float, int, float]] = []
     with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
         server = Server(Path(tmp) / "data")
         dsn = f"host=127.0.0.1 port={server.pgwire_port} user=materialize dbname=materialize"
@@ -143,8 +154,12 @@ def run(duration: float, sample_every: float, out: Path) -> dict[str, Any]:
             def sample() -> None:  # on its own thread: a slow round must not thin the samples
                 while True:
                     seconds = time.monotonic() - started
-                    samples.append((seconds, rss_mb(server.proc.pid), user.rounds))
-                    print(f"{seconds:7.0f} s  RSS {samples[-1][1]:7.1f} MB", flush=True)
+                    samples.append(_sample(seconds, server.proc.pid, user.rounds))
+                    print(
+                        f"{seconds:7.0f} s  RSS {samples[-1][1]:7.1f} MB  "
+                        f"children {samples[-1][3]:7.1f} MB  rounds {user.rounds}",
+                        flush=True,
+                    )
                     if done.wait(sample_every):
                         return
 
@@ -159,13 +174,17 @@ def run(duration: float, sample_every: float, out: Path) -> dict[str, Any]:
                 time.sleep(max(0.0, 1.0 - (time.monotonic() - now)))
             done.set()
             sampler.join()
-            samples.append((time.monotonic() - started, rss_mb(server.proc.pid), user.rounds))
+            samples.append(_sample(time.monotonic() - started, server.proc.pid, user.rounds))
             user.close()
         finally:
             server.stop()
     summary = _summarise(samples, duration, user.errors)
     _write(samples, summary, out)
     return summary
+
+
+def _sample(seconds: float, pid: int, rounds: int) -> tuple[float, float, int, float]:
+    return (seconds, rss_mb(pid), rounds, descendants_rss_mb(pid))
 
 
 def _attempt(action: Any, errors: list[str]) -> None:
@@ -186,27 +205,38 @@ def _slope_mb_per_hour(points: list[tuple[float, float]]) -> float:
     return cov / var * 3600 if var else 0.0
 
 
-def _summarise(
-    samples: list[tuple[float, float, int]], duration: float, errors: list[str]
-) -> dict[str, Any]:
-    warm = [(t, m) for t, m, _ in samples if t >= duration * WARMUP_FRACTION]
+Sample = tuple[float, float, int, float]  # seconds, server RSS MB, rounds, children RSS MB
+
+
+def _summarise(samples: list[Sample], duration: float, errors: list[str]) -> dict[str, Any]:
+    warm = [s for s in samples if s[0] >= duration * WARMUP_FRACTION]
     return {
         "duration_s": round(samples[-1][0]),
         "rounds": samples[-1][2],
         "rss_after_warmup_mb": round(warm[0][1], 1) if warm else None,
         "rss_end_mb": round(samples[-1][1], 1),
-        "rss_max_mb": round(max(m for _, m, _ in samples), 1),
-        "growth_after_warmup_mb_per_hour": round(_slope_mb_per_hour(warm), 1),
+        "rss_max_mb": round(max(s[1] for s in samples), 1),
+        "growth_after_warmup_mb_per_hour": round(
+            _slope_mb_per_hour([(t, m) for t, m, _, _ in warm]), 1
+        ),
+        # The machine may be shared and busy: growth per unit of work, not per hour.
+        "growth_after_warmup_mb_per_100_rounds": round(
+            _slope_mb_per_hour([(r, m) for _, m, r, _ in warm]) / 36, 2
+        ),
+        "children_rss_end_mb": round(samples[-1][3], 1),
+        "children_growth_after_warmup_mb_per_hour": round(
+            _slope_mb_per_hour([(t, c) for t, _, _, c in warm]), 1
+        ),
         "errors": len(errors),
         "first_errors": errors[:5],
     }
 
 
-def _write(samples: list[tuple[float, float, int]], summary: dict[str, Any], out: Path) -> None:
+def _write(samples: list[Sample], summary: dict[str, Any], out: Path) -> None:
     with (out / "soak.csv").open("w", newline="") as file:
         writer = csv.writer(file)
-        writer.writerow(["seconds", "rss_mb", "rounds"])
-        writer.writerows((round(t, 1), round(m, 1), r) for t, m, r in samples)
+        writer.writerow(["seconds", "rss_mb", "rounds", "children_rss_mb"])
+        writer.writerows((round(t, 1), round(m, 1), r, round(c, 1)) for t, m, r, c in samples)
     (out / "soak.json").write_text(json.dumps(summary, indent=2) + "\n")
     import matplotlib
 
@@ -214,9 +244,13 @@ def _write(samples: list[tuple[float, float, int]], summary: dict[str, Any], out
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots(figsize=(8, 4))
-    axis.plot([t / 60 for t, _, _ in samples], [m for _, m, _ in samples])
+    axis.plot([t / 60 for t, *_ in samples], [s[1] for s in samples], label="tidemark serve")
+    axis.plot(
+        [t / 60 for t, *_ in samples], [s[3] for s in samples], label="its children (Spark JVM)"
+    )
+    axis.legend()
     axis.set_xlabel("minutes")
-    axis.set_ylabel("tidemark serve RSS (MB)")
+    axis.set_ylabel("RSS (MB)")
     axis.set_ylim(bottom=0)
     axis.set_title(
         f"soak: demo server + scripted user, "

@@ -307,13 +307,52 @@ def raise_source_errors(coord: Coordinator, ids: Iterable[GlobalId]) -> None:
             continue
 
 
+# mz_internal.mz_source_statuses (Materialize's columns, fewer of them).
+STATUS_COLUMNS = (
+    ("id", "text", False),
+    ("name", "text", False),
+    ("type", "text", False),
+    ("status", "text", False),
+    ("error", "text", True),
+)
+
+
+def status_rows(coord: Coordinator) -> list[tuple[object, ...]]:
+    """Each PostgreSQL source and subsource: `starting` until its snapshot
+    landed, `running`, `stalled` while its ingestion here keeps failing
+    (upstream unreachable, slot gone), `ceased` for a stopped subsource."""
+    rows: list[tuple[object, ...]] = []
+    for source, running in list(_RUNNING.get(coord, {}).items()):
+        progress = read_progress(coord.storage.persist.consensus, source)
+        problem = running.ingestion.last_error if running.ingestion is not None else None
+        status = "stalled" if problem else ("starting" if progress["lsn"] is None else "running")
+        try:
+            name = str(coord.catalog.get(source).name)
+        except Exception:  # dropped meanwhile
+            continue
+        rows.append((str(source), name, "postgres", status, problem))
+        for table in running.spec.tables:
+            error = progress["errors"].get(str(table.id))
+            try:
+                sub = str(coord.catalog.get(table.id).name)
+            except Exception:
+                continue
+            if error is not None:
+                rows.append((str(table.id), sub, "subsource", "ceased", error))
+            else:
+                rows.append((str(table.id), sub, "subsource", status, problem))
+    return rows
+
+
 HANDLERS = {CreatePostgresSourcePlan: create_postgres_source}
 
 __all__ = [
     "HANDLERS",
+    "STATUS_COLUMNS",
     "create_postgres_source",
     "install",
     "purify",
     "raise_source_errors",
+    "status_rows",
     "uninstall",
 ]

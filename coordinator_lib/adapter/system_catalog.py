@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from coordinator_lib.adapter import privileges
+from coordinator_lib.adapter import postgres_source, privileges
 from coordinator_lib.adapter.catalog import system_item
 from coordinator_lib.adapter.cursor import PG_CURSORS_COLUMNS, pg_cursors_rows
 from coordinator_lib.adapter.information_schema import (
@@ -170,6 +170,8 @@ _RELATIONS: list[tuple[str, str, RelationDesc]] = [
     ("information_schema", "tables", RelationDesc.of(*INFORMATION_SCHEMA_TABLES)),
     ("information_schema", "columns", RelationDesc.of(*INFORMATION_SCHEMA_COLUMNS)),
     ("pg_catalog", "pg_cursors", RelationDesc.of(*PG_CURSORS_COLUMNS)),
+    # PostgreSQL sources' state (adapter/postgres_source.py).
+    ("mz_internal", "mz_source_statuses", RelationDesc.of(*postgres_source.STATUS_COLUMNS)),
 ]
 
 SYSTEM_ITEMS: list[CatalogItem] = [
@@ -319,6 +321,7 @@ _ROWS: dict[str, Callable[[Coordinator], list[Row]]] = {
     "tables": tables_rows,
     "columns": columns_rows,
     "pg_cursors": pg_cursors_rows,
+    "mz_source_statuses": postgres_source.status_rows,
 }
 
 

@@ -552,6 +552,7 @@ class PostgresIngestion:
             except persist_errors.UpperMismatch:
                 continue  # another process sealed a subsource: take a later time
             self.on_uppers([(id, Frontier.at(time_ + 1)) for id in ids])
+            self.last_error = None  # streaming again
             return
 
     def _record_only(self, key: str, change: Callable[[bytes | None], bytes]) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.sources.conftest import PASSWORD, connection_sql, wait_until
+from tests.sources.conftest import PASSWORD, REPLICATOR, connection_sql, wait_until
 
 Conn = psycopg.Connection[Any]
 
@@ -194,6 +194,43 @@ def test_upstream_schema_change_stops_only_that_subsource(
     wait_until(a_fails, "reads of a to fail")
     upstream.execute("INSERT INTO b VALUES (4, NULL, 4)")
     wait_for_match(tidemark, upstream, "SELECT k, d, f, c FROM b")
+    statuses = {
+        name.split(".")[-1]: (status, error)
+        for name, status, error in tidemark.execute(
+            "SELECT name, status, error FROM mz_internal.mz_source_statuses"
+        ).fetchall()
+    }
+    assert statuses["s"] == ("running", None)
+    assert statuses["b"] == ("running", None)
+    assert statuses["a"][0] == "ceased" and "incompatible schema change" in statuses["a"][1]
+
+
+def test_a_source_that_cannot_reach_upstream_is_stalled_then_resumes(
+    upstream: Conn, tidemark: Conn, upstream_url: str
+) -> None:
+    setup_upstream(upstream)
+    connect_tidemark(tidemark, upstream_url)
+    tidemark.execute("CREATE SOURCE s FROM POSTGRES CONNECTION pg (PUBLICATION 'p') FOR TABLES (a)")
+    wait_for_match(tidemark, upstream, "SELECT id, v, n FROM a")
+    status = "SELECT status, error FROM mz_internal.mz_source_statuses WHERE name LIKE '%.s'"
+    assert tidemark.execute(status).fetchall() == [("running", None)]
+    try:
+        upstream.execute(f"ALTER ROLE {REPLICATOR} NOLOGIN")
+        upstream.execute(
+            "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots"
+            " WHERE database = current_database() AND active_pid IS NOT NULL"
+        )
+        upstream.execute("INSERT INTO a VALUES (40, 'while away', 4)")
+
+        def stalled() -> bool:
+            rows = tidemark.execute(status).fetchall()
+            return rows[0][0] == "stalled" and "not permitted to log in" in rows[0][1]
+
+        wait_until(stalled, "the source to report it cannot log in")
+    finally:
+        upstream.execute(f"ALTER ROLE {REPLICATOR} LOGIN")
+    wait_for_match(tidemark, upstream, "SELECT id, v, n FROM a")
+    wait_until(lambda: tidemark.execute(status).fetchall() == [("running", None)], "running")
 
 
 def test_an_idle_source_lets_its_slot_release_other_tables_wal(

@@ -2,7 +2,11 @@
 
 Kept in memory (the newest `capacity` records) and exposed as the system
 relation `mz_internal.mz_statement_log`, so it is queryable by SQL like
-Materialize's `mz_statement_execution_history`.
+Materialize's `mz_statement_execution_history`. Each record keeps the first
+`MAX_SQL_CHARS` of its statement's text, as PostgreSQL's
+`track_activity_query_size` does for pg_stat_activity: a bound on records
+alone is no bound on memory when statements carry megabytes of literals
+(10,000 bulk INSERTs of 1 MB each would keep 10 GB).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+
+MAX_SQL_CHARS = 1024
 
 
 @dataclass
@@ -40,7 +46,11 @@ class StatementLog:
 
     def begin(self, session_id: int, sql: str) -> StatementRecord:
         record = StatementRecord(
-            next(self._ids), session_id, sql, dt.datetime.now(dt.UTC), time.perf_counter()
+            next(self._ids),
+            session_id,
+            sql[:MAX_SQL_CHARS],
+            dt.datetime.now(dt.UTC),
+            time.perf_counter(),
         )
         with self._lock:
             self._records.append(record)

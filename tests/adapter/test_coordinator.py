@@ -211,6 +211,29 @@ def test_statement_log_is_queryable(local_sql: Run, local_session: SessionClient
     assert (status, duration_ms) == ("running", None)
 
 
+def test_statement_log_memory_is_bounded_by_text_too(
+    local_sql: Run, local_session: SessionClient
+) -> None:
+    """The log keeps its newest 10,000 statements; one carrying 64 KB of
+    literals keeps only its first MAX_SQL_CHARS (PostgreSQL's
+    track_activity_query_size), so the log's memory is bounded whatever
+    clients send (it kept every byte: 10,000 bulk statements of 1 MB held 10 GB)."""
+    from coordinator_lib.adapter.statement_log import MAX_SQL_CHARS
+
+    literal = "x" * 65_536
+    statements = [f"SELECT length('{literal}') + {i}" for i in range(20)]
+    for i, statement in enumerate(statements):
+        assert local_sql(statement) == [(65_536 + i,)]
+    logged = local_sql(
+        "SELECT sql FROM mz_internal.mz_statement_log "
+        f"WHERE session_id = {local_session.session.id} AND sql LIKE 'SELECT length(%' "
+        "ORDER BY id"
+    )
+    assert [row[0] for row in logged] == [s[:MAX_SQL_CHARS] for s in statements]
+    kept = sum(len(r.sql) for r in local_session.coordinator.statement_log.records())
+    assert kept <= len(local_session.coordinator.statement_log.records()) * MAX_SQL_CHARS
+
+
 # ------------------------------------------------------------ timestamps
 def test_strict_serializable_reads_see_acknowledged_writes(handle: Handle) -> None:
     """Writes by one session are visible to reads that start after their

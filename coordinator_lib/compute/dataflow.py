@@ -45,6 +45,7 @@ from coordinator_lib.compute.error_collection import (
     land_errors,
     landed_upper,
 )
+from coordinator_lib.compute.plan import plan_can_fail
 from coordinator_lib.compute.render import (
     DIFF,
     TIME,
@@ -55,7 +56,7 @@ from coordinator_lib.compute.render import (
     render,
 )
 from coordinator_lib.compute.rules import Rule
-from coordinator_lib.compute.spark_errors import exact_errors, is_data_error, plan_can_fail
+from coordinator_lib.compute.spark_errors import exact_errors, is_data_error
 from coordinator_lib.expr.relation import RelationExpr
 from coordinator_lib.persist.errors import UpperMismatch
 from coordinator_lib.persist.shard import Shard

@@ -1,7 +1,7 @@
 """How an n-ary Join is executed as a left fold of binary joins.
 
-The plan is shared by both engines (Spark in render.py, Python rows in
-local.py): for each input after the first, the equi-join key pairs (an
+The step plan (plan.py) carries it for the delta rules (delta_rules.py)
+on either backend: for each input after the first, the equi-join key pairs (an
 expression over the columns joined so far, one over the new input's) and
 the residual equalities to filter on. Equivalence class members are checked
 once, as soon as every column they use is available.

@@ -1,14 +1,13 @@
-"""TopK and Window in-process (compute/local.py's engine): the rows of one
-group or partition ordered, then cut (TopK) or numbered and aggregated
-(Window), with the rule every keyed operator has here: recompute the keys
-the delta touches at every time it carries for them (render_ordered.py is
-the Spark twin, and both must order ties the same way: by the whole row).
+"""TopK and Window evaluated in-process: the rows of one group or partition
+ordered, then cut (TopK) or numbered and aggregated (Window). local_backend.py
+runs them under the touched-keys rule (delta_rules.py); render_ordered.py
+is the Spark evaluation, and both order ties the same way: by the whole row.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable
 from functools import cmp_to_key
 from typing import TYPE_CHECKING, Any
@@ -24,10 +23,10 @@ from coordinator_lib.expr.relation import (
 )
 from coordinator_lib.expr.scalar import Column
 from coordinator_lib.repr.relation import ColumnType
-from coordinator_lib.repr.update import Row, Update
+from coordinator_lib.repr.update import Row
 
 if TYPE_CHECKING:
-    from coordinator_lib.compute.arranged import StepState
+    pass
 
 Rows = list[tuple[Row, int]]
 
@@ -131,7 +130,7 @@ def window_rows(expr: Window, rows: Rows, types: tuple[ColumnType, ...]) -> Rows
     columns = [
         _window_column(f, flat, group_start, group_end, dense, types) for f in expr.functions
     ]
-    out: Counter = Counter()
+    out: Counter[Row] = Counter()
     for p, row in enumerate(flat):
         out[row + tuple(c[p] for c in columns)] += 1
     return list(out.items())
@@ -185,74 +184,3 @@ def evaluate(expr: TopK | Window, rows: Rows) -> Rows:
     if isinstance(expr, TopK):
         return topk_rows(expr, rows)
     return window_rows(expr, rows, expr.input.desc.types)
-
-
-def render_ordered(
-    expr: TopK | Window,
-    old: Callable[[], Rows] | None,
-    delta: list[Update] | None,
-    state: StepState | None = None,
-) -> tuple[Callable[[], Rows] | None, list[Update] | None]:
-    """(old, delta) of `expr` from its input's: the touched groups
-    recomputed at the step's start and at every time the delta has for them
-    (their rows read from the input arranged by group key, given `state`)."""
-    key = expr.group_key if isinstance(expr, TopK) else expr.partition_key
-
-    def key_of(row: Row) -> tuple:
-        return tuple(row[i] for i in key)
-
-    def contents(rows: Counter) -> Counter:
-        present = [(row, n) for row, n in rows.items() if n > 0]
-        out: Counter = Counter()
-        for row, n in evaluate(expr, present) if present else []:
-            out[row] += n
-        return out
-
-    def old_rows() -> Rows:
-        assert old is not None
-        groups: dict[tuple, Counter] = defaultdict(Counter)
-        for row, diff in old():
-            groups[key_of(row)][row] += diff
-        return [item for rows in groups.values() for item in contents(rows).items()]
-
-    cached_old = None
-    if old is not None:
-        memo: list[Rows] = []
-
-        def cached_old() -> Rows:
-            if not memo:
-                memo.append(old_rows())
-            return memo[0]
-
-    keyed_old = None if old is None else (lambda: [(key_of(r), r, d) for r, d in old()])
-    arranged = None if state is None else state.arrange(delta, key_of, keyed_old)
-    if delta is None:
-        return cached_old, None
-    by_key: dict[tuple, list[Update]] = defaultdict(list)
-    for update in delta:
-        by_key[key_of(update.row)].append(update)
-    before: dict[tuple, Counter] = defaultdict(Counter)
-    if arranged is not None:
-        for k, found in arranged(list(by_key)).items():
-            for row, diff in found:
-                before[k][row] += diff
-    elif old is not None:
-        for row, diff in old():
-            k = key_of(row)
-            if k in by_key:
-                before[k][row] += diff
-    changes: list[Update] = []
-    for k, updates in by_key.items():
-        rows = before[k]
-        previous = contents(rows)
-        for t in sorted({u.time for u in updates}):
-            for u in updates:
-                if u.time == t:
-                    rows[u.row] += u.diff
-            current = contents(rows)
-            for row in previous.keys() | current.keys():
-                diff = current[row] - previous[row]
-                if diff:
-                    changes.append(Update(row, t, diff))
-            previous = current
-    return cached_old, changes

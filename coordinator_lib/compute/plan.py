@@ -178,7 +178,9 @@ _UNARY: dict[type[rel.RelationExpr], type[Unary]] = {
 
 def plan_for(expr: rel.RelationExpr) -> Step:
     """The step plan of `expr` (TypeError for an operator with no rule)."""
-    accumulable = None if plan_can_fail(expr) else accumulate_plan(expr)
+    accumulable = accumulate_plan(expr)
+    if accumulable is not None and plan_can_fail(expr):
+        accumulable = None
     memo: dict[int, Step] = {}
 
     def lower(node: rel.RelationExpr) -> Step:
@@ -306,10 +308,19 @@ def can_fail(expr: ScalarExpr) -> bool:
 
 
 def plan_can_fail(expr: rel.RelationExpr) -> bool:
-    """Whether any scalar of the plan can fail (it then has an error collection)."""
-    return any(can_fail(s) for s in _scalars(vars(expr).values())) or any(
-        plan_can_fail(child) for child in expr.inputs()
-    )
+    """Whether any scalar of the plan can fail (it then has an error
+    collection). Each shared subplan is looked at once."""
+    seen: set[int] = set()
+    pending = [expr]
+    while pending:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if any(can_fail(s) for s in _scalars(vars(node).values())):
+            return True
+        pending.extend(node.inputs())
+    return False
 
 
 def _scalars(values: object) -> list[ScalarExpr]:

@@ -1,31 +1,21 @@
-"""TopK and Window on Spark (render.py's engine), with the touched-keys rule
-of Reduce: the groups (TopK) or partitions (Window) a step's delta touches
-are recomputed at the step's start (u0 - 1) and at every time the delta has
-for them, and each time's contents are diffed against the previous time's.
+"""TopK and Window evaluated on Spark: each group's (TopK) or partition's
+(Window) output rows at each point, from its rows there (spark_backend.py
+runs them under the touched-keys rule, delta_rules.py).
 
 Both operators order ties by the whole row (ascending, NULLs last), as
-local_ordered.py does, so the engines agree row for row: a step on one
+local_ordered.py does, so the backends agree row for row: a step on one
 retracts exactly what a step on the other inserted.
 """
 
 from __future__ import annotations
-
-from functools import reduce as fold
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
 from pyspark.sql import Window as SparkWindow
 from pyspark.sql import functions as F
 
-from coordinator_lib.compute.render import (
-    DIFF,
-    POINT,
-    TIME,
-    Rendered,
-    StepContext,
-    data_columns,
-)
 from coordinator_lib.compute.scalar import column_name
+from coordinator_lib.compute.spark_frames import POINT, data_columns
 from coordinator_lib.expr.relation import OrderKey, RelationExpr, TopK, Window, WindowFunc
 from coordinator_lib.persist.spark_batches import spark_type
 
@@ -112,13 +102,16 @@ def _window(expr: Window, state: DataFrame, key_cols: list[str]) -> DataFrame:
             assert arg is not None
             value = F.last(arg, ignorenulls=False).over(whole_peer_group)
         elif kind is WindowFunc.COUNT:
+            assert arg is not None
             value = F.count(arg).over(peers)
         elif kind is WindowFunc.SUM:
             assert arg is not None
             value = F.sum(arg.cast(spark_type(out_type.scalar_type))).over(peers)
         elif kind is WindowFunc.MIN:
+            assert arg is not None
             value = F.min(arg).over(peers)
         elif kind is WindowFunc.MAX:
+            assert arg is not None
             value = F.max(arg).over(peers)
         else:  # pragma: no cover - every WindowFunc is handled above
             raise TypeError(f"no rendering for window function {kind}")
@@ -128,92 +121,14 @@ def _window(expr: Window, state: DataFrame, key_cols: list[str]) -> DataFrame:
     return numbered.groupBy(*out, POINT).agg(F.count(F.lit(1)).cast("long").alias(OUT))
 
 
-def _compute(expr: TopK | Window, state: DataFrame, key_cols: list[str]) -> DataFrame:
-    """Per (key, point): the operator's output rows with their multiplicity."""
+def ordered_values(expr: TopK | Window, state: DataFrame, key_cols: list[str]) -> DataFrame:
+    """Per (key, point): the operator's output rows with their multiplicity
+    (`OUT`), from the rows present there with theirs (`COUNT`)."""
     if isinstance(expr, TopK):
         return _topk(expr, state, key_cols)
     return _window(expr, state, key_cols)
 
 
-def _null_safe(pairs: list[tuple[str, str]]) -> SparkColumn:
-    """Columns equal pairwise, NULL equal to NULL (the names are distinct)."""
-    return fold(lambda a, b: a & b, [F.col(a).eqNullSafe(F.col(b)) for a, b in pairs], F.lit(True))
-
-
-def _below(expr: RelationExpr) -> bool:
+def stacked(expr: RelationExpr) -> bool:
     """Whether a TopK or Window is among `expr`'s inputs, at any depth."""
-    return any(isinstance(c, TopK | Window) or _below(c) for c in expr.inputs())
-
-
-def render_ordered(expr: TopK | Window, rendered: Rendered, ctx: StepContext) -> Rendered:
-    if _below(expr):
-        # Each operator reads its input's frames several times, so stacked
-        # operators (one Window per OVER clause) would multiply the plan's
-        # size until Spark's analyzer runs out of memory. A local checkpoint
-        # (computed once, when first used) stands for the input instead.
-        rendered = Rendered(
-            None if rendered.old is None else rendered.old.localCheckpoint(eager=False),
-            None if rendered.delta is None else rendered.delta.localCheckpoint(eager=False),
-        )
-    key = expr.group_key if isinstance(expr, TopK) else expr.partition_key
-    key_cols = [column_name(i) for i in key]
-    data = data_columns(expr.input.desc.arity)
-    out_cols = data_columns(expr.desc.arity)
-    before = ctx.lower - 1
-
-    def at_before(df: DataFrame) -> DataFrame:
-        state = df.groupBy(*data).agg(F.sum(DIFF).alias(COUNT)).filter(F.col(COUNT) > 0)
-        return state.withColumn(POINT, F.lit(before).cast("long"))
-
-    old = None
-    if rendered.old is not None:
-        computed = _compute(expr, at_before(rendered.old), key_cols)
-        old = computed.select(*out_cols, F.col(OUT).alias(DIFF))
-    if rendered.delta is None:
-        return Rendered(old, None)
-
-    delta = rendered.delta
-    touched = delta.select(*key_cols).distinct()
-    events = delta.select(*data, TIME, DIFF)
-    if rendered.old is not None:
-        keys = touched.select(*[F.col(c).alias(f"__t{c}") for c in key_cols])
-        touched_old = rendered.old.join(
-            keys, _null_safe([(c, f"__t{c}") for c in key_cols]), how="left_semi"
-        )
-        events = events.unionByName(
-            touched_old.select(*data, F.lit(before).cast("long").alias(TIME), DIFF)
-        )
-    points = (
-        delta.select(*key_cols, F.col(TIME).alias(POINT))
-        .unionByName(touched.withColumn(POINT, F.lit(before).cast("long")))
-        .distinct()
-    )
-    # The contents of each touched key at each point: events at or before it.
-    renamed = points.select(*[F.col(c).alias(f"__p{c}") for c in key_cols], POINT)
-    joined = events.join(
-        renamed,
-        (F.col(TIME) <= F.col(POINT)) & _null_safe([(c, f"__p{c}") for c in key_cols]),
-        how="inner",
-    )
-    state = joined.groupBy(*data, POINT).agg(F.sum(DIFF).alias(COUNT)).filter(F.col(COUNT) > 0)
-    values = _compute(expr, state, key_cols)
-    inserts = values.filter(F.col(POINT) > before).select(
-        *out_cols, F.col(POINT).alias(TIME), F.col(OUT).alias(DIFF)
-    )
-    # Retract each point's predecessor's contents at the point.
-    by_key = (
-        SparkWindow.partitionBy(*key_cols).orderBy(POINT)
-        if key_cols
-        else SparkWindow.orderBy(POINT)
-    )
-    successors = (
-        points.withColumn("__prev", F.lag(POINT).over(by_key))
-        .filter(F.col(POINT) > before)
-        .select(*[F.col(c).alias(f"__q{c}") for c in key_cols], F.col(POINT).alias("__q"), "__prev")
-    )
-    retractions = values.join(
-        successors,
-        (values[POINT] == successors["__prev"]) & _null_safe([(c, f"__q{c}") for c in key_cols]),
-        how="inner",
-    ).select(*out_cols, F.col("__q").alias(TIME), (-F.col(OUT)).alias(DIFF))
-    return Rendered(old, inserts.unionByName(retractions))
+    return any(isinstance(c, TopK | Window) or stacked(c) for c in expr.inputs())

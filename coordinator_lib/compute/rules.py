@@ -1,9 +1,10 @@
 """Which maintenance rule the renderer uses for each operator.
 
-One table, read by the renderer (render.py records each operator's rule in
-`StepContext.rules` from it, and refuses operators missing from it) and by
-EXPLAIN (compute/explain.py), so what EXPLAIN says and what a step does
-cannot drift apart. No Spark here: EXPLAIN must not need a session.
+One table, read by the step plan (plan.py: each step's rule, which EXPLAIN
+prints, and it refuses operators missing from it) and by the delta rules
+(delta_rules.py records each operator's rule as it renders it), so what
+EXPLAIN says and what a step does cannot drift apart. No Spark here:
+EXPLAIN must not need a session.
 """
 
 from __future__ import annotations

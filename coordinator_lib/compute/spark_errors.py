@@ -37,7 +37,6 @@ from pyspark.sql import types as T
 from coordinator_lib.compute.error_collection import never_fails
 from coordinator_lib.compute.local_scalar import EvalError, eval_scalar
 from coordinator_lib.compute.scalar import column_name, to_spark
-from coordinator_lib.expr.relation import RelationExpr
 from coordinator_lib.expr.scalar import (
     BinaryFunc,
     CallBinary,
@@ -102,32 +101,6 @@ def error_column(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn
         zero = left.isNotNull() & right.isNotNull() & (right == F.lit(0))
         own = F.when(zero, _error("22012", "division by zero"))
     return first_error([*(error_column(child, types) for child in expr.children()), own])
-
-
-def can_fail(expr: ScalarExpr) -> bool:
-    """Whether `error_column` has anything to say about `expr`."""
-    if isinstance(expr, RaiseError):
-        return True
-    if isinstance(expr, CallBinary) and expr.func in (BinaryFunc.DIV, BinaryFunc.MOD):
-        return True
-    return any(can_fail(child) for child in expr.children())
-
-
-def plan_can_fail(expr: RelationExpr) -> bool:
-    """Whether any scalar of the plan can fail (it then has an error collection)."""
-    return any(can_fail(s) for s in _scalars(vars(expr).values())) or any(
-        plan_can_fail(child) for child in expr.inputs()
-    )
-
-
-def _scalars(values: object) -> list[ScalarExpr]:
-    """The scalar expressions in an operator's fields (tuples, AggregateExprs)."""
-    if isinstance(values, ScalarExpr):
-        return [values]
-    if isinstance(values, tuple | list) or type(values).__name__ == "dict_values":
-        return [s for v in values for s in _scalars(v)]  # type: ignore[attr-defined]
-    inner = getattr(values, "expr", None)  # an AggregateExpr
-    return [inner] if isinstance(inner, ScalarExpr) else []
 
 
 def split_errors(marked: DataFrame) -> tuple[DataFrame, DataFrame]:

@@ -1,4 +1,4 @@
-"""Temporal filters (expr/temporal.py TemporalFilter) on both engines.
+"""Temporal filters (expr/temporal.py TemporalFilter): when a row is present.
 
 A row is present from max(t, L) until U (exclusive), where t is its update's
 time and L, U the least and greatest times (ms) the row's bounds allow:
@@ -24,20 +24,17 @@ import decimal
 import math
 from collections.abc import Callable
 from fractions import Fraction
-from functools import cache, reduce
+from functools import reduce
 
 from pyspark.sql import Column as SparkColumn
-from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from coordinator_lib.compute.local import LocalContext, LocalRendered
 from coordinator_lib.compute.local_scalar import eval_scalar
-from coordinator_lib.compute.render import DIFF, TIME, Rendered, StepContext, data_columns
 from coordinator_lib.compute.scalar import to_spark
 from coordinator_lib.expr.scalar import BinaryFunc
-from coordinator_lib.expr.temporal import EPOCH, EPOCH_UTC, TemporalBound, TemporalFilter
+from coordinator_lib.expr.temporal import EPOCH, EPOCH_UTC, TemporalBound
 from coordinator_lib.repr.relation import ColumnType, ScalarType
-from coordinator_lib.repr.update import Row, Update
+from coordinator_lib.repr.update import Row
 
 _LOWER = (BinaryFunc.GTE, BinaryFunc.GT, BinaryFunc.EQ)
 _UPPER = (BinaryFunc.LTE, BinaryFunc.LT, BinaryFunc.EQ)
@@ -93,55 +90,6 @@ def row_window(
     return present, lower, upper
 
 
-# ------------------------------------------------------------------ in-process
-def render_temporal_local(
-    expr: TemporalFilter, inner: LocalRendered, ctx: LocalContext
-) -> LocalRendered:
-    types = expr.input.desc.types
-    lower, upper, before = ctx.lower, ctx.upper, ctx.lower - 1
-
-    def window(row: Row) -> Window:
-        return row_window(expr.bounds, row, types)
-
-    old = None
-    source = inner.old
-    if source is not None:
-
-        def old_rows() -> list[tuple[Row, int]]:
-            assert source is not None
-            out = []
-            for row, diff in source():
-                present, lo, hi = window(row)
-                if present and (lo is None or lo <= before) and (hi is None or before < hi):
-                    out.append((row, diff))
-            return out
-
-        old = cache(old_rows)
-    if source is None and inner.delta is None:
-        return LocalRendered(None, None)
-    delta: list[Update] = []
-    if source is not None and not ctx.hydrating:
-        # Rows already present (or pending) before the step whose times come now.
-        for row, diff in source():
-            present, lo, hi = window(row)
-            if not present:
-                continue
-            if lo is not None and lower <= lo < upper:
-                delta.append(Update(row, lo, diff))
-            if hi is not None and lower <= hi < upper:
-                delta.append(Update(row, hi, -diff))
-    for row, t, diff in inner.delta or ():
-        present, lo, hi = window(row)
-        start = t if lo is None else max(t, lo)
-        if not present or (hi is not None and start >= hi):
-            continue
-        if start < upper:
-            delta.append(Update(row, start, diff))
-        if hi is not None and hi < upper:
-            delta.append(Update(row, hi, -diff))
-    return LocalRendered(old, delta)
-
-
 # ----------------------------------------------------------------------- Spark
 def _micros(column: SparkColumn, scalar_type: ScalarType) -> SparkColumn:
     if scalar_type is ScalarType.TIMESTAMP:  # TimestampNTZ; the session time zone is UTC
@@ -184,72 +132,29 @@ def _combine(columns: list[SparkColumn], pick: Callable[..., SparkColumn]) -> Sp
     return columns[0] if len(columns) == 1 else pick(*columns)
 
 
-def render_temporal_spark(expr: TemporalFilter, inner: Rendered, ctx: StepContext) -> Rendered:
-    types = expr.input.desc.types
+def spark_bounds(
+    bounds: tuple[TemporalBound, ...], types: tuple[ColumnType, ...]
+) -> tuple[SparkColumn, SparkColumn, SparkColumn]:
+    """(L, U, every bound's value is not NULL) of a row as Spark columns
+    (L, U NULL: unbounded)."""
     lowers, uppers, valids = [], [], []
-    for bound in expr.bounds:
+    for bound in bounds:
         lo, hi, valid = _spark_limits(bound, types)
         if lo is not None:
             lowers.append(lo)
         if hi is not None:
             uppers.append(hi)
         valids.append(valid)
-    lower_col = _combine(lowers, F.greatest)
-    upper_col = _combine(uppers, F.least)
-    valid_col = reduce(lambda a, b: a & b, valids)
-    columns = data_columns(expr.desc.arity)
-
-    def with_window(df: DataFrame) -> DataFrame:
-        return df.withColumn("__lo", lower_col).withColumn("__hi", upper_col)
-
-    lo, hi = F.col("__lo"), F.col("__hi")
-    present = valid_col & (lo.isNull() | hi.isNull() | (lo < hi))
-    before = F.lit(ctx.lower - 1)
-    lower, upper = F.lit(ctx.lower), F.lit(ctx.upper)
-
-    old = None
-    parts: list[DataFrame] = []
-    if inner.old is not None:
-        windowed = with_window(inner.old).filter(present)
-        old = windowed.filter(
-            (lo.isNull() | (lo <= before)) & (hi.isNull() | (hi > before))
-        ).select(*columns, DIFF)
-        if not ctx.hydrating:
-            parts.append(
-                windowed.filter(lo.isNotNull() & (lo >= lower) & (lo < upper)).select(
-                    *columns, lo.alias(TIME), DIFF
-                )
-            )
-            parts.append(
-                windowed.filter(hi.isNotNull() & (hi >= lower) & (hi < upper)).select(
-                    *columns, hi.alias(TIME), (-F.col(DIFF)).alias(DIFF)
-                )
-            )
-    if inner.delta is not None:
-        start = F.greatest(F.col(TIME), lo)  # greatest skips a NULL (unbounded) L
-        kept = (
-            with_window(inner.delta)
-            .withColumn("__start", start)
-            .filter(present & (hi.isNull() | (F.col("__start") < hi)))
-        )
-        parts.append(
-            kept.filter(F.col("__start") < upper).select(
-                *columns, F.col("__start").alias(TIME), DIFF
-            )
-        )
-        parts.append(
-            kept.filter(hi.isNotNull() & (hi < upper)).select(
-                *columns, hi.alias(TIME), (-F.col(DIFF)).alias(DIFF)
-            )
-        )
-    delta = reduce(lambda a, b: a.unionByName(b), parts) if parts else None
-    return Rendered(old, delta)
+    return (
+        _combine(lowers, F.greatest),
+        _combine(uppers, F.least),
+        reduce(lambda a, b: a & b, valids),
+    )
 
 
 __all__ = [
     "bound_limits",
     "exact_ms",
-    "render_temporal_local",
-    "render_temporal_spark",
     "row_window",
+    "spark_bounds",
 ]

@@ -1,0 +1,444 @@
+"""The in-process backend of the delta rules (delta_rules.py): each
+primitive on Python rows.
+
+Spark's per-job overhead (about a second per step, several for a join and
+aggregate) dwarfs the work of a small step, so a small step runs here
+(engine.py chooses). Old contents are computed lazily (only if a rule asks
+for them); a delta at once, so the errors of its rows (a scalar of a Linear
+step or of a Reduce's key or arguments failing) are taken in whatever its
+parents do with it (compute/error_collection.py). With a `StepState`
+(compute/arranged.py), joins and keyed operators read the old rows at the
+keys their delta touches from their inputs' arrangements.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from coordinator_lib.compute import plan
+from coordinator_lib.compute.budget import Tally, charge_list
+from coordinator_lib.compute.delta_rules import Keyed, Pair
+from coordinator_lib.compute.error_collection import error_update
+from coordinator_lib.compute.join_plan import JoinStep
+from coordinator_lib.compute.local_ordered import evaluate
+from coordinator_lib.compute.local_scalar import EvalError, aggregate_values, eval_scalar
+from coordinator_lib.compute.temporal import row_window
+from coordinator_lib.expr import relation as rel
+from coordinator_lib.expr.scalar import Column, Literal, ScalarExpr
+from coordinator_lib.expr.temporal import TemporalFilter as TemporalFilterExpr
+from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.repr.relation import ColumnType
+from coordinator_lib.repr.update import Row, Update
+
+if TYPE_CHECKING:
+    from coordinator_lib.compute.arranged import StepState
+
+OldRows = list[tuple[Row, int]]
+DeltaRows = list[Update]
+
+
+@dataclass
+class LocalRendered:
+    """An operator's old contents (computed when first asked) and delta."""
+
+    old: Callable[[], OldRows] | None
+    delta: DeltaRows | None
+
+
+@dataclass(frozen=True, eq=False)
+class Rows:
+    """A collection in-process: `get()` lists old rows `(row, diff)` or, if
+    `timed`, updates `(row, time, diff)`; keyed (`key_by`), each starts with
+    its key. Old rows are computed on first use, a delta at once."""
+
+    get: Callable[[], list[Any]]
+    timed: bool
+
+    @staticmethod
+    def old(compute: Callable[[], list[Any]]) -> Rows:
+        return Rows(cache(compute), False)
+
+    @staticmethod
+    def delta(rows: list[Any]) -> Rows:
+        return Rows(lambda: rows, True)
+
+    @staticmethod
+    def like(c: Rows, compute: Callable[[], list[Any]]) -> Rows:
+        """`compute` over `c`, as lazy or eager as `c` is."""
+        return Rows.delta(compute()) if c.timed else Rows.old(compute)
+
+
+@dataclass
+class LocalContext:
+    lower: int
+    upper: int
+    inputs: dict[GlobalId, LocalRendered]
+    hydrating: bool = False
+    rules: list[tuple[str, str]] = field(default_factory=list)
+    # The step's error updates, rows (code, message) (the errs collection).
+    errors: list[Update] = field(default_factory=list)
+    # The dataflow's arrangements (compute/arranged.py): a join, Reduce,
+    # TopK or Window reads the keys its delta touches there, not its
+    # input's old contents. None: read the old contents.
+    state: StepState | None = None
+
+
+class LocalBackend:
+    """`delta_rules.Backend` over Python rows, for one step (`ctx`)."""
+
+    def __init__(self, ctx: LocalContext) -> None:
+        self.ctx = ctx
+        self.lower, self.upper, self.hydrating = ctx.lower, ctx.upper, ctx.hydrating
+        self.state = ctx.state
+        self.errors = ctx.errors
+
+    def record(self, operator: str, rule: str) -> None:
+        self.ctx.rules.append((operator, rule))
+
+    def get(self, id: GlobalId) -> Pair[Rows]:
+        found = self.ctx.inputs[id]
+        return Pair(
+            None if found.old is None else Rows.old(found.old),
+            None if found.delta is None else Rows.delta(found.delta),
+        )
+
+    def constant(self, step: plan.Constant, time: int | None) -> Rows | None:
+        rows = list(step.rows)
+        if not rows:
+            return None
+        if time is None:
+            return Rows.old(lambda: rows)
+        return Rows.delta([Update(r, time, d) for r, d in rows])
+
+    def _map_rows(self, c: Rows, op: Callable[[Row], Row | None], fallible: bool) -> Rows:
+        """`op` on each row (None drops it). If `fallible`, a row `op` fails
+        on leaves, and in a delta its failure is an error update."""
+
+        def mapped() -> list[Any]:
+            out: list[Any] = []
+            tally = Tally(out)
+            for item in c.get():
+                try:
+                    new = op(item[0])
+                except EvalError as error:
+                    if not fallible:
+                        raise
+                    if c.timed:
+                        self.errors.append(error_update(error, item[1], item[2]))
+                    new = None
+                if new is not None:
+                    out.append((new, *item[1:]) if not c.timed else Update(new, *item[1:]))
+                tally.add()
+            tally.settle()
+            return out
+
+        return Rows.like(c, mapped)
+
+    def map_filter_project(self, c: Rows, step: plan.Linear) -> Rows:
+        return self._map_rows(c, _linear(list(step.applied())), True)
+
+    def negate(self, c: Rows) -> Rows:
+        if c.timed:
+            return Rows.delta(charge_list([Update(r, t, -d) for r, t, d in c.get()]))
+        return Rows.old(lambda: charge_list([(r, -d) for r, d in c.get()]))
+
+    def union(self, cs: list[Rows]) -> Rows:
+        return Rows.like(cs[0], lambda: charge_list([item for c in cs for item in c.get()]))
+
+    def join_matches(
+        self, left: Pair[Rows], right: Pair[Rows], join: plan.Join, step: JoinStep
+    ) -> tuple[Rows | None, Rows | None]:
+        before = self.lower - 1
+        if self.state is not None:
+            left_key, right_key = _join_keys(join, step)
+            sides = self.state.arrange_join(_rendered(left), _rendered(right), left_key, right_key)
+            if sides is not None:  # each side's rows at the other delta's keys
+                left_at, right_at = sides
+
+                def at(read: Any, delta: Rows | None, key: Any) -> Rows | None:
+                    if delta is None:
+                        return None
+                    found = read([key(item[0]) for item in delta.get()])
+                    return Rows.delta([(r, before, d) for rows in found.values() for r, d in rows])
+
+                return at(left_at, right.delta, right_key), at(right_at, left.delta, left_key)
+
+        def timed(old: Rows | None) -> Rows | None:
+            if old is None:
+                return None
+            return Rows(cache(lambda: [(r, before, d) for r, d in old.get()]), True)
+
+        return timed(left.old), timed(right.old)
+
+    def join_filter(self, c: Rows, join: plan.Join) -> Rows:
+        check = _join_check(join)
+        return self._map_rows(c, lambda row: row if check(row, join.first) else None, False)
+
+    def equi_join(self, left: Rows, right: Rows, join: plan.Join, step: JoinStep) -> Rows:
+        left_key, right_key = _join_keys(join, step)
+        check = _join_check(join)
+        timed = left.timed and right.timed
+
+        def joined() -> list[Any]:
+            index: dict[Hashable, list[Any]] = defaultdict(list)
+            for b in right.get():
+                key = right_key(b[0])
+                if key is not None:
+                    index[key].append(b)
+            out: list[Any] = []
+            tally = Tally(out)  # a cross join grows `out` by millions of rows a second
+            for a in left.get():
+                key = left_key(a[0])
+                if key is None:
+                    continue
+                matches = index.get(key, ())
+                for b in matches:
+                    row = a[0] + b[0]
+                    if check(row, step.filters):
+                        diff = a[-1] * b[-1]
+                        out.append(Update(row, max(a[1], b[1]), diff) if timed else (row, diff))
+                tally.add(len(matches) + 1)
+            tally.settle()
+            return out
+
+        return Rows.delta(joined()) if timed else Rows.old(joined)
+
+    def check_scalars(self, c: Rows, node: plan.Reduce) -> Rows:
+        expr = node.expr
+        assert isinstance(expr, rel.Reduce)
+        exprs = [*expr.group_key, *(a.expr for a in expr.aggregates)]
+        if all(isinstance(e, Column | Literal) for e in exprs):
+            return c
+        types = expr.input.desc.types
+
+        def check(row: Row) -> Row:
+            for e in exprs:
+                eval_scalar(e, row, types)
+            return row
+
+        return self._map_rows(c, check, True)
+
+    def key_by(self, c: Rows, node: Keyed) -> Rows:
+        key_of = _key_function(node)
+        return Rows.like(c, lambda: charge_list([(key_of(i[0]), *i) for i in c.get()]))
+
+    def group_outputs(self, keyed_old: Rows, node: Keyed) -> Rows:
+        output = _group_output(node)
+
+        def outputs() -> list[Any]:
+            groups: dict[Hashable, Counter[Row]] = defaultdict(Counter)
+            for key, row, diff in keyed_old.get():
+                groups[key][row] += diff
+            return [item for key, rows in groups.items() for item in output(key, rows).items()]
+
+        return Rows.old(outputs)
+
+    def rows_at_touched_keys(
+        self, keyed_old: Rows | None, keyed_delta: Rows | None, node: Keyed
+    ) -> Rows | None:
+        arranged = None
+        if self.state is not None:  # arranged by the key: the touched groups' rows are there
+            delta = None if keyed_delta is None else [Update(*u[1:]) for u in keyed_delta.get()]
+            arranged = self.state.arrange(
+                delta, _key_function(node), None if keyed_old is None else keyed_old.get
+            )
+        if keyed_delta is None:
+            return None
+        touched = {u[0] for u in keyed_delta.get()}
+        if arranged is not None:
+            found = arranged(list(touched))
+            return Rows.old(lambda: [(k, r, d) for k, rows in found.items() for r, d in rows])
+        if keyed_old is None:
+            return None
+        return Rows.old(lambda: [item for item in keyed_old.get() if item[0] in touched])
+
+    def group_changes(self, touched_old: Rows | None, keyed_delta: Rows, node: Keyed) -> Rows:
+        output = _group_output(node)
+        by_key: dict[Hashable, list[tuple[Row, int, int]]] = defaultdict(list)
+        for key, row, time, diff in keyed_delta.get():
+            by_key[key].append((row, time, diff))
+        before: dict[Hashable, Counter[Row]] = defaultdict(Counter)
+        for key, row, diff in [] if touched_old is None else touched_old.get():
+            before[key][row] += diff
+        changes: list[Update] = []
+        for key, updates in by_key.items():
+            rows = before[key]
+            previous = output(key, rows)
+            for t in sorted({time for _, time, _ in updates}):
+                for row, time, diff in updates:
+                    if time == t:
+                        rows[row] += diff
+                current = output(key, rows)
+                for row in previous.keys() | current.keys():
+                    change = current[row] - previous[row]
+                    if change:
+                        changes.append(Update(row, t, change))
+                previous = current
+        return Rows.delta(changes)
+
+    def temporal_present(self, old: Rows, node: plan.TemporalFilter, time: int) -> Rows:
+        window = _row_window(node)
+
+        def present() -> list[Any]:
+            out = []
+            for row, diff in old.get():
+                ever, lo, hi = window(row)
+                if ever and (lo is None or lo <= time) and (hi is None or time < hi):
+                    out.append((row, diff))
+            return out
+
+        return Rows.old(present)
+
+    def temporal_changes(self, c: Rows, node: plan.TemporalFilter) -> Rows:
+        window = _row_window(node)
+        lower, upper = self.lower, self.upper
+        changes: list[Update] = []
+        if not c.timed:  # rows already present (or pending) whose times come now
+            for row, diff in c.get():
+                ever, lo, hi = window(row)
+                if not ever:
+                    continue
+                if lo is not None and lower <= lo < upper:
+                    changes.append(Update(row, lo, diff))
+                if hi is not None and lower <= hi < upper:
+                    changes.append(Update(row, hi, -diff))
+            return Rows.delta(changes)
+        for row, t, diff in c.get():
+            ever, lo, hi = window(row)
+            start = t if lo is None else max(t, lo)
+            if not ever or (hi is not None and start >= hi):
+                continue
+            if start < upper:
+                changes.append(Update(row, start, diff))
+            if hi is not None and hi < upper:
+                changes.append(Update(row, hi, -diff))
+        return Rows.delta(changes)
+
+
+# ----------------------------------------------------------------- linear ops
+def _linear(ops: list[plan.LinearOp]) -> Callable[[Row], Row | None]:
+    """One row through a map-filter-project (None: filtered out)."""
+
+    def apply(row: Row) -> Row | None:
+        for op in ops:
+            if isinstance(op, rel.Filter):
+                types = op.input.desc.types
+                if not all(eval_scalar(p, row, types) is True for p in op.predicates):
+                    return None
+            elif isinstance(op, rel.Map):
+                all_types = op.desc.types
+                out = list(row)
+                for scalar in op.scalars:
+                    out.append(eval_scalar(scalar, tuple(out), all_types[: len(out)]))
+                row = tuple(out)
+            else:
+                row = tuple(row[i] for i in op.outputs)
+        return row
+
+    return apply
+
+
+# ----------------------------------------------------------------------- join
+Pairs = tuple[tuple[ScalarExpr, ScalarExpr], ...]
+
+
+def _join_check(join: plan.Join) -> Callable[[Row, Pairs], bool]:
+    """Whether a row (of the columns joined so far) has all `pairs` equal
+    and not NULL."""
+    types, width = join.types, len(join.types)
+
+    def check(row: Row, pairs: Pairs) -> bool:
+        padded = row + (None,) * (width - len(row))
+        for a, b in pairs:
+            left, right = eval_scalar(a, padded, types), eval_scalar(b, padded, types)
+            if left is None or right is None or left != right:
+                return False
+        return True
+
+    return check
+
+
+def _join_keys(
+    join: plan.Join, step: JoinStep
+) -> tuple[Callable[[Row], tuple[Any, ...] | None], Callable[[Row], tuple[Any, ...] | None]]:
+    """The join key of a row of the left (columns so far) and of the right
+    (the next input); None when a value is NULL (it matches nothing)."""
+    types, width = join.types, len(join.types)
+
+    def key_of(exprs: list[ScalarExpr], offset: int) -> Callable[[Row], tuple[Any, ...] | None]:
+        def key(row: Row) -> tuple[Any, ...] | None:
+            padded = (None,) * offset + row if offset else row
+            padded = padded + (None,) * (width - len(padded))
+            values = tuple(eval_scalar(e, padded, types) for e in exprs)
+            return None if any(v is None for v in values) else values
+
+        return key
+
+    return (
+        key_of([k for k, _ in step.keys], 0),
+        key_of([k for _, k in step.keys], step.left_width),
+    )
+
+
+def _rendered(pair: Pair[Rows]) -> LocalRendered:
+    return LocalRendered(
+        None if pair.old is None else pair.old.get,
+        None if pair.delta is None else pair.delta.get(),
+    )
+
+
+# --------------------------------------------------------- keyed operators
+def _key_function(node: Keyed) -> Callable[[Row], tuple[Any, ...]]:
+    expr = node.expr
+    if isinstance(expr, rel.Reduce):
+        types, group_key = expr.input.desc.types, expr.group_key
+        return lambda row: tuple(eval_scalar(k, row, types) for k in group_key)
+    if isinstance(expr, rel.TopK | rel.Window):
+        key = expr.group_key if isinstance(expr, rel.TopK) else expr.partition_key
+        return lambda row: tuple(row[i] for i in key)
+    return tuple  # Distinct, Threshold: the whole row
+
+
+def _group_output(node: Keyed) -> Callable[[Hashable, Counter[Row]], Counter[Row]]:
+    """A group's output rows with their multiplicities, from its rows with
+    theirs (those at or below 0 are absent)."""
+    expr = node.expr
+    if isinstance(expr, rel.TopK | rel.Window):
+        ordered = expr
+
+        def ordered_output(key: Hashable, rows: Counter[Row]) -> Counter[Row]:
+            present = [(row, n) for row, n in rows.items() if n > 0]
+            out: Counter[Row] = Counter()
+            for row, n in evaluate(ordered, present) if present else []:
+                out[row] += n
+            return out
+
+        return ordered_output
+    threshold = isinstance(node, plan.Threshold)
+    aggregates = expr.aggregates if isinstance(expr, rel.Reduce) else ()
+    types: tuple[ColumnType, ...] = expr.inputs()[0].desc.types
+
+    def output(key: Hashable, rows: Counter[Row]) -> Counter[Row]:
+        total = sum(rows.values())
+        if total <= 0:
+            return Counter()
+        assert isinstance(key, tuple)
+        if threshold:
+            return Counter({key: total})
+        present = [(row, n) for row, n in rows.items() if n > 0]
+        values = tuple(aggregate_values(a, present, types) for a in aggregates)
+        return Counter({key + values: 1})
+
+    return output
+
+
+# ------------------------------------------------------------------ temporal
+def _row_window(node: plan.TemporalFilter) -> Callable[[Row], tuple[bool, int | None, int | None]]:
+    expr = node.expr
+    assert isinstance(expr, TemporalFilterExpr)
+    bounds, types = expr.bounds, expr.input.desc.types
+    return lambda row: row_window(bounds, row, types)

@@ -1,0 +1,624 @@
+"""The Spark backend of the delta rules (delta_rules.py): each primitive on
+DataFrames (spark_frames.py), planned lazily; the caller runs one Spark job
+when it writes the result.
+
+Errors (compute/spark_errors.py): a Linear step's Filter and Map and a
+Reduce's keys and arguments send the delta rows a scalar fails on to
+`StepContext.errors` (with their time and diff) instead of failing the job;
+those rows leave the data, in old as in delta (compute/error_collection.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import reduce as fold
+
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from coordinator_lib.compute import plan
+from coordinator_lib.compute.delta_rules import Keyed, Pair
+from coordinator_lib.compute.join_plan import JoinStep
+from coordinator_lib.compute.render_ordered import COUNT, OUT, ordered_values, stacked
+from coordinator_lib.compute.scalar import column_name, to_spark
+from coordinator_lib.compute.spark_errors import ERROR, error_column, first_error, split_errors
+from coordinator_lib.compute.spark_frames import (
+    DIFF,
+    POINT,
+    TIME,
+    bookkeeping,
+    data_columns,
+    is_timed,
+    union_all,
+)
+from coordinator_lib.compute.temporal import spark_bounds
+from coordinator_lib.expr import relation as rel
+from coordinator_lib.expr.relation import AggregateExpr, AggregateFunc, Filter, Map
+from coordinator_lib.expr.scalar import Column, ScalarExpr
+from coordinator_lib.expr.temporal import TemporalFilter as TemporalFilterExpr
+from coordinator_lib.persist.spark_batches import spark_type
+from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.repr.relation import ColumnType
+
+Rendered = Pair[DataFrame]
+
+
+@dataclass
+class StepContext:
+    spark: SparkSession
+    lower: int
+    upper: int
+    inputs: dict[GlobalId, Rendered]
+    hydrating: bool = False
+    # (operator, rule) for each operator rendered, in pre-order (rules.py).
+    rules: list[tuple[str, str]] = field(default_factory=list)
+    # Error updates (code, message, __time, __diff): the errs collection.
+    errors: list[DataFrame] = field(default_factory=list)
+
+
+class SparkBackend:
+    """`delta_rules.Backend` over DataFrames, for one step (`ctx`)."""
+
+    def __init__(self, ctx: StepContext) -> None:
+        self.ctx = ctx
+        self.lower, self.upper, self.hydrating = ctx.lower, ctx.upper, ctx.hydrating
+
+    def record(self, operator: str, rule: str) -> None:
+        self.ctx.rules.append((operator, rule))
+
+    def get(self, id: GlobalId) -> Rendered:
+        return self.ctx.inputs[id]
+
+    def constant(self, step: plan.Constant, time: int | None) -> DataFrame | None:
+        if not step.rows:
+            return None
+        fields = [
+            T.StructField(column_name(i), spark_type(t.scalar_type), True)
+            for i, t in enumerate(step.expr.desc.types)
+        ]
+        schema = T.StructType([*fields, T.StructField(DIFF, T.LongType(), False)])
+        frame = self.ctx.spark.createDataFrame([(*row, diff) for row, diff in step.rows], schema)
+        return frame if time is None else frame.withColumn(TIME, F.lit(time).cast("long"))
+
+    def _split(self, df: DataFrame, split: Split) -> DataFrame:
+        """The rows; a delta's errors go to the step's error collection."""
+        rows, errors = split
+        if is_timed(df):
+            self.ctx.errors += errors
+        return rows
+
+    def map_filter_project(self, c: DataFrame, step: plan.Linear) -> DataFrame:
+        for op in step.applied():
+            if isinstance(op, Filter):
+                c = self._split(c, _filter(c, op))
+            elif isinstance(op, Map):
+                c = self._split(c, _map(c, op, op.input.desc.arity))
+            else:
+                c = _project(c, op.outputs)
+        return c
+
+    def negate(self, c: DataFrame) -> DataFrame:
+        return c.withColumn(DIFF, -F.col(DIFF))
+
+    def union(self, cs: list[DataFrame]) -> DataFrame:
+        return union_all(cs)
+
+    def join_matches(
+        self, left: Rendered, right: Rendered, join: plan.Join, step: JoinStep
+    ) -> tuple[DataFrame | None, DataFrame | None]:
+        before = F.lit(self.lower - 1).cast("long")
+        return (
+            None if left.old is None else left.old.withColumn(TIME, before),
+            None if right.old is None else right.old.withColumn(TIME, before),
+        )
+
+    def join_filter(self, c: DataFrame, join: plan.Join) -> DataFrame:
+        return _apply_filters(c, [_equal(a, b, join.types) for a, b in join.first])
+
+    def equi_join(
+        self, left: DataFrame, right: DataFrame, join: plan.Join, step: JoinStep
+    ) -> DataFrame:
+        right = _rename_to(right, step.width - step.left_width, step.left_width)
+        filters = [_equal(a, b, join.types) for a, b in step.filters]
+        return _join(left, right, list(step.keys), filters, join.types)
+
+    def check_scalars(self, c: DataFrame, node: plan.Reduce) -> DataFrame:
+        expr = node.expr
+        assert isinstance(expr, rel.Reduce)
+        exprs = [*expr.group_key, *(a.expr for a in expr.aggregates)]
+        return self._split(c, _checked(c, exprs, expr.input.desc.types))
+
+    def key_by(self, c: DataFrame, node: Keyed) -> DataFrame:
+        if isinstance(node, plan.TopK | plan.Window):
+            # Each operator reads its input's frames several times, so stacked
+            # operators (one Window per OVER clause) would multiply the plan's
+            # size until Spark's analyzer runs out of memory. A local checkpoint
+            # (computed once, when first used) stands for the input instead.
+            return c.localCheckpoint(eager=False) if stacked(node.expr) else c
+        group = _Group.of(node)
+        return c.select(
+            *[
+                to_spark(k, group.types).alias(n)
+                for k, n in zip(group.keys, group.key_cols, strict=True)
+            ],
+            *[
+                to_spark(a.expr, group.types).alias(n)
+                for a, n in zip(group.aggregates, group.agg_cols, strict=True)
+            ],
+            *bookkeeping(c),
+        )
+
+    def group_outputs(self, keyed_old: DataFrame, node: Keyed) -> DataFrame:
+        before = self.lower - 1
+        if isinstance(node, plan.TopK | plan.Window):
+            expr = _ordered(node)
+            state = keyed_old.groupBy(*data_columns(expr.input.desc.arity)).agg(
+                F.sum(DIFF).alias(COUNT)
+            )
+            state = state.filter(F.col(COUNT) > 0).withColumn(POINT, F.lit(before).cast("long"))
+            computed = ordered_values(expr, state, _ordered_keys(expr))
+            return computed.select(*data_columns(expr.desc.arity), F.col(OUT).alias(DIFF))
+        group = _Group.of(node)
+        points = keyed_old.select(*group.key_cols).distinct().withColumn(POINT, F.lit(before))
+        events = keyed_old.withColumn(TIME, F.lit(before).cast("long"))
+        values = group.values_at_points(events, points)
+        return _emit_old(values, group.key_cols, group.aggregates, group.mode)
+
+    def rows_at_touched_keys(
+        self, keyed_old: DataFrame | None, keyed_delta: DataFrame | None, node: Keyed
+    ) -> DataFrame | None:
+        if keyed_old is None or keyed_delta is None:
+            return None
+        key_cols = _key_cols(node)
+        return _semi_join(keyed_old, keyed_delta.select(*key_cols).distinct(), key_cols)
+
+    def group_changes(
+        self, touched_old: DataFrame | None, keyed_delta: DataFrame, node: Keyed
+    ) -> DataFrame:
+        before = F.lit(self.lower - 1).cast("long")
+        key_cols = _key_cols(node)
+        touched = keyed_delta.select(*key_cols).distinct()
+        events = keyed_delta
+        if touched_old is not None:
+            events = events.unionByName(touched_old.withColumn(TIME, before))
+        points = (
+            keyed_delta.select(*key_cols, F.col(TIME).alias(POINT))
+            .unionByName(touched.withColumn(POINT, before))
+            .distinct()
+        )
+        if isinstance(node, plan.TopK | plan.Window):
+            return _ordered_changes(_ordered(node), events, points, key_cols, self.lower - 1)
+        group = _Group.of(node)
+        values = group.values_at_points(events, points)
+        return _emit_changes(values, key_cols, group.aggregates, group.mode, self.lower - 1)
+
+    def temporal_present(self, old: DataFrame, node: plan.TemporalFilter, time: int) -> DataFrame:
+        lo, hi = F.col("__lo"), F.col("__hi")
+        windowed = _windowed(old, node)
+        at = F.lit(time)
+        present = windowed.filter((lo.isNull() | (lo <= at)) & (hi.isNull() | (hi > at)))
+        return present.select(*data_columns(node.expr.desc.arity), DIFF)
+
+    def temporal_changes(self, c: DataFrame, node: plan.TemporalFilter) -> DataFrame:
+        lo, hi = F.col("__lo"), F.col("__hi")
+        lower, upper = F.lit(self.lower), F.lit(self.upper)
+        columns = data_columns(node.expr.desc.arity)
+        windowed = _windowed(c, node)
+        retract = (-F.col(DIFF)).alias(DIFF)
+        if not is_timed(c):  # rows already present (or pending) whose times come now
+            return (
+                windowed.filter(lo.isNotNull() & (lo >= lower) & (lo < upper))
+                .select(*columns, lo.alias(TIME), DIFF)
+                .unionByName(
+                    windowed.filter(hi.isNotNull() & (hi >= lower) & (hi < upper)).select(
+                        *columns, hi.alias(TIME), retract
+                    )
+                )
+            )
+        start = F.greatest(F.col(TIME), lo)  # greatest skips a NULL (unbounded) L
+        kept = windowed.withColumn("__start", start).filter(hi.isNull() | (F.col("__start") < hi))
+        return (
+            kept.filter(F.col("__start") < upper)
+            .select(*columns, F.col("__start").alias(TIME), DIFF)
+            .unionByName(
+                kept.filter(hi.isNotNull() & (hi < upper)).select(*columns, hi.alias(TIME), retract)
+            )
+        )
+
+
+# ----------------------------------------------------------------- linear ops
+Split = tuple[DataFrame, list[DataFrame]]  # (rows, their errors)
+
+
+def _filter(df: DataFrame, expr: Filter) -> Split:
+    """Predicates in order: a row's error counts only where those before hold."""
+    types = expr.input.desc.types
+    errors = []
+    for predicate in expr.predicates:
+        keep = F.coalesce(to_spark(predicate, types), F.lit(False))
+        error = error_column(predicate, types)
+        if error is not None:
+            df, errs = split_errors(df.withColumn(ERROR, error))
+            errors.append(errs)
+        df = df.filter(keep)
+    return df, errors
+
+
+def _map(df: DataFrame, expr: Map, arity: int) -> Split:
+    """Each value only where no scalar before it (or it) failed on the row."""
+    types = list(expr.input.desc.types)
+    marked = False
+    for i, scalar in enumerate(expr.scalars):
+        column = to_spark(scalar, tuple(types))
+        error = error_column(scalar, tuple(types))
+        if error is not None:
+            earlier = F.col(ERROR)
+            df = df.withColumn(
+                ERROR, F.when(earlier.isNotNull(), earlier).otherwise(error) if marked else error
+            )
+            marked = True
+        if marked:
+            column = F.when(F.col(ERROR).isNull(), column)
+        out_type = scalar.typ(tuple(types))
+        df = df.withColumn(column_name(arity + i), column.cast(spark_type(out_type.scalar_type)))
+        types.append(out_type)
+    if not marked:
+        return df, []
+    df, errors = split_errors(df)
+    return df, [errors]
+
+
+def _checked(df: DataFrame, exprs: list[ScalarExpr], types: tuple[ColumnType, ...]) -> Split:
+    """A Reduce's input without the rows its keys or arguments fail on."""
+    first = first_error([error_column(e, types) for e in exprs])
+    if first is None:
+        return df, []
+    df, errs = split_errors(df.withColumn(ERROR, first))
+    return df, [errs]
+
+
+def _project(df: DataFrame, outputs: tuple[int, ...]) -> DataFrame:
+    columns = [F.col(column_name(o)).alias(column_name(i)) for i, o in enumerate(outputs)]
+    return df.select(*columns, *bookkeeping(df))
+
+
+# ----------------------------------------------------------------------- join
+def _equal(a: ScalarExpr, b: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn:
+    return to_spark(a, types) == to_spark(b, types)
+
+
+def _rename_to(df: DataFrame, arity: int, offset: int) -> DataFrame:
+    columns = [F.col(column_name(i)).alias(column_name(offset + i)) for i in range(arity)]
+    return df.select(*columns, *bookkeeping(df))
+
+
+def _apply_filters(df: DataFrame, filters: list[SparkColumn]) -> DataFrame:
+    for condition in filters:
+        df = df.filter(F.coalesce(condition, F.lit(False)))
+    return df
+
+
+def _join(
+    a: DataFrame,
+    b: DataFrame,
+    keys: list[tuple[ScalarExpr, ScalarExpr]],
+    filters: list[SparkColumn],
+    types: tuple[ColumnType, ...],
+) -> DataFrame:
+    """Rows of `a` and `b` with equal, non-NULL keys passing `filters`; the
+    diff is the product, the time the later of the two (if both are timed)."""
+    a_cols = [c for c in a.columns if c not in (TIME, DIFF)]
+    b_cols = [c for c in b.columns if c not in (TIME, DIFF)]
+    a2 = a.select(
+        *a_cols,
+        *[to_spark(k, types).alias(f"__lk{i}") for i, (k, _) in enumerate(keys)],
+        *[F.col(c).alias(f"__l{c}") for c in bookkeeping(a)],
+    )
+    b2 = b.select(
+        *b_cols,
+        *[to_spark(k, types).alias(f"__rk{i}") for i, (_, k) in enumerate(keys)],
+        *[F.col(c).alias(f"__r{c}") for c in bookkeeping(b)],
+    )
+    if keys:
+        condition = fold(
+            lambda x, y: x & y,
+            [F.col(f"__lk{i}") == F.col(f"__rk{i}") for i in range(len(keys))],
+        )
+        joined = a2.join(b2, on=condition, how="inner")
+    else:
+        joined = a2.crossJoin(b2)
+    joined = _apply_filters(joined, filters)
+    diff = (F.col(f"__l{DIFF}") * F.col(f"__r{DIFF}")).alias(DIFF)
+    out = [*a_cols, *b_cols]
+    if is_timed(a) and is_timed(b):
+        latest = F.greatest(F.col(f"__l{TIME}"), F.col(f"__r{TIME}")).alias(TIME)
+        return joined.select(*out, latest, diff)
+    return joined.select(*out, diff)
+
+
+# --------------------------------------------------------- keyed operators
+@dataclass(frozen=True)
+class _Group:
+    """A Reduce, Distinct or Threshold as keys and aggregates over columns
+    `__k<i>` and `__a<j>`. `mode` "reduce" emits one row per group with the
+    aggregates; "threshold" each distinct row with its multiplicity when positive."""
+
+    keys: tuple[ScalarExpr, ...]
+    aggregates: tuple[AggregateExpr, ...]
+    types: tuple[ColumnType, ...]
+    mode: str
+
+    @staticmethod
+    def of(node: Keyed) -> _Group:
+        expr = node.expr
+        types = expr.inputs()[0].desc.types
+        if isinstance(expr, rel.Reduce):
+            return _Group(expr.group_key, expr.aggregates, types, "reduce")
+        keys = tuple(Column(i) for i in range(len(types)))
+        return _Group(
+            keys, (), types, "threshold" if isinstance(node, plan.Threshold) else "reduce"
+        )
+
+    @property
+    def key_cols(self) -> list[str]:
+        return [f"__k{i}" for i in range(len(self.keys))]
+
+    @property
+    def agg_cols(self) -> list[str]:
+        return [f"__a{i}" for i in range(len(self.aggregates))]
+
+    def values_at_points(self, events: DataFrame, points: DataFrame) -> DataFrame:
+        output_types = [a.typ(self.types) for a in self.aggregates]
+        return _values_at_points(
+            events, points, self.key_cols, self.agg_cols, self.aggregates, output_types
+        )
+
+
+def _ordered(node: Keyed) -> rel.TopK | rel.Window:
+    expr = node.expr
+    assert isinstance(expr, rel.TopK | rel.Window)
+    return expr
+
+
+def _ordered_keys(expr: rel.TopK | rel.Window) -> list[str]:
+    key = expr.group_key if isinstance(expr, rel.TopK) else expr.partition_key
+    return [column_name(i) for i in key]
+
+
+def _key_cols(node: Keyed) -> list[str]:
+    if isinstance(node, plan.TopK | plan.Window):
+        return _ordered_keys(_ordered(node))
+    return _Group.of(node).key_cols
+
+
+def _null_safe(pairs: list[tuple[str, str]]) -> SparkColumn:
+    """Columns equal pairwise, NULL equal to NULL (the names are distinct)."""
+    return fold(lambda a, b: a & b, [F.col(a).eqNullSafe(F.col(b)) for a, b in pairs], F.lit(True))
+
+
+def _ordered_changes(
+    expr: rel.TopK | rel.Window,
+    events: DataFrame,
+    points: DataFrame,
+    key_cols: list[str],
+    before: int,
+) -> DataFrame:
+    """At each point after `before`, the point's output minus its predecessor's."""
+    data = data_columns(expr.input.desc.arity)
+    out_cols = data_columns(expr.desc.arity)
+    events = events.select(*data, TIME, DIFF)
+    # The contents of each touched key at each point: events at or before it.
+    renamed = points.select(*[F.col(c).alias(f"__p{c}") for c in key_cols], POINT)
+    joined = events.join(
+        renamed,
+        (F.col(TIME) <= F.col(POINT)) & _null_safe([(c, f"__p{c}") for c in key_cols]),
+        how="inner",
+    )
+    state = joined.groupBy(*data, POINT).agg(F.sum(DIFF).alias(COUNT)).filter(F.col(COUNT) > 0)
+    values = ordered_values(expr, state, key_cols)
+    inserts = values.filter(F.col(POINT) > before).select(
+        *out_cols, F.col(POINT).alias(TIME), F.col(OUT).alias(DIFF)
+    )
+    # Retract each point's predecessor's contents at the point.
+    by_key = Window.partitionBy(*key_cols).orderBy(POINT) if key_cols else Window.orderBy(POINT)
+    successors = (
+        points.withColumn("__prev", F.lag(POINT).over(by_key))
+        .filter(F.col(POINT) > before)
+        .select(*[F.col(c).alias(f"__q{c}") for c in key_cols], F.col(POINT).alias("__q"), "__prev")
+    )
+    retractions = values.join(
+        successors,
+        (values[POINT] == successors["__prev"]) & _null_safe([(c, f"__q{c}") for c in key_cols]),
+        how="inner",
+    ).select(*out_cols, F.col("__q").alias(TIME), (-F.col(OUT)).alias(DIFF))
+    return inserts.unionByName(retractions)
+
+
+# ------------------------------------------------------------------ temporal
+def _windowed(df: DataFrame, node: plan.TemporalFilter) -> DataFrame:
+    """`df` with each row's bounds `__lo`, `__hi` (NULL: unbounded), only
+    the rows ever present."""
+    expr = node.expr
+    assert isinstance(expr, TemporalFilterExpr)
+    lower, upper, valid = spark_bounds(expr.bounds, expr.input.desc.types)
+    lo, hi = F.col("__lo"), F.col("__hi")
+    windowed = df.withColumn("__lo", lower).withColumn("__hi", upper)
+    return windowed.filter(valid & (lo.isNull() | hi.isNull() | (lo < hi)))
+
+
+# --------------------------------------------------------------------- reduce
+def _semi_join(df: DataFrame, keys: DataFrame, key_cols: list[str]) -> DataFrame:
+    """The rows of `df` whose key (NULL equal to NULL) is among `keys`'."""
+    if not key_cols:
+        return df  # the one global group is touched
+    # Renamed, so the condition cannot resolve to one side when both frames
+    # descend from the same input.
+    renamed = keys.select(*[F.col(c).alias(f"__t{c}") for c in key_cols])
+    return df.join(renamed, _null_safe([(c, f"__t{c}") for c in key_cols]), how="left_semi")
+
+
+def _values_at_points(
+    events: DataFrame,
+    points: DataFrame,
+    key_cols: list[str],
+    agg_cols: list[str],
+    aggregates: tuple[AggregateExpr, ...],
+    output_types: list[ColumnType],
+) -> DataFrame:
+    """Per (key, point): the aggregates over events with time <= point.
+    Columns: keys, __point, __rows (total multiplicity), one per aggregate."""
+    renamed = points.select(*[F.col(c).alias(f"__p{c}") for c in key_cols], POINT)
+    condition = F.col(TIME) <= F.col(POINT)
+    for c in key_cols:
+        condition = condition & F.col(c).eqNullSafe(F.col(f"__p{c}"))
+    joined = events.join(renamed, on=condition, how="inner")
+    # Consolidate each distinct input tuple first, so MIN/MAX/DISTINCT see the
+    # rows present (multiplicity > 0) at that point. Aggregates compute in
+    # their output type: sum(bigint) is numeric and must not overflow at 64 bits.
+    tuples = joined.groupBy(*[f"__p{c}" for c in key_cols], POINT, *agg_cols).agg(
+        F.sum(DIFF).alias("__m")
+    )
+    present = F.col("__m") > 0
+    aggs = [F.sum("__m").alias("__rows")]
+    for aggregate, col, out_type in zip(aggregates, agg_cols, output_types, strict=True):
+        value = F.col(col)
+        if aggregate.func is AggregateFunc.ARRAY_AGG:  # a struct (value, keys...)
+            column = _array_agg(aggregate, value, present)
+            aggs.append(column.cast(spark_type(out_type.scalar_type)).alias(col))
+            continue
+        if aggregate.func is not AggregateFunc.COUNT:
+            # count's output type (bigint) is not its input's: count(text) counts text.
+            value = value.cast(spark_type(out_type.scalar_type))
+        aggs.append(_aggregate_column(aggregate, value, present).alias(col))
+    grouped = tuples.groupBy(*[f"__p{c}" for c in key_cols], POINT).agg(*aggs)
+    return grouped.select(
+        *[F.col(f"__p{c}").alias(c) for c in key_cols], POINT, "__rows", *agg_cols
+    )
+
+
+def _compare_field(
+    left: SparkColumn, right: SparkColumn, descending: bool, nulls_first: bool
+) -> SparkColumn:
+    before, after = F.lit(-1), F.lit(1)
+    return (
+        F.when(left.isNull() & right.isNull(), F.lit(0))
+        .when(left.isNull(), before if nulls_first else after)
+        .when(right.isNull(), after if nulls_first else before)
+        .when(left < right, after if descending else before)
+        .when(left > right, before if descending else after)
+        .otherwise(F.lit(0))
+    )
+
+
+def _array_agg(aggregate: AggregateExpr, record: SparkColumn, present: SparkColumn) -> SparkColumn:
+    """array_agg over structs (f0 the value, f1... the ORDER BY keys): each
+    non-NULL struct as often as its multiplicity, sorted by the keys then the
+    value (ascending, NULLs last), as `local_scalar._array_agg` does; NULL
+    for no rows. Collecting structs keeps NULL values."""
+    m = F.col("__m")
+    items = F.flatten(
+        F.collect_list(F.when(present & record.isNotNull(), F.array_repeat(record, m.cast("int"))))
+    )
+    fields = [*[f"f{i + 1}" for i in range(len(aggregate.order))], "f0"]
+    directions = [*aggregate.order, (False, False)]
+
+    def compare(left: SparkColumn, right: SparkColumn) -> SparkColumn:
+        result: SparkColumn | None = None
+        for name, (descending, nulls_first) in reversed(list(zip(fields, directions, strict=True))):
+            this = _compare_field(left[name], right[name], descending, nulls_first)
+            result = this if result is None else F.when(this != 0, this).otherwise(result)
+        assert result is not None
+        return result
+
+    ordered = F.array_sort(items, compare)
+    return F.when(F.size(items) > 0, F.transform(ordered, lambda item: item["f0"]))
+
+
+def _aggregate_column(
+    aggregate: AggregateExpr, value: SparkColumn, present: SparkColumn
+) -> SparkColumn:
+    m = F.col("__m")
+    nonnull = value.isNotNull()
+    func = aggregate.func
+    if aggregate.distinct:
+        keep = present & nonnull
+        if func is AggregateFunc.COUNT:
+            return F.count_distinct(F.when(keep, value))
+        if func is AggregateFunc.SUM:
+            return F.sum_distinct(F.when(keep, value))
+        # min/max over distinct values is min/max over values
+    if func is AggregateFunc.COUNT:
+        return F.coalesce(F.sum(F.when(nonnull, m)), F.lit(0)).cast("long")
+    if func is AggregateFunc.SUM:
+        total = F.sum(F.when(nonnull, value * m))
+        return F.when(F.sum(F.when(nonnull, m)) > 0, total)
+    if func is AggregateFunc.MIN:
+        return F.min(F.when(present, value))
+    if func is AggregateFunc.MAX:
+        return F.max(F.when(present, value))
+    if func is AggregateFunc.STRING_AGG:
+        # Each value as often as its multiplicity (once with DISTINCT), sorted.
+        copies = F.lit(1) if aggregate.distinct else m.cast("int")
+        items = F.flatten(F.collect_list(F.when(present & nonnull, F.array_repeat(value, copies))))
+        ordered = F.sort_array(items, asc=not aggregate.descending)
+        joined = F.array_join(ordered, aggregate.separator or "")
+        return F.when(F.size(items) > 0, joined)
+    raise TypeError(f"no rendering for aggregate {func}")
+
+
+def _final_columns(key_cols: list[str], aggregates: tuple[AggregateExpr, ...]) -> list[SparkColumn]:
+    cols = [F.col(c).alias(column_name(i)) for i, c in enumerate(key_cols)]
+    cols += [F.col(f"__a{j}").alias(column_name(len(key_cols) + j)) for j in range(len(aggregates))]
+    return cols
+
+
+def _emit_old(
+    values: DataFrame, key_cols: list[str], aggregates: tuple[AggregateExpr, ...], mode: str
+) -> DataFrame:
+    present = values.filter(F.col("__rows") > 0)
+    diff = F.col("__rows") if mode == "threshold" else F.lit(1).cast("long")
+    return present.select(*_final_columns(key_cols, aggregates), diff.alias(DIFF))
+
+
+def _emit_changes(
+    values: DataFrame,
+    key_cols: list[str],
+    aggregates: tuple[AggregateExpr, ...],
+    mode: str,
+    before: int,
+) -> DataFrame:
+    """From the value of each key at each point, the changes: at each point
+    after `before`, retract the previous value and insert the new one."""
+    window = Window.partitionBy(*key_cols).orderBy(POINT) if key_cols else Window.orderBy(POINT)
+    row_cols = [f"__a{j}" for j in range(len(aggregates))]
+    previous = values.select(
+        "*",
+        F.lag("__rows").over(window).alias("__prev_rows"),
+        *[F.lag(c).over(window).alias(f"__prev{c}") for c in row_cols],
+    ).filter(F.col(POINT) > before)
+    if mode == "threshold":
+        new_diff = F.greatest(F.col("__rows"), F.lit(0))
+        old_diff = F.greatest(F.coalesce(F.col("__prev_rows"), F.lit(0)), F.lit(0))
+        changed = previous.select(
+            *_final_columns(key_cols, aggregates),
+            F.col(POINT).alias(TIME),
+            (new_diff - old_diff).cast("long").alias(DIFF),
+        )
+        return changed.filter(F.col(DIFF) != 0)
+    inserts = previous.filter(F.col("__rows") > 0).select(
+        *_final_columns(key_cols, aggregates),
+        F.col(POINT).alias(TIME),
+        F.lit(1).cast("long").alias(DIFF),
+    )
+    retractions = previous.filter(F.coalesce(F.col("__prev_rows"), F.lit(0)) > 0).select(
+        *[F.col(c).alias(column_name(i)) for i, c in enumerate(key_cols)],
+        *[
+            F.col(f"__prev{c}").alias(column_name(len(key_cols) + j))
+            for j, c in enumerate(row_cols)
+        ],
+        F.col(POINT).alias(TIME),
+        F.lit(-1).cast("long").alias(DIFF),
+    )
+    return inserts.unionByName(retractions)

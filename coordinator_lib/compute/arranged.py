@@ -210,6 +210,12 @@ def state_sizes(output: Shard) -> dict[str, ArrangementStats]:
     return sizes
 
 
+def has_state(expr: RelationExpr, output: Shard) -> bool:
+    """Whether an in-process step of this view has state to start from (or
+    the view keeps none), so it need not read its inputs whole."""
+    return not is_stateful(expr) or dataflow_state(output, expr).upper() is not None
+
+
 def render_step(
     expr: RelationExpr,
     as_of: int,
@@ -298,6 +304,7 @@ __all__ = [
     "StepReads",
     "StepState",
     "dataflow_state",
+    "has_state",
     "is_stateful",
     "land",
     "prepare",

@@ -37,7 +37,14 @@ from coordinator_lib.compute.accumulate import (
     catch_up_output,
     state_shard,
 )
-from coordinator_lib.compute.arranged import StepReads, StepState, land, prepare, render_step
+from coordinator_lib.compute.arranged import (
+    StepReads,
+    StepState,
+    has_state,
+    land,
+    prepare,
+    render_step,
+)
 from coordinator_lib.compute.engine import LOCAL_MAX_ROWS, Engine, Work, choose_engine
 from coordinator_lib.compute.error_collection import (
     error_shard,
@@ -261,13 +268,17 @@ def step(
     if upper is None or lower is None:
         return None
     rows_stored, rows_changed = stored_rows(inputs), changed_rows(inputs, lower)
-    engine = choose_engine(Work.STEP, rows_stored, local_max_rows, delta_rows=rows_changed)
+    # Over large inputs a small step runs in-process if the view has state.
+    arranged = rows_stored > local_max_rows and has_state(description.expr, output)
+    engine = choose_engine(
+        Work.STEP, rows_stored, local_max_rows, delta_rows=rows_changed, arranged=arranged
+    )
     # Accumulated state only pays off for steps to come: a closing step has none.
     plan = accumulate_plan(description.expr) if upper != FOREVER else None
     if plan is not None and not _has_errors(description.expr, inputs, output):
         existing = state_shard(output, plan, lower, create=False)
         keep_state = choose_engine(
-            Work.STATE, rows_stored, local_max_rows, existing is not None, rows_changed
+            Work.STATE, rows_stored, local_max_rows, existing is not None, rows_changed, arranged
         )
         if keep_state is Engine.SPARK:
             try:

@@ -18,6 +18,13 @@ import pytest
 
 from coordinator_lib.compute import arranged
 from coordinator_lib.compute.dataflow import StepResult
+from coordinator_lib.compute.engine import (
+    HYDRATE_SHARE,
+    LOCAL_MAX_ROWS,
+    Engine,
+    Work,
+    choose_engine,
+)
 from coordinator_lib.repr import GlobalId
 from tests.compute.sql_session import INSTANCE, SqlSession
 from tests.compute.test_sql_differential import DUCK_TABLES, TABLES, as_multiset
@@ -129,6 +136,20 @@ def test_a_small_step_over_a_large_base_reads_no_snapshot(tmp_path: Path) -> Non
         _check(session, views)
     finally:
         session.close()
+
+
+def test_a_small_step_over_large_inputs_runs_in_process_from_state() -> None:
+    small, limit = 100, LOCAL_MAX_ROWS
+    huge = HYDRATE_SHARE * limit + 1
+
+    def engine(stored: int, delta: int, arranged: bool) -> Engine:
+        return choose_engine(Work.STEP, stored, limit, delta_rows=delta, arranged=arranged)
+
+    assert engine(huge, small, arranged=True) is Engine.LOCAL
+    # Without state the step would first read the inputs whole in-process.
+    assert engine(huge, small, arranged=False) is Engine.SPARK
+    assert engine(limit + 1, small, arranged=False) is Engine.LOCAL  # built once, affordably
+    assert engine(huge, limit, arranged=True) is Engine.SPARK  # a large delta
 
 
 def _reopen(old: SqlSession, root: Path, close_old: bool = True) -> SqlSession:

@@ -153,10 +153,13 @@ class TidemarkParser(StatementParser):
 
     # TO_CHAR stays a plain call with its template text: sqlglot would turn
     # the template into strftime codes (exp.TimeToStr), which cannot be read
-    # back reliably (sql/builtins_extra.py binds it).
+    # back reliably (sql/builtins_extra.py binds it). VERSION stays a plain
+    # call too, the session's function (adapter/session_functions.py), as
+    # pg_catalog.version() is: sqlglot makes it exp.CurrentVersion.
     FUNCTIONS: ClassVar[dict[str, Any]] = {
         **StatementParser.FUNCTIONS,
         "TO_CHAR": lambda args: exp.Anonymous(this="to_char", expressions=args),
+        "VERSION": lambda args: exp.Anonymous(this="version", expressions=args),
     }
 
     # A dollar-quoted string is a string constant like any other (sqlglot

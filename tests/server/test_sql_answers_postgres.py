@@ -120,6 +120,9 @@ QUERIES = {
     # gcd, declared only in the function registry (expr/functions/math.py).
     "gcd": "SELECT k, gcd(x, 4) AS g, gcd(-x, 0) AS z, gcd(0, 0) AS zero, gcd(k * 6, -4) AS n"
     " FROM t1",
+    # version() is a PostgreSQL version string (test_version_names_tidemark: Tidemark's)
+    "version": "SELECT version() LIKE 'PostgreSQL %.% on %' AS pg, pg_catalog.version() = VERSION()"
+    " AS same FROM a",
 }
 
 
@@ -173,6 +176,16 @@ def test_avg_prints_as_materialize(tidemark: psycopg.Connection[Any]) -> None:
     tidemark.execute(f"CREATE MATERIALIZED VIEW mv_avg_text AS {query}")
     for read in [query, "SELECT t, z, m FROM mv_avg_text"]:
         assert tidemark.execute(read).fetchall() == [("1.75", "0", "-1")]
+
+
+def test_version_names_tidemark(tidemark: psycopg.Connection[Any]) -> None:
+    """version() (and pg_catalog.version(), which clients send on connect) is
+    PostgreSQL's kind of string naming Tidemark, in a view too."""
+    tidemark.execute("CREATE MATERIALIZED VIEW mv_version_text AS SELECT version() AS v FROM a")
+    reads = ["SELECT version()", "SELECT pg_catalog.version()", "SELECT v FROM mv_version_text"]
+    for read in reads:
+        [(value,)] = tidemark.execute(read).fetchall()
+        assert re.match(r"PostgreSQL \d+(\.\d+)+ on \S+ \(Tidemark [\d.]+\)$", value), value
 
 
 UNSUPPORTED = [

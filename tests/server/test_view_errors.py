@@ -152,11 +152,12 @@ FAILING_VIEWS = {
 
 
 # What the Spark run covers (a Spark step per view costs seconds): ANSI
-# overflow (integer, and numeric at its bound), the float check, a bad cast,
-# a join key and the accumulating SUM; ORDER BY / OVER keys are Map columns
-# there as in-process. The one-shot queries on Spark: the float check and
-# the join key (a peek is planned again with exact errors too).
-SPARK_VIEWS = ("v_int", "v_numeric", "v_float", "v_cast", "v_join", "v_sum")
+# overflow (numeric at its bound; integer overflow is the differential
+# suite's err_overflow), the float check, a bad cast, a join key and the
+# accumulating SUM; ORDER BY / OVER keys are Map columns there as
+# in-process. The one-shot queries on Spark: the float check and the join
+# key (a peek is planned again with exact errors too).
+SPARK_VIEWS = ("v_numeric", "v_float", "v_cast", "v_join", "v_sum")
 SPARK_QUERIES = ("v_float", "v_join")
 
 

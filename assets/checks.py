@@ -13,7 +13,7 @@ and its checks, a failed one stops the assets downstream of it.
 
 import dagster as dg
 
-from assets.factory import current_id
+from assets.factory import current_id, served_index_state
 from assets.keys import asset_key
 from assets.metadata import recorded_frontiers
 from assets.project import Project
@@ -55,13 +55,18 @@ def build_checks(obj: CatalogObject, project: Project) -> list[dg.AssetChecksDef
         context: dg.AssetCheckExecutionContext, coordinator: CoordinatorResource
     ) -> dg.AssetCheckResult:
         opened = coordinator.coordinator()
-        recorded = None
-        if obj.kind is not ItemKind.INDEX:  # an index's arrangement is per process
+        id = current_id(opened, obj)
+        recorded = observed = None
+        if obj.kind is ItemKind.INDEX:
+            # The index tidemark serve keeps, while one is live; else the one
+            # this run's process holds (an index's arrangement is per process,
+            # so there is no recorded frontier to compare with).
+            state = served_index_state(operations.maintainer(opened), id)
+            observed = Frontiers(state.since, state.upper) if state is not None else None
+        else:
             found = recorded_frontiers(context.instance, key)
             recorded = Frontiers(*found) if found is not None else None
-        outcome = operations.check_frontiers(
-            opened, current_id(opened, obj), freshness_ms, recorded
-        )
+        outcome = operations.check_frontiers(opened, id, freshness_ms, recorded, observed)
         return _result(outcome)
 
     checks.append(frontiers)

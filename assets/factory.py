@@ -39,6 +39,7 @@ from assets.metadata import (
 from assets.project import Project
 from coordinator_lib.adapter import operations
 from coordinator_lib.adapter.coordinator import Coordinator
+from coordinator_lib.adapter.maintainer import IndexState
 from coordinator_lib.adapter.operations.describe import CatalogObject
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.sql.catalog import ItemKind
@@ -57,6 +58,7 @@ __all__ = [
     "reads_a_view",
     "reads_storage",
     "served_index",
+    "served_index_state",
 ]
 
 # Run tag: JSON {asset key string: upper} of the views a timestamp sensor
@@ -133,6 +135,12 @@ def planned_upper(tags: Mapping[str, str], key: dg.AssetKey) -> int | None:
 SERVED_INDEX_WAIT_SECONDS = 120.0
 
 
+def served_index_state(server: operations.Maintainer | None, id: GlobalId) -> IndexState | None:
+    """Index `id` as the live server keeps it, once the server hydrated it."""
+    state = server.indexes.get(str(id)) if server is not None else None
+    return state if state is not None and state.hydrated else None
+
+
 def served_index(
     coordinator: Coordinator,
     id: GlobalId,
@@ -147,8 +155,8 @@ def served_index(
         server = operations.maintainer(coordinator)
         if server is None:
             return None
-        state = server.indexes.get(str(id))
-        if state is not None and state.hydrated:
+        state = served_index_state(server, id)
+        if state is not None:
             now_ms = int(time.time() * 1000)
             lag_ms = 0 if state.upper is None else max(0, now_ms - state.upper)
             return dg.MaterializeResult(

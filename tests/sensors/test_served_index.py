@@ -101,7 +101,7 @@ def test_the_index_asset_is_the_servers_index(tmp_path: Path, spark: Any) -> Non
                 assert time.monotonic() < deadline, "the server did not step its index"
                 time.sleep(0.5)
             served = dg.materialize(
-                env.assets(),
+                [*env.assets(), *env.checks()],
                 selection=[INDEX],
                 resources={"coordinator": env.resource},
                 instance=instance,
@@ -110,6 +110,14 @@ def test_the_index_asset_is_the_servers_index(tmp_path: Path, spark: Any) -> Non
             assert metadata["maintained_by"] == holder
             assert metadata["dagster/row_count"] == 4
             assert metadata["arrangement"] == SERVED_ARRANGEMENT
+            # Its frontiers check looks at the server's index, which is
+            # readable (since < upper), not at the run's own unbuilt one.
+            (check,) = [
+                e for e in served.get_asset_check_evaluations() if e.check_name == "frontiers"
+            ]
+            assert check.passed
+            since, upper = (check.metadata[name].value for name in ("since", "upper"))
+            assert isinstance(since, int) and isinstance(upper, int) and since < upper
 
             # The server stops: a run builds the index itself, checks it
             # reads, and says the index is the server's when one runs.

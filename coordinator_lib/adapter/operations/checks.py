@@ -41,10 +41,13 @@ def check_frontiers(
     id: GlobalId,
     freshness_ms: int,
     recorded: Frontiers | None = None,
+    observed: Frontiers | None = None,
 ) -> CheckOutcome:
     """since <= upper; lag (wall clock - upper) within `freshness_ms`; and
-    neither frontier behind `recorded` (the last materialization's)."""
-    frontiers = observe(coordinator, id)
+    neither frontier behind `recorded` (the last materialization's).
+    `observed`: the frontiers to check when they are not this coordinator's
+    (an index `tidemark serve` keeps in its memory)."""
+    frontiers = observed if observed is not None else observe(coordinator, id)
     if frontiers is None:
         return CheckOutcome(False, (f"{id} has no frontiers",))
     problems = []

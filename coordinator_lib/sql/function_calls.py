@@ -230,6 +230,7 @@ _SYNTAX: dict[type, tuple[Callable[[Any], str], Callable[[Any], list[exp.Expr]]]
     ),
     exp.Ascii: (lambda n: "ascii", _args("this")),
     exp.Translate: (lambda n: "translate", _args("this", "from_", "to")),
+    exp.StringToArray: (lambda n: "string_to_array", _args("this", "expression", "null")),
     # sqlglot fills in other dialects' default delimiters (a literal the
     # statement text does not hold: no position); a written one is an error.
     exp.Initcap: (

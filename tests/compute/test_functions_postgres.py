@@ -226,6 +226,15 @@ EXPRESSIONS = [
     "chr(n + 64)",
     "chr(n)",  # 0 and negative: errors
     "translate(s, 'lo ', 'L0')",
+    # string_to_array (arrays.py; PostgreSQL gives a list, Tidemark a tuple)
+    "string_to_array(s, ',')",
+    "string_to_array(s, ',', '')",  # '' elements become NULL
+    "string_to_array(s, ' ', 'hello')",
+    "string_to_array(s, '')",  # the whole text, one element
+    "string_to_array(s, NULL)",  # one element per character
+    "string_to_array(s, NULL, 'b')",
+    "string_to_array(s, ',', NULL)",
+    "string_to_array(s, 'l')",
     # date/time
     "date_trunc('day', ts)",
     "date_trunc('week', ts)",
@@ -365,6 +374,8 @@ def pg_result(conn: Any, sql: str, row_id: int) -> tuple[str, Any]:
 def same(ours: Any, theirs: Any) -> bool:
     if ours is None or theirs is None:
         return ours is None and theirs is None
+    if isinstance(theirs, list):  # an array: a tuple here
+        return isinstance(ours, tuple | list) and list(ours) == theirs
     if isinstance(theirs, float) or isinstance(ours, float):
         if math.isnan(theirs) or math.isnan(ours):
             return math.isnan(theirs) and math.isnan(ours)

@@ -120,6 +120,9 @@ QUERIES = {
     # gcd, declared only in the function registry (expr/functions/math.py).
     "gcd": "SELECT k, gcd(x, 4) AS g, gcd(-x, 0) AS z, gcd(0, 0) AS zero, gcd(k * 6, -4) AS n"
     " FROM t1",
+    # string_to_array, declared only in the function registry (expr/functions/arrays.py)
+    "string_to_array": "SELECT k, string_to_array(x || ',,' || k, ',', '') AS a,"
+    " string_to_array(k || 'ab', NULL) AS c FROM t1",
     # version() is a PostgreSQL version string (test_version_names_tidemark: Tidemark's)
     "version": "SELECT version() LIKE 'PostgreSQL %.% on %' AS pg, pg_catalog.version() = VERSION()"
     " AS same FROM a",

@@ -1,10 +1,13 @@
-"""`x = ANY (array)` as a function (a UDF on Spark)."""
+"""Array functions: `x = ANY (array)` and string_to_array (UDFs on Spark)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from coordinator_lib.expr.functions.registry import Pseudo, scalar_function, sig
+from pyspark.sql import functions as F
+
+from coordinator_lib.expr.functions.registry import Pseudo, SparkCall, scalar_function, sig
 from coordinator_lib.repr.relation import ScalarType
 
 
@@ -15,3 +18,43 @@ def array_contains(values: Any, x: Any) -> bool | None:
     if any(v is not None and v == x for v in values):
         return True
     return None if any(v is None for v in values) else False
+
+
+def _text_nullable(nullable: Sequence[bool]) -> bool:
+    return nullable[0]
+
+
+def _string_to_array_on_spark(call: SparkCall) -> Any:
+    """The Python implementation as a UDF giving a list (Spark's arrays)."""
+
+    def split(*args: str | None) -> list[str | None] | None:
+        parts = string_to_array(*args)
+        return None if parts is None else list(parts)
+
+    return F.udf(split, call.out)(*call.args)
+
+
+@scalar_function(
+    "string_to_array",
+    sig(ScalarType.TEXT, ScalarType.TEXT, result=ScalarType.TEXT_ARRAY),
+    sig(ScalarType.TEXT, ScalarType.TEXT, ScalarType.TEXT, result=ScalarType.TEXT_ARRAY),
+    spark=_string_to_array_on_spark,
+    nulls=_text_nullable,
+)
+def string_to_array(
+    text: str | None, delimiter: str | None, null_text: str | None = None
+) -> tuple[str | None, ...] | None:
+    """PostgreSQL's: NULL text gives NULL, '' an empty array; a NULL
+    delimiter splits into characters, '' keeps the text whole; elements
+    equal to `null_text` (when not NULL) become NULL."""
+    if text is None:
+        return None
+    if text == "":
+        return ()
+    if delimiter is None:
+        parts = list(text)
+    elif delimiter == "":
+        parts = [text]
+    else:
+        parts = text.split(delimiter)
+    return tuple(None if null_text is not None and p == null_text else p for p in parts)

@@ -77,11 +77,13 @@ def tidemark_outcome(select: str) -> tuple[str, Any]:
         return ("syntax", None)
     if len(statements) != 1 or not isinstance(statements[0], exp.Select):
         return ("other", None)
-    values: list[str] = []
+    values: list[str | int] = []
     for item in statements[0].expressions:
         node = item.this if isinstance(item, exp.Alias) else item
         if isinstance(node, exp.Literal) and node.is_string:
             values.append(node.this)
+        elif isinstance(node, exp.Literal) and node.this.isdigit():
+            values.append(int(node.this))  # `$$$$,1`: an unclosed quote's body
         elif isinstance(node, exp.Parameter) and 1 <= int(node.name) <= PARAMS:
             values.append(f"v{node.name}")
         else:
@@ -117,6 +119,7 @@ def test_dollar_tokens_match_postgres(pg: psycopg.Connection, items: list[str], 
         "SELECT $_$x$_$",
         "SELECT a$ $$$$",  # a typed literal of type `a$`: PostgreSQL's 42704, not a syntax error
         "SELECT foo 'x'",
+        "SELECT $$$$,1",
     ],
 )
 def test_dollar_examples_match_postgres(pg: psycopg.Connection, select: str) -> None:

@@ -66,6 +66,7 @@ from coordinator_lib.sql.errors import (
 )
 from coordinator_lib.sql.outer import OuterColumn, SubqueryExpr, SubqueryKind
 from coordinator_lib.sql.positions import operator_position, position_of
+from coordinator_lib.sql.row_comparison import expand_row_comparison, is_row_comparison
 from coordinator_lib.sql.scope import Scope, ident_name
 from coordinator_lib.sql.temporal import bind_mz_now, compare_mz_now
 from coordinator_lib.sql.typed import Typed, literal, null_of, number
@@ -473,6 +474,8 @@ class ScalarBinder:
         return self.typed(CallBinary(func, left.expr, right.expr))
 
     def _comparison(self, node: exp.Binary) -> Typed:
+        if is_row_comparison(node):
+            return self.bind(expand_row_comparison(node))
         func, symbol = _COMPARISON[type(node)]
         right = node.expression
         if isinstance(right, exp.Any | exp.All):

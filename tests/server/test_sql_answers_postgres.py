@@ -123,6 +123,14 @@ QUERIES = {
     # string_to_array, declared only in the function registry (expr/functions/arrays.py)
     "string_to_array": "SELECT k, string_to_array(x || ',,' || k, ',', '') AS a,"
     " string_to_array(k || 'ab', NULL) AS c FROM t1",
+    # Row constructors compared (sql/row_comparison.py), NULLs as PostgreSQL's
+    "row_equal": "SELECT k, x, (k, x) = (2, 20) AS e, (k, x, 6) != (2, 20, 6) AS n,"
+    " (k, NULL::int) = (1, 1) AS en, (k, NULL::int) <> (2, 1) AS nn FROM t1",
+    "row_order": "SELECT k, x, (k, x) < (2, 20) AS lt, (k, x) <= (2, 20) AS le,"
+    " (x, k) > (10, 1) AS gt, (x, k) >= (10, 1) AS ge, (k, NULL::int, x) < (1, 5, 0) AS ln,"
+    " (k, NULL::int) > (1, 5) AS gn FROM t1",
+    "row_where": "SELECT * FROM t1 WHERE (k, x) >= (1, 11) AND (k, x) != (3, 300)",
+    "row_unequal_lengths": "SELECT (k, x) = (1, 2, 3) FROM t1",
     # version() is a PostgreSQL version string (test_version_names_tidemark: Tidemark's)
     "version": "SELECT version() LIKE 'PostgreSQL %.% on %' AS pg, pg_catalog.version() = VERSION()"
     " AS same FROM a",
@@ -207,7 +215,7 @@ UNSUPPORTED = [
     "SELECT sum(a) OVER w FROM a WINDOW w AS (ORDER BY a)",
     "SELECT * FROM a PIVOT (sum(a) FOR a IN (1))",
     "SELECT ARRAY[1,2][1]",
-    "SELECT (1, 2) = (1, 2)",
+    "SELECT (1, 2) = 1",
     "SELECT a FROM a WHERE a SIMILAR TO 'x'",
     "SELECT * FROM generate_series(1, 3)",
     "SELECT 1 FROM a NATURAL JOIN (b CROSS JOIN c)",

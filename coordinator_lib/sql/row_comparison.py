@@ -38,3 +38,41 @@ def expand_row_comparison(node: exp.Binary) -> exp.Expr:
         equal = exp.EQ(this=a.copy(), expression=b.copy())
         result = exp.or_(strict, exp.and_(equal, exp.Paren(this=result)))
     return exp.Paren(this=result)
+
+
+def is_row_in(node: exp.In) -> bool:
+    return isinstance(node.this, exp.Tuple)
+
+
+def expand_row_in(node: exp.In) -> exp.Expr:
+    """`(a, b) IN (list of rows)` as the OR of row equalities, and `(a, b) IN
+    (SELECT x, y ...)` as PostgreSQL's three values from two semi-joins:
+    TRUE if a row is equal, else NULL if a row's equality is unknown, else
+    FALSE (so NOT IN is right with NULLs too)."""
+    row = node.this
+    query = node.args.get("query")
+    if query is None:
+        return exp.Paren(
+            this=exp.or_(*(exp.EQ(this=row.copy(), expression=item) for item in node.expressions))
+        )
+    inner = query.unnest() if isinstance(query, exp.Subquery) else query
+    if not isinstance(inner, exp.Query):
+        raise ParseError("IN needs a subquery or a list", position_of(node))
+    names = [f"_row_in_{i}" for i in range(len(row.expressions))]
+    alias = exp.TableAlias(
+        this=exp.to_identifier("_row_in"), columns=[exp.to_identifier(n) for n in names]
+    )
+    columns = exp.Tuple(expressions=[exp.column(n, "_row_in") for n in names])
+
+    def matches(condition: exp.Expr) -> exp.Expr:
+        source = exp.Subquery(this=inner.copy(), alias=alias.copy())
+        return exp.Exists(this=exp.select("1").from_(source).where(condition))
+
+    equal = exp.EQ(this=row.copy(), expression=columns)
+    unknown = exp.Is(this=exp.Paren(this=equal.copy()), expression=exp.Null())
+    return (
+        exp.Case()
+        .when(matches(equal), exp.true())
+        .when(matches(unknown), exp.Null())
+        .else_(exp.false())
+    )

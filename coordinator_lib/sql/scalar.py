@@ -66,7 +66,12 @@ from coordinator_lib.sql.errors import (
 )
 from coordinator_lib.sql.outer import OuterColumn, SubqueryExpr, SubqueryKind
 from coordinator_lib.sql.positions import operator_position, position_of
-from coordinator_lib.sql.row_comparison import expand_row_comparison, is_row_comparison
+from coordinator_lib.sql.row_comparison import (
+    expand_row_comparison,
+    expand_row_in,
+    is_row_comparison,
+    is_row_in,
+)
 from coordinator_lib.sql.scope import Scope, ident_name
 from coordinator_lib.sql.temporal import bind_mz_now, compare_mz_now
 from coordinator_lib.sql.typed import Typed, literal, null_of, number
@@ -718,6 +723,8 @@ class ScalarBinder:
         return self.typed(CallVariadic(VariadicFunc.AND, (low, high)))
 
     def _in(self, node: exp.In) -> Typed:
+        if is_row_in(node):
+            return self.bind(expand_row_in(node))
         query = node.args.get("query")
         if query is not None and self.scope.context is not None:
             return _bind_any(self, node, node.this, query, BinaryFunc.EQ, "=", False)

@@ -131,6 +131,12 @@ QUERIES = {
     " (k, NULL::int) > (1, 5) AS gn FROM t1",
     "row_where": "SELECT * FROM t1 WHERE (k, x) >= (1, 11) AND (k, x) != (3, 300)",
     "row_unequal_lengths": "SELECT (k, x) = (1, 2, 3) FROM t1",
+    # (a, b) [NOT] IN (SELECT x, y ...): TRUE, NULL (an unknown equality) or FALSE
+    "row_in_subquery": "SELECT k, x, (k, x) IN (SELECT k, x FROM t2 UNION ALL SELECT 1, NULL) AS i,"
+    " (k, x) NOT IN (SELECT k, x FROM t2 UNION ALL SELECT 1, NULL) AS n,"
+    " (k, x * 10) IN (SELECT k, x FROM t2) AS j, (k, x) IN ((1, 10), (3, 3)) AS l FROM t1",
+    "row_in_correlated": "SELECT * FROM t2 WHERE (k, x / 10) NOT IN"
+    " (SELECT t1.k, t1.x FROM t1 WHERE t1.k = t2.k)",
     # version() is a PostgreSQL version string (test_version_names_tidemark: Tidemark's)
     "version": "SELECT version() LIKE 'PostgreSQL %.% on %' AS pg, pg_catalog.version() = VERSION()"
     " AS same FROM a",

@@ -13,15 +13,15 @@ from collections.abc import Callable, Mapping
 
 from coordinator_lib.compute.plan import operator_rules, plan_for
 from coordinator_lib.compute.rules import RULES
+from coordinator_lib.expr.explain import explain
 from coordinator_lib.expr.relation import RelationExpr
 from coordinator_lib.repr.global_id import GlobalId
-from coordinator_lib.sql.explain import explain
 
 
 def annotate(expr: RelationExpr) -> str:
     """The mark for `expr`'s operator: `[incremental]`, `[incremental: touched
     keys]`, `[recomputed]`, `[source]`, or `[unsupported]` when the renderer
-    has no rule for it. (`sql.explain.explain` puts the space before it.)"""
+    has no rule for it. (`expr.explain.explain` puts the space before it.)"""
     rule = RULES.get(type(expr))
     return f"[{rule.value if rule is not None else 'unsupported'}]"
 

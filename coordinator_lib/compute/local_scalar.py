@@ -36,11 +36,11 @@ from coordinator_lib.expr.scalar import (
     VariadicFunc,
     is_integer,
 )
+from coordinator_lib.expr.text_input import INT_RANGES, REAL_MAX, parse_text_as
 from coordinator_lib.repr.array import array_text
 from coordinator_lib.repr.numeric import ARITHMETIC, NumericFieldOverflow, numeric_display
 from coordinator_lib.repr.numeric import to_numeric as stored_numeric
 from coordinator_lib.repr.relation import ColumnType, ScalarType
-from coordinator_lib.sql.coercion import INT_RANGES, REAL_MAX, parse_text_as
 
 S = ScalarType
 Row = tuple[Any, ...]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import json
 import math
 import re
 from typing import Any
@@ -27,8 +26,8 @@ from typing import Any
 from sqlglot import exp
 
 from coordinator_lib.expr.scalar import NUMERIC_RANK, is_integer, is_numeric
-from coordinator_lib.repr.bytea import parse_bytea_escape
-from coordinator_lib.repr.jsonb import canonical_jsonb
+from coordinator_lib.expr.text_input import INT_RANGES, REAL_MAX, TextInputError
+from coordinator_lib.expr.text_input import parse_text_as as _parse_text_as
 from coordinator_lib.repr.numeric import NumericFieldOverflow, numeric_display, to_numeric
 from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.sql.errors import (
@@ -36,19 +35,12 @@ from coordinator_lib.sql.errors import (
     InvalidParameter,
     InvalidTextRepresentation,
     NumericValueOutOfRange,
+    SqlError,
     UnknownType,
     UnsupportedFeature,
 )
 
 S = ScalarType
-
-INT_RANGES = {
-    S.SMALLINT: (-(2**15), 2**15 - 1),
-    S.INTEGER: (-(2**31), 2**31 - 1),
-    S.BIGINT: (-(2**63), 2**63 - 1),
-}
-REAL_MAX = 3.4028234663852886e38
-REAL_MIN = 7e-46  # below half of real's smallest subnormal (1.4e-45) rounds to zero
 
 # PostgreSQL's internal type names: what `SELECT 1::int` calls its column.
 INTERNAL_NAMES = {
@@ -231,10 +223,6 @@ def operator_type(left: ScalarType, right: ScalarType) -> ScalarType | None:
 
 # --- literals -------------------------------------------------------------------
 
-_INT_RE = re.compile(r"^\s*[+-]?\d+\s*$")
-_TRUE = {"t", "tr", "tru", "true", "y", "ye", "yes", "on", "1"}
-_FALSE = {"f", "fa", "fal", "fals", "false", "n", "no", "off", "of", "0"}
-
 
 def integer_literal_type(value: int) -> ScalarType:
     """PostgreSQL types an integer constant as int4 if it fits, else int8, else numeric."""
@@ -273,131 +261,22 @@ def check_int_range(value: int, st: ScalarType) -> int:
     return value
 
 
-_ARRAY_ITEM = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([^,{}"]*?))\s*(,|$)')
-
-
-def _parse_array(text: str, element: ScalarType) -> tuple[Any, ...]:
-    """A one-dimensional array literal, `{1,2,NULL}` or `{"a b",c}`."""
-    body = text.strip()
-    if not (body.startswith("{") and body.endswith("}")):
-        raise InvalidTextRepresentation(f'malformed array literal: "{text}"')
-    inner, values, at = body[1:-1], [], 0
-    while inner.strip() and at <= len(inner):
-        match = _ARRAY_ITEM.match(inner, at)
-        if match is None or match.end() == at:
-            raise InvalidTextRepresentation(f'malformed array literal: "{text}"')
-        quoted, bare, comma = match.groups()
-        if quoted is not None:
-            values.append(parse_text_as(re.sub(r"\\(.)", r"\1", quoted), element))
-        elif bare.upper() == "NULL":
-            values.append(None)
-        else:
-            values.append(parse_text_as(bare, element))
-        at = match.end() if comma else len(inner) + 1
-    return tuple(values)
+_INPUT_ERRORS: dict[str, type[SqlError]] = {
+    "22P02": InvalidTextRepresentation,
+    "22003": NumericValueOutOfRange,
+    "22007": InvalidDatetimeFormat,
+    "0A000": UnsupportedFeature,
+}
 
 
 def parse_text_as(text: str, st: ScalarType) -> Any:
     """The value an untyped string literal denotes as type `st` (PostgreSQL's
-    input function for the type). Raises the SQLSTATE PostgreSQL raises."""
-    if st is S.TEXT:
-        return text
-    if st.element is not None:
-        return _parse_array(text, st.element)
-    stripped = text.strip()
-    if st is S.BOOLEAN:
-        low = stripped.lower()
-        if low in _TRUE:
-            return True
-        if low in _FALSE:
-            return False
-        raise InvalidTextRepresentation(f'invalid input syntax for type boolean: "{text}"')
-    if is_integer(st):
-        if not _INT_RE.match(text):
-            raise InvalidTextRepresentation(f'invalid input syntax for type {st.value}: "{text}"')
-        value = int(stripped)
-        low, high = INT_RANGES[st]
-        if not low <= value <= high:
-            raise NumericValueOutOfRange(f'value "{text}" is out of range for type {st.value}')
-        return value
-    if st is S.NUMERIC:
-        try:
-            value = decimal.Decimal(stripped)
-        except decimal.InvalidOperation:
-            value = None
-        if value is None or not value.is_finite():
-            raise InvalidTextRepresentation(f'invalid input syntax for type numeric: "{text}"')
-        return stored_numeric(value)
-    if st in (S.REAL, S.DOUBLE):
-        try:
-            number = float(stripped)
-        except ValueError:
-            raise InvalidTextRepresentation(
-                f'invalid input syntax for type {st.value}: "{text}"'
-            ) from None
-        smallest = REAL_MIN if st is S.REAL else 0.0
-        spelled_infinite = "inf" in stripped.lower()
-        overflow = math.isinf(number) and not spelled_infinite
-        overflow |= st is S.REAL and math.isfinite(number) and abs(number) > REAL_MAX
-        underflow = abs(number) <= smallest or number == 0
-        underflow &= re.search(r"[1-9]", stripped.lower().split("e")[0]) is not None
-        if overflow or underflow:
-            raise NumericValueOutOfRange(f'"{text}" is out of range for type {st.value}')
-        return number
-    if st is S.BYTEA:
-        return _parse_bytea(text)
-    if st is S.DATE:
-        try:
-            return dt.date.fromisoformat(stripped)
-        except ValueError:
-            raise InvalidDatetimeFormat(f'invalid input syntax for type date: "{text}"') from None
-    if st in (S.TIMESTAMP, S.TIMESTAMPTZ):
-        try:
-            value = _parse_timestamp(stripped)
-        except ValueError:
-            raise InvalidDatetimeFormat(
-                f'invalid input syntax for type {st.value}: "{text}"'
-            ) from None
-        if st is S.TIMESTAMP:
-            return value.replace(tzinfo=None)
-        if value.tzinfo is None:  # the session time zone is UTC
-            return value.replace(tzinfo=dt.UTC)
-        return value.astimezone(dt.UTC)
-    if st is S.JSONB:
-        try:
-            return canonical_jsonb(json.loads(text))
-        except ValueError:
-            raise InvalidTextRepresentation(
-                f'invalid input syntax for type json: "{text}"'
-            ) from None
-    raise UnsupportedFeature(f"literals of type {st.value} are not supported")  # pragma: no cover
-
-
-_FRACTION_BEYOND_MICROS = re.compile(r"(:\d\d\.\d{6})(\d+)")
-
-
-def _parse_timestamp(text: str) -> dt.datetime:
-    """ISO text as a datetime, digits beyond microseconds rounded (half up,
-    as PostgreSQL's input) rather than cut off."""
-    beyond = _FRACTION_BEYOND_MICROS.search(text)
-    if beyond is None:
-        return dt.datetime.fromisoformat(text)
-    value = dt.datetime.fromisoformat(text[: beyond.end(1)] + text[beyond.end() :])
-    if beyond.group(2)[0] >= "5":
-        value += dt.timedelta(microseconds=1)
-    return value
-
-
-def _parse_bytea(text: str) -> bytes:
-    if text.startswith("\\x"):
-        try:
-            return bytes.fromhex(text[2:])
-        except ValueError:
-            raise InvalidTextRepresentation(f'invalid hexadecimal data: "{text}"') from None
+    input function for the type, expr/text_input.py), its errors as the
+    planner's."""
     try:
-        return parse_bytea_escape(text)
-    except ValueError:
-        raise InvalidTextRepresentation(f'invalid input syntax for type bytea: "{text}"') from None
+        return _parse_text_as(text, st)
+    except TextInputError as error:
+        raise _INPUT_ERRORS[error.code](error.message, detail=error.detail) from None
 
 
 class _NoFold:

@@ -25,8 +25,8 @@ from coordinator_lib.adapter.webhook import (
     jsonb_text,
 )
 from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.repr.jsonb import canonical_jsonb
 from coordinator_lib.repr.relation import TIME_COLUMN
-from coordinator_lib.sql.coercion import canonical_jsonb
 from tests.adapter.conftest import fast_config, run_on
 from tests.webhook.conftest import Sql
 

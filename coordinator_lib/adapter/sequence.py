@@ -49,7 +49,7 @@ from coordinator_lib.adapter.responses import ExecuteResponseKind as Kind
 from coordinator_lib.adapter.session import Session, Transaction
 from coordinator_lib.adapter.subscribe import start_subscribe, subscribe_columns
 from coordinator_lib.adapter.verify import verify_datum_desc
-from coordinator_lib.compute.explain import view_annotator
+from coordinator_lib.compute.explain import explain_steps, view_annotator
 from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.sql import plans as p
 from coordinator_lib.sql.catalog import ItemKind, QualifiedName
@@ -644,6 +644,9 @@ def _select(
 def _explain(
     coord: Coordinator, session: Session, plan: p.ExplainPlan, catalog: SessionCatalog, check: Check
 ) -> ExecuteResponse:
+    if plan.stage == "PHYSICAL":  # the step plan the delta rules run
+        text = explain_plan(plan, draw=explain_steps)
+        return _rows([("Physical Plan", TEXT)], [(text,)])
     text = explain_plan(plan, view_annotator(plan.expr))
     return _rows([("Optimized Plan", TEXT)], [(text,)])
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from coordinator_lib.compute import plan as steps
 from coordinator_lib.compute.plan import operator_rules, plan_for
 from coordinator_lib.compute.rules import RULES
-from coordinator_lib.expr.explain import explain
-from coordinator_lib.expr.relation import RelationExpr
+from coordinator_lib.expr.explain import columns_list, describe, explain, format_scalar
+from coordinator_lib.expr.relation import Reduce, RelationExpr, TopK, Window
 from coordinator_lib.repr.global_id import GlobalId
 
 
@@ -48,3 +49,52 @@ def view_annotator(expr: RelationExpr) -> Callable[[RelationExpr], str]:
 def explain_view(expr: RelationExpr, names: Mapping[GlobalId, str] | None = None) -> str:
     """The operator tree of a view's plan, each line marked (`view_annotator`)."""
     return explain(expr, view_annotator(expr), names)
+
+
+def explain_steps(expr: RelationExpr, names: Mapping[GlobalId, str] | None = None) -> str:
+    """EXPLAIN PHYSICAL PLAN: the step plan (plan.py) the delta rules run,
+    one step per line, inputs indented: merged map-filter-projects as one
+    `Linear` step, the Reduce's kind, each step's rule and the state an
+    in-process step keeps for it (compute/arranged.py)."""
+    try:
+        root = plan_for(expr)
+    except TypeError as error:  # an operator no rule renders
+        return f"<no step plan: {error}>"
+    lines: list[str] = []
+
+    def visit(step: steps.Step, depth: int) -> None:
+        lines.append("  " * depth + _step_line(step, names))
+        for child in step.inputs():
+            visit(child, depth + 1)
+
+    visit(root, 0)
+    return "\n".join(lines)
+
+
+def _step_line(step: steps.Step, names: Mapping[GlobalId, str] | None) -> str:
+    if isinstance(step, steps.Linear):
+        text = "Linear " + "; ".join(describe(op, names) for op in step.applied())
+    else:
+        text = describe(step.expr, names)
+    if isinstance(step, steps.Reduce):
+        text += f" kind={step.kind.value}"
+    return f"{text} [{step.rule.value}] state={_state(step)}"
+
+
+def _state(step: steps.Step) -> str:
+    """What the step keeps arranged between steps, by which key."""
+    node = step.expr
+    if isinstance(step, steps.Join):
+        return "each input by its join key"
+    if isinstance(step, steps.Reduce) and isinstance(node, Reduce):
+        keys = ", ".join(format_scalar(k) for k in node.group_key)
+        if step.kind is steps.ReduceKind.ACCUMULABLE:
+            return f"input by group key [{keys}]; on Spark, accumulators by group key"
+        return f"input by group key [{keys}]"
+    if isinstance(step, steps.Distinct | steps.Threshold):
+        return "input by row"
+    if isinstance(step, steps.TopK) and isinstance(node, TopK):
+        return f"input by group key [{columns_list(node.group_key)}]"
+    if isinstance(step, steps.Window) and isinstance(node, Window):
+        return f"input by partition key [{columns_list(node.partition_key)}]"
+    return "none"

@@ -3,7 +3,7 @@ that the plan language's printer (expr/explain.py) draws."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from coordinator_lib.expr.explain import (
     columns_list,
@@ -14,6 +14,7 @@ from coordinator_lib.expr.explain import (
     format_scalar,
 )
 from coordinator_lib.expr.relation import RelationExpr
+from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.sql.plans import ExplainPlan, RowSetFinishing, SelectPlan
 
 __all__ = [
@@ -46,9 +47,18 @@ def format_finishing(finishing: RowSetFinishing, arity: int) -> str | None:
     return " ".join(parts)
 
 
-def explain_plan(plan: ExplainPlan, annotate: Callable[[RelationExpr], str] | None = None) -> str:
-    """EXPLAIN output for an ExplainPlan: the finishing of a peek first, then the tree."""
-    text = explain(plan.expr, annotate, plan.names)
+def explain_plan(
+    plan: ExplainPlan,
+    annotate: Callable[[RelationExpr], str] | None = None,
+    draw: Callable[[RelationExpr, Mapping[GlobalId, str]], str] | None = None,
+) -> str:
+    """EXPLAIN output for an ExplainPlan: the finishing of a peek first, then
+    the tree: the operators (`annotate` marks each line), or what `draw`
+    draws of the expression (EXPLAIN PHYSICAL PLAN: the step plan)."""
+    if draw is not None:
+        text = draw(plan.expr, plan.names)
+    else:
+        text = explain(plan.expr, annotate, plan.names)
     if isinstance(plan.plan, SelectPlan):
         finish = format_finishing(plan.plan.finishing, plan.expr.desc.arity)
         if finish:

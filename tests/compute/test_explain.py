@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 
 import coordinator_lib.expr.relation as relation
 import coordinator_lib.expr.temporal as temporal
-from coordinator_lib.compute.explain import annotate, explain_view
+from coordinator_lib.compute.explain import annotate, explain_steps, explain_view
 from coordinator_lib.compute.render import Rendered, StepContext, empty_frame, render
 from coordinator_lib.compute.rules import RULES, Rule
 from coordinator_lib.expr.relation import RelationExpr
@@ -118,3 +118,26 @@ def test_renderer_records_the_rules_explain_shows(
     render(plan.expr, ctx)
     expected = [(type(n).__name__, annotate(n)[1:-1]) for n in _preorder(plan.expr)]
     assert ctx.rules == expected
+
+
+def test_explain_physical_prints_the_step_plan_with_rules_and_state() -> None:
+    """EXPLAIN PHYSICAL PLAN draws the step plan the delta rules run: a
+    Filter, Map and Project merge into one Linear step; a Reduce shows its
+    kind; each step its rule and the state it keeps."""
+    linear, catalog = _plan(
+        "CREATE MATERIALIZED VIEW lin AS SELECT u.name, t.v * 2 AS d "
+        "FROM t JOIN u ON t.k = u.k WHERE t.v > 0"
+    )
+    assert explain_steps(linear.expr, catalog.names()).splitlines() == [
+        "Linear Filter (#1 > 0); Map ((#1 * 2)); Project (#3, #4) [incremental] state=none",
+        "  Join on=(#0 = #2) [incremental] state=each input by its join key",
+        "    Get materialize.public.t [source] state=none",
+        "    Get materialize.public.u [source] state=none",
+    ]
+    top, catalog = _plan(JOIN_MAX)
+    assert explain_steps(top.expr, catalog.names()).splitlines()[0] == (
+        "Reduce group_by=[#3] aggregates=[max(#1)] kind=touched keys "
+        "[incremental: touched keys] state=input by group key [#3]"
+    )
+    counted, _ = _plan("CREATE MATERIALIZED VIEW c AS SELECT k, count(*) AS n FROM t GROUP BY k")
+    assert "kind=accumulable [incremental: accumulated]" in explain_steps(counted.expr)

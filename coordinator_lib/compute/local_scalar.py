@@ -91,7 +91,7 @@ def _element_text(value: Any, st: ScalarType) -> str:
     timestamps without trailing zeros in the fraction, as pgwire does)."""
     if st is S.BOOLEAN:
         return "t" if value else "f"
-    text = _to_text(value, st)
+    text = to_text(value, st)
     if st in (S.TIMESTAMP, S.TIMESTAMPTZ):
         body, zone = (text[:-3], text[-3:]) if st is S.TIMESTAMPTZ else (text, "")
         if "." in body:
@@ -100,7 +100,7 @@ def _element_text(value: Any, st: ScalarType) -> str:
     return text
 
 
-def _to_text(value: Any, st: ScalarType) -> str:
+def to_text(value: Any, st: ScalarType) -> str:
     element = st.element
     if element is not None:
         return array_text(value, lambda v: _element_text(v, element))
@@ -129,7 +129,7 @@ def _cast(value: Any, src: ScalarType, dst: ScalarType) -> Any:
     if value is None or src is dst:
         return value
     if dst is S.TEXT:
-        return _to_text(value, src)
+        return to_text(value, src)
     if src is S.TEXT:
         try:
             return parse_text_as(value, dst)

@@ -52,7 +52,7 @@ def _array_to_text(column: SparkColumn, source: ScalarType) -> SparkColumn:
     """`array::text` through the local engine's formatting (a Python UDF), so
     both engines print `{1,2,NULL}` alike. timestamptz elements go as UTC
     wall-clock times (the session time zone is UTC)."""
-    from coordinator_lib.compute.local_scalar import _to_text
+    from coordinator_lib.compute.local_scalar import to_text
 
     element = source.element
     assert element is not None
@@ -64,7 +64,7 @@ def _array_to_text(column: SparkColumn, source: ScalarType) -> SparkColumn:
             return None
         if element is ScalarType.TIMESTAMPTZ:
             values = [None if v is None else v.replace(tzinfo=dt.UTC) for v in values]
-        return _to_text(tuple(values), source)
+        return to_text(tuple(values), source)
 
     return F.udf(text, T.StringType())(column)
 

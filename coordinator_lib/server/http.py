@@ -119,7 +119,7 @@ async def sql_endpoint(request: Request) -> Response:
             user,
             password,
             options,
-            _is_loopback(request),
+            is_loopback(request),
             queries,
         )
     except _HttpError as error:
@@ -370,7 +370,7 @@ def _credentials(request: Request) -> tuple[str, str | None]:
     return user or DEFAULT_USER, password
 
 
-def _is_loopback(request: Request) -> bool:
+def is_loopback(request: Request) -> bool:
     if request.client is None:
         return False
     try:

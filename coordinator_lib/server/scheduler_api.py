@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from coordinator_lib.scheduler.owner import NotOwner, UnknownCapture
-from coordinator_lib.server.http import _is_loopback
+from coordinator_lib.server.http import is_loopback
 
 if TYPE_CHECKING:
     from coordinator_lib.adapter.cluster_supervisor import ClusterService
@@ -71,7 +71,7 @@ def scheduler_routes(service: ClusterService | None) -> list[BaseRoute]:
     async def call(request: Request, action: Any, admin: bool) -> Response:
         if service is None:
             return _error(503, "the scheduler does not run in this process", "no_scheduler")
-        if admin and not _is_loopback(request):
+        if admin and not is_loopback(request):
             return _error(403, "scheduler changes are accepted from loopback only", "forbidden")
         try:
             body = await _body(request) if request.method == "POST" else {}

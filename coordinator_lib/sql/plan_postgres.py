@@ -22,7 +22,7 @@ from coordinator_lib.sql.catalog import CatalogItem, DictCatalog, ItemKind, Qual
 from coordinator_lib.sql.context import PlanContext
 from coordinator_lib.sql.errors import DuplicateObject, InvalidParameter, WrongObjectType
 from coordinator_lib.sql.plan_core import check_new_name, item_create_sql, qualify_name
-from coordinator_lib.sql.plan_webhook import _add_column, _column_def
+from coordinator_lib.sql.plan_webhook import add_column, column_def
 from coordinator_lib.sql.plans import Plan
 from coordinator_lib.sql.positions import position_of
 from coordinator_lib.sql.postgres_syntax import CreateConnection, CreatePostgresSource
@@ -179,8 +179,8 @@ def plan_create_postgres_source(
             names: list[str] = []
             types: list[ColumnType] = []
             for column in columns:
-                column_name, column_type = _column_def(column)
-                _add_column(names, types, column_name, column_type, column)
+                column_name, column_type = column_def(column)
+                add_column(names, types, column_name, column_type, column)
             desc = RelationDesc(tuple(names), tuple(types))
         tables.append(SourceTablePlan(upstream, sub, desc))
     return CreatePostgresSourcePlan(

@@ -160,8 +160,8 @@ def plan_create_webhook_source(
     typed = columns is not None
     if typed:
         for column in columns.expressions:
-            column_name, column_type = _column_def(column)
-            _add_column(names, types, column_name, column_type, column)
+            column_name, column_type = column_def(column)
+            add_column(names, types, column_name, column_type, column)
         if not names:
             raise ParseError("a typed body schema needs at least one column", position_of(columns))
     else:
@@ -187,7 +187,7 @@ def plan_create_webhook_source(
     )
 
 
-def _column_def(column: exp.Expr) -> tuple[str, ColumnType]:
+def column_def(column: exp.Expr) -> tuple[str, ColumnType]:
     if not isinstance(column, exp.ColumnDef):
         raise UnsupportedFeature(
             "a typed body schema lists columns only", position_of(column) or None
@@ -211,7 +211,7 @@ def _column_def(column: exp.Expr) -> tuple[str, ColumnType]:
     return column_name, ColumnType(scalar, nullable)
 
 
-def _add_column(
+def add_column(
     names: list[str], types: list[ColumnType], name: str, type: ColumnType, node: Any
 ) -> int:
     if name in names:
@@ -232,14 +232,14 @@ def _plan_headers(
         if isinstance(include, IncludeHeaders):
             if column is not None:
                 raise ParseError("INCLUDE HEADERS given twice", position_of(include))
-            column = _add_column(names, types, "headers", ColumnType(S.JSONB, False), include)
+            column = add_column(names, types, "headers", ColumnType(S.JSONB, False), include)
             for header in include.expressions:
                 (block if header.args.get("negated") else allow).append(header.name)
         elif isinstance(include, IncludeHeader):
             alias = include.args["alias"]
             as_bytes = bool(include.args.get("bytes"))
             column_type = ColumnType(S.BYTEA if as_bytes else S.TEXT, True)
-            index = _add_column(
+            index = add_column(
                 names, types, check_column_name(ident_name(alias), alias), column_type, alias
             )
             mapped.append((index, include.name, as_bytes))

@@ -448,10 +448,11 @@ QUERIES: dict[str, tuple[str, str | None]] = {
         "SELECT * FROM (SELECT k, v FROM t) a NATURAL FULL JOIN (SELECT x AS v, w AS k FROM r) b",
         None,
     ),
-    # Window keys that are correlated subqueries.
+    # Window keys that are correlated subqueries (ordered by every column the
+    # view shows, so tied rows are equal rows: lag's answer is DuckDB's).
     "win_subquery_keys": (
         "SELECT k, v, s, lag(v) OVER (PARTITION BY (SELECT count(*) FROM r WHERE r.w = t.k)"
-        " ORDER BY (SELECT -t.v) NULLS FIRST, s NULLS FIRST) AS prev FROM t",
+        " ORDER BY (SELECT -t.v) NULLS FIRST, s NULLS FIRST, k NULLS FIRST) AS prev FROM t",
         None,
     ),
     # more subqueries: NOT IN over NULLs, ANY/ALL, nested, derived tables, CTEs

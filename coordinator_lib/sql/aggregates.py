@@ -10,8 +10,21 @@
   engines and across steps), or in the order of `ORDER BY <the argument>
   [ASC | DESC]`. It is not an accumulable aggregate: a view recomputes the
   touched groups (`compute/accumulate.py` takes only count and sum).
-- array_agg is refused with a hint: Tidemark has no array type, and the
-  text form '{a,b}' typed as text would not be array_agg.
+- array_agg(value [ORDER BY ...]): `AggregateFunc.ARRAY_AGG` over a Record
+  of the value and the ORDER BY keys.
+- stddev, stddev_samp, stddev_pop, variance, var_samp, var_pop: lowered to
+  sum(x), sum(x * x) and count(x) (x as numeric, or double precision for
+  floats) combined above the Reduce, as Materialize lowers them, so a view
+  maintains them with the accumulable COUNT/SUM rule; the numerator
+  n * sum(x * x) - sum(x)^2 is exact for numeric (floats: clamped at 0
+  against rounding); NULL for no rows (and, sampled, for one row).
+- jsonb_agg(value) and jsonb_object_agg(key, value): array_agg of the values
+  (of the keys as text and of the values, both ordered by (key, value) so
+  they pair up) turned into jsonb above the Reduce
+  (`expr/functions/jsonb.py`), so they are maintained as array_agg is (the
+  touched groups recomputed). The elements are in ascending order, as
+  array_agg's without ORDER BY; jsonb_object_agg skips NULL keys and keeps
+  the last value of a repeated key, as Materialize does.
 """
 
 from __future__ import annotations
@@ -21,27 +34,53 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
+from coordinator_lib.expr.functions import CallFunction
 from coordinator_lib.expr.relation import AggregateExpr, AggregateFunc
 from coordinator_lib.expr.scalar import (
     BinaryFunc,
     CallBinary,
+    CallVariadic,
     Cast,
     Column,
     If,
     Literal,
     Record,
+    VariadicFunc,
 )
 from coordinator_lib.repr.relation import ColumnType, ScalarType
+from coordinator_lib.sql.aggregate_syntax import JsonbAgg, JsonbObjectAgg
 from coordinator_lib.sql.errors import UnsupportedFeature
 from coordinator_lib.sql.positions import position_of
-from coordinator_lib.sql.scalar import Typed, finalize, null_of
+from coordinator_lib.sql.scalar import (
+    Typed,
+    avg_result_type,
+    check_aggregate_argument,
+    finalize,
+    null_of,
+)
 
 if TYPE_CHECKING:
     from coordinator_lib.expr.scalar import ScalarExpr
     from coordinator_lib.sql.scalar import ScalarBinder
 
 S = ScalarType
-EXTRA_AGGREGATES = (exp.LogicalAnd, exp.LogicalOr, exp.GroupConcat, exp.ArrayAgg)
+# exp.Variance and exp.VariancePop include aggregate_syntax's VarSamp and VarPop.
+VARIANCES: dict[type[exp.Expr], str] = {
+    exp.Stddev: "stddev_samp",
+    exp.StddevSamp: "stddev_samp",
+    exp.StddevPop: "stddev_pop",
+    exp.Variance: "var_samp",
+    exp.VariancePop: "var_pop",
+}
+EXTRA_AGGREGATES = (
+    exp.LogicalAnd,
+    exp.LogicalOr,
+    exp.GroupConcat,
+    exp.ArrayAgg,
+    JsonbAgg,
+    JsonbObjectAgg,
+    *VARIANCES,
+)
 # What `_AggregatePlan.calls` records: (kind, aggregate indexes, result type).
 Call = tuple[str, tuple[int, ...], ScalarType | None]
 
@@ -76,14 +115,17 @@ def plan_extra_aggregate(
 ) -> Call:
     """Plan one call of EXTRA_AGGREGATES; `index` adds an AggregateExpr to the
     Reduce and returns its position; `condition` is a FILTER (WHERE ...)."""
+    if isinstance(call, exp.ArrayAgg):
+        return _plan_array_agg(call, binder, index, condition)
+    if isinstance(call, tuple(VARIANCES)):
+        return _plan_variance(call, binder, index, condition)
+    if isinstance(call, JsonbAgg | JsonbObjectAgg):
+        return _plan_jsonb_agg(call, binder, index, condition)
     name = {
         exp.LogicalAnd: "bool_and",
         exp.LogicalOr: "bool_or",
         exp.GroupConcat: "string_agg",
-        exp.ArrayAgg: "array_agg",
     }[type(call)]
-    if isinstance(call, exp.ArrayAgg):
-        return _plan_array_agg(call, binder, index, condition)
     arg_node, distinct, order = _argument(call)
     value = finalize(binder.bind(arg_node))
 
@@ -157,19 +199,8 @@ def _plan_array_agg(
             "array_agg of an array (a two-dimensional array) is not supported",
             position_of(node),
         )
-    fields: list[ScalarExpr] = [value.expr]
-    order: list[tuple[bool, bool]] = []
-    for key in keys:
-        bound = finalize(binder.bind(key.this))
-        if bound.scalar.is_array:
-            raise UnsupportedFeature(
-                "array_agg(... ORDER BY an array) is not supported", position_of(key)
-            )
-        descending = bool(key.args.get("desc"))
-        nulls_first = key.args.get("nulls_first")
-        # PostgreSQL: NULLs sort as larger than every value unless told.
-        order.append((descending, descending if nulls_first is None else bool(nulls_first)))
-        fields.append(bound.expr)
+    order_exprs, order = _order_keys(keys, binder, "array_agg")
+    fields: list[ScalarExpr] = [value.expr, *order_exprs]
     record: ScalarExpr = Record(tuple(fields))
     if condition is not None:
         record = If(condition.expr, record, null_of(value.scalar))
@@ -177,9 +208,134 @@ def _plan_array_agg(
     return ("plain", (index(agg),), None)
 
 
+def _order_keys(
+    keys: list[exp.Ordered], binder: ScalarBinder, name: str
+) -> tuple[list[ScalarExpr], tuple[tuple[bool, bool], ...]]:
+    """An aggregate's ORDER BY: the key expressions and per key (descending, nulls_first)."""
+    exprs: list[ScalarExpr] = []
+    order: list[tuple[bool, bool]] = []
+    for key in keys:
+        bound = finalize(binder.bind(key.this))
+        if bound.scalar.is_array:
+            raise UnsupportedFeature(
+                f"{name}(... ORDER BY an array) is not supported", position_of(key)
+            )
+        descending = bool(key.args.get("desc"))
+        nulls_first = key.args.get("nulls_first")
+        # PostgreSQL: NULLs sort as larger than every value unless told.
+        order.append((descending, descending if nulls_first is None else bool(nulls_first)))
+        exprs.append(bound.expr)
+    return exprs, tuple(order)
+
+
+def _plan_variance(
+    call: exp.Expr,
+    binder: ScalarBinder,
+    index: Callable[[AggregateExpr], int],
+    condition: Typed | None,
+) -> Call:
+    """sum(x), sum(x * x), count(x) for one of VARIANCES (see the module docstring)."""
+    kind = next(k for cls, k in VARIANCES.items() if isinstance(call, cls))
+    name = call.sql_name().lower()
+    node, distinct, order = _argument(call)
+    if distinct or order is not None:
+        raise UnsupportedFeature(
+            f"{name}(DISTINCT ...) and {name}(... ORDER BY) are not supported", position_of(call)
+        )
+    value = check_aggregate_argument(name, binder.bind(node), node)
+    result = avg_result_type(value.scalar)
+    x = value.expr if value.scalar is result else Cast(value.expr, result)
+    if condition is not None:
+        x = If(condition.expr, x, null_of(result))
+    total = index(AggregateExpr(AggregateFunc.SUM, x))
+    squares = index(AggregateExpr(AggregateFunc.SUM, CallBinary(BinaryFunc.MUL, x, x)))
+    count = index(AggregateExpr(AggregateFunc.COUNT, x))
+    return (kind, (total, squares, count), result)
+
+
+def _variance(kind: str, total: Column, squares: Column, count: Column, result: S) -> ScalarExpr:
+    """var or stddev from sum(x), sum(x * x) and count(x), NULL for too few rows."""
+    n = Cast(count, result)
+    one = Literal(1, ColumnType(S.BIGINT, False))
+    zero = Literal(0, ColumnType(result, False))
+    mul, sub = BinaryFunc.MUL, BinaryFunc.SUB
+    numerator = CallBinary(sub, CallBinary(mul, n, squares), CallBinary(mul, total, total))
+    numerator = CallVariadic(VariadicFunc.GREATEST, (numerator, zero))
+    sampled = kind.endswith("_samp")
+    denominator = CallBinary(
+        mul, n, CallBinary(sub, n, Literal(1, ColumnType(result, False))) if sampled else n
+    )
+    variance: ScalarExpr = CallBinary(BinaryFunc.DIV, numerator, denominator)
+    if kind.startswith("stddev"):
+        variance = CallFunction("sqrt", (variance,), ColumnType(result, True))
+    too_few = CallBinary(BinaryFunc.LTE if sampled else BinaryFunc.LT, count, one)
+    return If(too_few, null_of(result), variance)
+
+
+def _plan_jsonb_agg(
+    call: exp.Expr,
+    binder: ScalarBinder,
+    index: Callable[[AggregateExpr], int],
+    condition: Typed | None,
+) -> Call:
+    """array_agg of the values (and of the keys) for jsonb_agg / jsonb_object_agg,
+    ordered by the ORDER BY keys then by (key, value)."""
+    name = call.sql_name().lower()
+    node = call.this
+    keys: list[exp.Ordered] = []
+    if isinstance(node, exp.Order):
+        keys = list(node.expressions)
+        node = node.this
+    if isinstance(node, exp.Distinct):
+        raise UnsupportedFeature(f"{name}(DISTINCT ...) is not supported", position_of(call))
+    fields = [finalize(binder.bind(node))]
+    if isinstance(call, JsonbObjectAgg):  # keys as text, then the values
+        value_node = call.expression
+        if isinstance(value_node, exp.Order):  # jsonb_object_agg(k, v ORDER BY ...)
+            keys = list(value_node.expressions)
+            value_node = value_node.this
+        key = fields[0]
+        text = ColumnType(S.TEXT, key.type.nullable)
+        fields = [Typed(Cast(key.expr, S.TEXT), text), finalize(binder.bind(value_node))]
+    if any(f.scalar.is_array for f in fields):
+        raise UnsupportedFeature(f"{name} of an array is not supported", position_of(call))
+    order_exprs, order = _order_keys(keys, binder, name)
+    if len(fields) > 1:
+        order_exprs += [f.expr for f in fields]
+        order += ((False, False),) * len(fields)
+    columns: list[int] = []
+    for field in fields:
+        record: ScalarExpr = Record((field.expr, *order_exprs))
+        if condition is not None:
+            record = If(condition.expr, record, null_of(field.scalar))
+        columns.append(index(AggregateExpr(AggregateFunc.ARRAY_AGG, record, order=order)))
+    return (name, tuple(columns), None)
+
+
 def bool_result(column: int) -> ScalarExpr:
     """bool_and / bool_or above the Reduce: the min / max integer is 1."""
     return CallBinary(BinaryFunc.EQ, Column(column), Literal(1, ColumnType(S.INTEGER, False)))
 
 
-__all__ = ["EXTRA_AGGREGATES", "bool_result", "plan_extra_aggregate"]
+def extra_result(
+    kind: str, columns: tuple[int, ...], types: tuple[ColumnType, ...], result: S | None
+) -> ScalarExpr:
+    """An aggregate of plan_extra_aggregate's `kind` above the Reduce, from
+    the Reduce's output `columns` (`types`: the Reduce's output types)."""
+    if kind == "bool":
+        return bool_result(columns[0])
+    if kind in VARIANCES.values():
+        assert result is not None
+        total, squares, count = map(Column, columns)
+        return _variance(kind, total, squares, count, result)
+    jsonb = ColumnType(S.JSONB, True)
+    if kind == "jsonb_agg":
+        elements = types[columns[0]].scalar_type.element
+        function = "jsonb_agg_of_jsonb" if elements is S.JSONB else "jsonb_agg_of_values"
+        return CallFunction(function, (Column(columns[0]),), jsonb)
+    values = types[columns[1]].scalar_type.element
+    function = "jsonb_object_agg_of_jsonb" if values is S.JSONB else "jsonb_object_agg_of_values"
+    return CallFunction(function, tuple(map(Column, columns)), jsonb)
+
+
+__all__ = ["EXTRA_AGGREGATES", "extra_result", "plan_extra_aggregate"]

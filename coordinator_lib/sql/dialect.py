@@ -46,6 +46,7 @@ from sqlglot.generators.materialize import MaterializeGenerator
 from sqlglot.tokenizer_core import TokenizerCore
 from sqlglot.tokens import Token, TokenType
 
+from coordinator_lib.sql.aggregate_syntax import FUNCTIONS as AGGREGATE_FUNCTIONS
 from coordinator_lib.sql.cluster_syntax import TRANSFORMS as CLUSTER_TRANSFORMS
 from coordinator_lib.sql.cluster_syntax import parse_create_cluster
 from coordinator_lib.sql.continual_task_syntax import TRANSFORMS as CONTINUAL_TASK_TRANSFORMS
@@ -160,6 +161,7 @@ class TidemarkParser(StatementParser):
         **StatementParser.FUNCTIONS,
         "TO_CHAR": lambda args: exp.Anonymous(this="to_char", expressions=args),
         "VERSION": lambda args: exp.Anonymous(this="version", expressions=args),
+        **AGGREGATE_FUNCTIONS,
     }
 
     # A dollar-quoted string is a string constant like any other (sqlglot

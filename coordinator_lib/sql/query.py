@@ -60,7 +60,7 @@ from coordinator_lib.expr.scalar import (
     conjuncts,
 )
 from coordinator_lib.repr.relation import RESERVED_COLUMNS, ColumnType, RelationDesc, ScalarType
-from coordinator_lib.sql.aggregates import EXTRA_AGGREGATES, bool_result, plan_extra_aggregate
+from coordinator_lib.sql.aggregates import EXTRA_AGGREGATES, extra_result, plan_extra_aggregate
 from coordinator_lib.sql.catalog import ItemKind
 from coordinator_lib.sql.coercion import (
     INTERNAL_NAMES,
@@ -686,7 +686,7 @@ def _plan_aggregate(node: exp.Expr, binder: ScalarBinder, plan: _AggregatePlan) 
         condition = binder.bind_boolean(
             where.this if isinstance(where, exp.Where) else where, "FILTER"
         )
-    if isinstance(call, EXTRA_AGGREGATES):  # bool_and, bool_or, string_agg: sql/aggregates.py
+    if isinstance(call, EXTRA_AGGREGATES):  # the other aggregates: sql/aggregates.py
         plan.calls[id(node)] = plan_extra_aggregate(call, binder, plan.index, condition)
         return
     if not isinstance(call, exp.Count | exp.Sum | exp.Avg | exp.Min | exp.Max):
@@ -814,8 +814,9 @@ def _plan_grouping(
         if kind == "plain":
             grouping.aggregates[node_id] = binder.typed(Column(width + indexes[0]))
             continue
-        if kind == "bool":
-            grouping.aggregates[node_id] = binder.typed(bool_result(width + indexes[0]))
+        if kind != "avg":
+            columns = tuple(width + i for i in indexes)
+            grouping.aggregates[node_id] = binder.typed(extra_result(kind, columns, types, result))
             continue
         total = Column(width + indexes[0])
         count = Column(width + indexes[1])

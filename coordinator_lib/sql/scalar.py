@@ -906,9 +906,14 @@ def avg_result_type(st: ScalarType) -> ScalarType:
     return S.DOUBLE if st in (S.REAL, S.DOUBLE) else S.NUMERIC
 
 
+_OF_NUMBERS = frozenset(
+    ("sum", "avg", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp", "var_pop")
+)
+
+
 def check_aggregate_argument(func: str, value: Typed, node: exp.Expr) -> Typed:
     """The argument types PostgreSQL has each aggregate for."""
-    if func in ("sum", "avg"):
+    if func in _OF_NUMBERS:
         if value.unknown or not is_numeric(value.scalar):
             shown = "unknown" if value.unknown else value.scalar.value
             raise UndefinedFunction(f"function {func}({shown}) does not exist", position_of(node))

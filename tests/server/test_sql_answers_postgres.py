@@ -137,6 +137,21 @@ QUERIES = {
     " (k, x * 10) IN (SELECT k, x FROM t2) AS j, (k, x) IN ((1, 10), (3, 3)) AS l FROM t1",
     "row_in_correlated": "SELECT * FROM t2 WHERE (k, x / 10) NOT IN"
     " (SELECT t1.k, t1.x FROM t1 WHERE t1.k = t2.k)",
+    # stddev / variance: sum, sum of squares and count (sql/aggregates.py); numeric
+    # square roots are double precision here, so they are compared rounded
+    "variance": "SELECT g, variance(v) AS v, var_samp(v) AS s, var_pop(v) AS p,"
+    " round(stddev(v), 6) AS d, round(stddev_samp(v), 6) AS ds, round(stddev_pop(v), 6) AS dp,"
+    " variance(v::float8) AS f, stddev_pop(v::real) AS r FROM w GROUP BY g",
+    "variance_global": "SELECT var_pop(v) AS p,"
+    " round(var_samp(v * 2) FILTER (WHERE g < 3), 6) AS s,"
+    " round(stddev(v::numeric / 2), 6) AS d FROM w",
+    "variance_empty": "SELECT variance(v) AS v, stddev_pop(v) AS p FROM w WHERE v > 9",
+    # jsonb_agg / jsonb_object_agg: array_agg made jsonb above the Reduce
+    "jsonb_agg": "SELECT g, jsonb_agg(v ORDER BY v DESC) AS a, jsonb_agg(v::text ORDER BY v) AS t,"
+    " jsonb_agg((v > 2) ORDER BY v) FILTER (WHERE v < 5) AS b,"
+    " jsonb_object_agg('k' || v, v * 1.5 ORDER BY v) AS o FROM w GROUP BY g",
+    "jsonb_agg_jsonb": "SELECT jsonb_agg(('{\"v\": [' || v || ']}')::jsonb ORDER BY v) AS a,"
+    " jsonb_object_agg(g, ('{\"v\": ' || v || '}')::jsonb ORDER BY v) AS o FROM w",
     # version() is a PostgreSQL version string (test_version_names_tidemark: Tidemark's)
     "version": "SELECT version() LIKE 'PostgreSQL %.% on %' AS pg, pg_catalog.version() = VERSION()"
     " AS same FROM a",

@@ -162,3 +162,41 @@ def json_build_object(*args: Any) -> str:
         for k, v in zip(args[::2], args[1::2], strict=True)
     )
     return "{" + ", ".join(pairs) + "}"
+
+
+# jsonb_agg and jsonb_object_agg's last step (sql/aggregates.py): array_agg's
+# arrays of the values (and keys) made one jsonb value. Values that are
+# already jsonb are embedded as they are, others converted as to_jsonb does.
+def _jsonb_of(value: Any) -> Any:
+    return None if value is None else json.loads(value)
+
+
+def _value_of(value: Any) -> Any:
+    return json.loads(_json_value(value))
+
+
+@scalar_function("jsonb_agg_of_values", sig(Pseudo.ANY, result=S.JSONB), sql=())
+def jsonb_agg_of_values(values: Any) -> str:
+    return canonical_jsonb([_value_of(v) for v in values])
+
+
+@scalar_function("jsonb_agg_of_jsonb", sig(Pseudo.ANY, result=S.JSONB), sql=())
+def jsonb_agg_of_jsonb(values: Any) -> str:
+    return canonical_jsonb([_jsonb_of(v) for v in values])
+
+
+def _object(keys: Any, values: Any, convert: Any) -> str:
+    """NULL keys are skipped and a repeated key keeps its last value (Materialize's rule)."""
+    return canonical_jsonb(
+        {k: convert(v) for k, v in zip(keys, values, strict=True) if k is not None}
+    )
+
+
+@scalar_function("jsonb_object_agg_of_values", sig(Pseudo.ANY, Pseudo.ANY, result=S.JSONB), sql=())
+def jsonb_object_agg_of_values(keys: Any, values: Any) -> str:
+    return _object(keys, values, _value_of)
+
+
+@scalar_function("jsonb_object_agg_of_jsonb", sig(Pseudo.ANY, Pseudo.ANY, result=S.JSONB), sql=())
+def jsonb_object_agg_of_jsonb(keys: Any, values: Any) -> str:
+    return _object(keys, values, _jsonb_of)

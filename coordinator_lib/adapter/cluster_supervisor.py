@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from coordinator_lib.adapter import clusters
+from coordinator_lib.adapter.secrets_key import worker_environment
 from coordinator_lib.scheduler.messages import Barrier
 from coordinator_lib.scheduler.owner import NotOwner, Owner
 
@@ -245,7 +246,9 @@ class ClusterService:
             base = Path(coord.config.data_dir) if coord.config.data_dir else Path(".")
             log_dir = base / "logs"
         self.supervisor = WorkerSupervisor(
-            worker_command(coord), log_dir, **(supervisor_options or {})
+            worker_command(coord),
+            log_dir,
+            **{"env": worker_environment(coord.config), **(supervisor_options or {})},
         )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -41,6 +41,8 @@ from coordinator_lib.adapter.session import Session
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.sql.catalog import ItemKind
 from coordinator_lib.sql.plan_cluster import CreateClusterPlan, DropClusterPlan
+from coordinator_lib.sql.plan_iceberg import CreateIcebergSinkPlan
+from coordinator_lib.sql.plan_postgres import CreatePostgresSourcePlan
 
 if TYPE_CHECKING:
     from coordinator_lib.adapter.coordinator import Coordinator
@@ -101,12 +103,33 @@ def worker_instance(coord: Coordinator, id: GlobalId) -> str | None:
     return name
 
 
+def is_storage_task(coord: Coordinator, id: GlobalId) -> bool:
+    """Whether item `id` is a task of the scheduler other than a view: a
+    PostgreSQL source's ingestion (the source item, not its subsources) or
+    an Iceberg sink."""
+    plan = coord.catalog.index.plans.get(id)
+    if isinstance(plan, CreateIcebergSinkPlan):
+        return True
+    return isinstance(plan, CreatePostgresSourcePlan) and coord.catalog.entry(id).ids[0] == id
+
+
+def runs_on_workers(coord: Coordinator, id: GlobalId) -> bool:
+    """Whether workers run item `id` (its cluster has workers), not this process."""
+    return item_cluster(coord, id) in worker_clusters(coord)
+
+
 def cluster_tasks(coord: Coordinator) -> dict[str, list[str]]:
-    """For the scheduler owner: cluster -> ids of its materialized views,
-    for the clusters with workers (views this process has installed)."""
+    """For the scheduler owner: cluster -> ids of its tasks, for the clusters
+    with workers: the materialized views this process has installed, the
+    PostgreSQL sources' ingestions and the sinks."""
     clusters = worker_clusters(coord)
     tasks: dict[str, list[str]] = {name: [] for name in clusters}
     for item in coord.catalog.items():
+        if is_storage_task(coord, item.id):
+            cluster = item_cluster(coord, item.id)
+            if cluster in tasks:
+                tasks[cluster].append(str(item.id))
+            continue
         if item.kind is not ItemKind.MATERIALIZED_VIEW or not coord.is_installed(item.id):
             continue
         cluster = item_cluster(coord, item.id)
@@ -216,6 +239,8 @@ __all__ = [
     "cluster_tasks",
     "create_cluster",
     "drop_cluster",
+    "is_storage_task",
+    "runs_on_workers",
     "sync_view_instances",
     "view_cluster",
     "worker_clusters",

@@ -15,13 +15,14 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from coordinator_lib.adapter.catalog import SessionCatalog
+from coordinator_lib.adapter.catalog import Catalog, SessionCatalog
 from coordinator_lib.adapter.catalog_ops import CreateItem, catalog_transact
 from coordinator_lib.adapter.errors import AdapterError, AdapterNotice
 from coordinator_lib.adapter.oracle import wall_clock_ms
 from coordinator_lib.adapter.responses import ExecuteResponse
 from coordinator_lib.adapter.responses import ExecuteResponseKind as Kind
-from coordinator_lib.adapter.secrets import secret_values
+from coordinator_lib.adapter.secrets import stored_secret_values
+from coordinator_lib.adapter.secrets_key import configured_key
 from coordinator_lib.adapter.session import Session
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.sql.plan_postgres import CreateConnectionPlan
@@ -57,6 +58,14 @@ def connection_type(coord: Coordinator, id: GlobalId) -> str:
 
 def conninfo_of(coord: Coordinator, plan: CreateConnectionPlan) -> dict[str, Any]:
     """libpq keywords for `plan` (with the password's current value)."""
+    return stored_conninfo(coord.catalog, configured_key(coord.config), plan)
+
+
+def stored_conninfo(
+    catalog: Catalog, key: bytes | None, plan: CreateConnectionPlan
+) -> dict[str, Any]:
+    """libpq keywords for `plan`, its password read from the durable
+    `catalog` with the secrets `key`."""
     info: dict[str, Any] = {
         "host": plan.host,
         "port": plan.port,
@@ -65,7 +74,8 @@ def conninfo_of(coord: Coordinator, plan: CreateConnectionPlan) -> dict[str, Any
         "sslmode": plan.ssl_mode,
     }
     if plan.password is not None:
-        info["password"] = secret_values(coord, {plan.password})[plan.password].decode()
+        values = stored_secret_values(catalog, key, {plan.password})
+        info["password"] = values[plan.password].decode()
     return info
 
 
@@ -138,4 +148,5 @@ __all__ = [
     "conninfo_of",
     "create_connection",
     "store_item",
+    "stored_conninfo",
 ]

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import logging
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from coordinator_lib.adapter.catalog import SessionCatalog
+from coordinator_lib.adapter import clusters
+from coordinator_lib.adapter.catalog import Catalog, SessionCatalog
 from coordinator_lib.adapter.connections import store_item
 from coordinator_lib.adapter.errors import AdapterError, AdapterNotice
 from coordinator_lib.adapter.responses import ExecuteResponse
@@ -27,10 +29,11 @@ from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.sql.catalog import CatalogItem
 from coordinator_lib.sql.plan_iceberg import CreateIcebergConnectionPlan, CreateIcebergSinkPlan
 from coordinator_lib.storage.iceberg_sink import IcebergSink, IcebergSinkSpec, open_catalog
+from coordinator_lib.storage.read_hold import DependencyHold
 
 if TYPE_CHECKING:
     from coordinator_lib.adapter.coordinator import Coordinator
-    from coordinator_lib.storage.read_hold import DependencyHold
+    from coordinator_lib.storage import StorageController
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +71,10 @@ def create_iceberg_connection(
     return ExecuteResponse(Kind.CREATED_CONNECTION, "CREATE CONNECTION")
 
 
-def _connection(coord: Coordinator, id: GlobalId) -> CreateIcebergConnectionPlan:
-    plan = coord.catalog.index.plans.get(id)
+def _connection(catalog: Catalog, id: GlobalId) -> CreateIcebergConnectionPlan:
+    plan = catalog.index.plans.get(id)
     if not isinstance(plan, CreateIcebergConnectionPlan):
-        name = coord.catalog.get(id).name
+        name = catalog.get(id).name
         raise AdapterError(f"connection {name} is not an Iceberg catalog connection", code="42809")
     return plan
 
@@ -86,27 +89,34 @@ def create_iceberg_sink(
     if plan.if_not_exists and coord.catalog.index.lookup(plan.name) is not None:
         notice = AdapterNotice(f"catalog item '{plan.name}' already exists, skipping", "42P07")
         return ExecuteResponse(Kind.CREATED_SINK, "CREATE SINK", notices=[notice])
-    _connection(coord, plan.connection)
+    _connection(coord.catalog, plan.connection)
     store_item(coord, session, plan.create_sql)
     return ExecuteResponse(Kind.CREATED_SINK, "CREATE SINK")
 
 
 # --- running ------------------------------------------------------------------------
 
-# Per coordinator: each running sink and its hold on its input (one at most).
+# Per coordinator: each sink's thread (None where workers run it), its input
+# and its hold on the input (one at most).
 _RUNNING: weakref.WeakKeyDictionary[
-    Coordinator, dict[GlobalId, tuple[IcebergSink, list[DependencyHold]]]
+    Coordinator, dict[GlobalId, tuple[IcebergSink | None, GlobalId, list[DependencyHold]]]
 ] = weakref.WeakKeyDictionary()
 
 
-def install(coord: Coordinator, item: CatalogItem) -> None:
-    """Start the sink (in a background coordinator only)."""
-    plan = coord.catalog.index.plans.get(item.id)
-    if not isinstance(plan, CreateIcebergSinkPlan) or not coord.config.background:
-        return
+def make_sink(
+    storage: StorageController,
+    catalog: Catalog,
+    id: GlobalId,
+    closing: Callable[[], bool] = lambda: False,
+) -> tuple[IcebergSink, list[DependencyHold]]:
+    """Sink `id` as its durable catalog entry describes it (not started),
+    holding its input with a dependency hold named after it (a coordinator
+    and a worker build it alike)."""
+    plan = catalog.index.plans.get(id)
+    assert isinstance(plan, CreateIcebergSinkPlan)
     spec = IcebergSinkSpec(
-        str(item.id),
-        catalog_properties(_connection(coord, plan.connection)),
+        str(id),
+        catalog_properties(_connection(catalog, plan.connection)),
         plan.namespace,
         plan.table,
         plan.desc,
@@ -116,37 +126,48 @@ def install(coord: Coordinator, item: CatalogItem) -> None:
 
     def hold(time: int) -> None:
         if not holds:
-            holds.append(coord.storage.acquire_dependency_hold(plan.from_id, item.id, time))
+            holds.append(storage.acquire_dependency_hold(plan.from_id, id, time))
         else:
             holds[0].downgrade(time)
 
     def start() -> int:
-        since, upper = coord.storage.collection_frontiers(plan.from_id)
+        since, upper = storage.collection_frontiers(plan.from_id)
         return max(since.time or 0, (upper.time or 1) - 1)
 
-    sink = IcebergSink(
-        spec,
-        lambda: coord.storage.shard(plan.from_id),
-        start,
-        hold,
-        lambda: coord.closing,
-    )
+    sink = IcebergSink(spec, lambda: storage.shard(plan.from_id), start, hold, closing)
+    return sink, holds
+
+
+def install(coord: Coordinator, item: CatalogItem) -> None:
+    """Start the sink (in a background coordinator, unless workers of its
+    cluster run it as a scheduler task)."""
+    plan = coord.catalog.index.plans.get(item.id)
+    if not isinstance(plan, CreateIcebergSinkPlan) or not coord.config.background:
+        return
+    if clusters.runs_on_workers(coord, item.id):
+        _RUNNING.setdefault(coord, {})[item.id] = (None, plan.from_id, [])
+        return
+    sink, holds = make_sink(coord.storage, coord.catalog, item.id, lambda: coord.closing)
     sink.start()
-    _RUNNING.setdefault(coord, {})[item.id] = (sink, holds)
+    _RUNNING.setdefault(coord, {})[item.id] = (sink, plan.from_id, holds)
 
 
 def uninstall(coord: Coordinator, id: GlobalId) -> None:
-    """A dropped sink: stop it and let its input compact again."""
+    """A dropped sink: stop it and let its input compact again (the hold is
+    durable: released here also when a worker ran the sink)."""
     running = _RUNNING.get(coord, {}).pop(id, None)
     if running is not None:
-        running[0].stop()
-        for hold in running[1]:
+        sink, from_id, holds = running
+        if sink is not None:
+            sink.stop()
+        for hold in holds or [DependencyHold(coord.storage, from_id, id)]:
             hold.release()
 
 
 def sink_error(coord: Coordinator, id: GlobalId) -> str | None:
     running = _RUNNING.get(coord, {}).get(id)
-    return running[0].error if running is not None else None
+    sink = running[0] if running is not None else None
+    return sink.error if sink is not None else None
 
 
 HANDLERS = {
@@ -154,4 +175,4 @@ HANDLERS = {
     CreateIcebergSinkPlan: create_iceberg_sink,
 }
 
-__all__ = ["HANDLERS", "install", "sink_error", "uninstall"]
+__all__ = ["HANDLERS", "install", "make_sink", "sink_error", "uninstall"]

@@ -25,11 +25,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from coordinator_lib.adapter.catalog import SessionCatalog
-from coordinator_lib.adapter.connections import connect, connection_plan, conninfo_of, store_item
+from coordinator_lib.adapter import clusters
+from coordinator_lib.adapter.catalog import Catalog, SessionCatalog
+from coordinator_lib.adapter.connections import (
+    connect,
+    connection_plan,
+    conninfo_of,
+    store_item,
+    stored_conninfo,
+)
 from coordinator_lib.adapter.errors import AdapterError, AdapterNotice
 from coordinator_lib.adapter.responses import ExecuteResponse
 from coordinator_lib.adapter.responses import ExecuteResponseKind as Kind
+from coordinator_lib.adapter.secrets_key import configured_key
 from coordinator_lib.adapter.session import Session
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
@@ -38,7 +46,7 @@ from coordinator_lib.repr.timestamp import now_ms
 from coordinator_lib.sql.catalog import CatalogItem, QualifiedName
 from coordinator_lib.sql.coercion import parse_text_as
 from coordinator_lib.sql.plan import plan_statement
-from coordinator_lib.sql.plan_postgres import CreatePostgresSourcePlan
+from coordinator_lib.sql.plan_postgres import CreateConnectionPlan, CreatePostgresSourcePlan
 from coordinator_lib.storage.collection import CollectionDescription, DataSource
 from coordinator_lib.storage.postgres_source import (
     PG_TYPES,
@@ -46,8 +54,8 @@ from coordinator_lib.storage.postgres_source import (
     PostgresIngestionSpec,
     UpstreamColumn,
     UpstreamTable,
-    delete_progress,
     drop_slot,
+    mark_dropped,
     quote_ident,
     read_progress,
 )
@@ -225,9 +233,36 @@ def _decoder(scalar: ScalarType) -> Any:
     return lambda text: parse_text_as(text, scalar)
 
 
+def ingestion_spec(
+    catalog: Catalog, key: bytes | None, id: GlobalId, plan: CreatePostgresSourcePlan
+) -> PostgresIngestionSpec:
+    """What the ingestion of source `id` reads and writes, from the durable
+    catalog (a coordinator and a worker build it alike)."""
+    entry = catalog.entry(id)
+    tables = []
+    for table, sub in zip(plan.tables, entry.ids[1:], strict=True):
+        assert table.desc is not None
+        columns = tuple(
+            UpstreamColumn(name, column.scalar_type, _decoder(column.scalar_type))
+            for name, column in zip(table.desc.names, table.desc.types, strict=True)
+        )
+        tables.append(UpstreamTable(table.upstream[0], table.upstream[-1], sub, columns))
+    assert plan.slot is not None
+    conninfo = stored_conninfo(catalog, key, _connection_plan(catalog, plan.connection))
+    return PostgresIngestionSpec(id, conninfo, plan.publication, plan.slot, tuple(tables))
+
+
+def _connection_plan(catalog: Catalog, id: GlobalId) -> CreateConnectionPlan:
+    plan = catalog.index.plans.get(id)
+    if not isinstance(plan, CreateConnectionPlan):
+        raise AdapterError(f"unknown connection {id}", code="42704")
+    return plan
+
+
 def install(coord: Coordinator, item: CatalogItem, plan: CreatePostgresSourcePlan) -> None:
     """The source item starts its ingestion here (in a background
-    coordinator); each subsource gets its collection."""
+    coordinator, unless workers of its cluster run it as a scheduler task);
+    each subsource gets its collection."""
     entry = coord.catalog.entry(item.id)
     if item.id != entry.ids[0]:
         # Every subsource starts at the source's creation time, where its
@@ -236,24 +271,9 @@ def install(coord: Coordinator, item: CatalogItem, plan: CreatePostgresSourcePla
         description = CollectionDescription(item.desc, DataSource.other(), Frontier.at(start))
         coord.storage.create_collections([(item.id, description)])
         return
-    tables = []
-    for table, id in zip(plan.tables, entry.ids[1:], strict=True):
-        assert table.desc is not None
-        columns = tuple(
-            UpstreamColumn(name, column.scalar_type, _decoder(column.scalar_type))
-            for name, column in zip(table.desc.names, table.desc.types, strict=True)
-        )
-        tables.append(UpstreamTable(table.upstream[0], table.upstream[-1], id, columns))
-    assert plan.slot is not None
-    spec = PostgresIngestionSpec(
-        item.id,
-        conninfo_of(coord, connection_plan(coord, plan.connection)),
-        plan.publication,
-        plan.slot,
-        tuple(tables),
-    )
+    spec = ingestion_spec(coord.catalog, configured_key(coord.config), item.id, plan)
     ingestion = None
-    if coord.config.background:
+    if coord.config.background and not clusters.runs_on_workers(coord, item.id):
         ingestion = PostgresIngestion(
             spec,
             coord.storage.persist.consensus,
@@ -271,13 +291,13 @@ def uninstall(coord: Coordinator, id: GlobalId) -> None:
     running = _RUNNING.get(coord, {}).pop(id, None)
     if running is None:
         return
+    mark_dropped(coord.storage.persist.consensus, id)  # before the slot goes
     if running.ingestion is not None:
         running.ingestion.stop()
     try:
         drop_slot(running.spec.conninfo, running.spec.slot)
     except Exception as error:  # upstream unreachable: the slot stays (and holds WAL)
         log.warning("could not drop replication slot %s: %s", running.spec.slot, error)
-    delete_progress(coord.storage.persist.consensus, id)
 
 
 def raise_source_errors(coord: Coordinator, ids: Iterable[GlobalId]) -> None:
@@ -350,6 +370,7 @@ __all__ = [
     "HANDLERS",
     "STATUS_COLUMNS",
     "create_postgres_source",
+    "ingestion_spec",
     "install",
     "purify",
     "raise_source_errors",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from coordinator_lib.adapter.catalog import CATALOG_KEY, SessionCatalog
+from coordinator_lib.adapter.catalog import CATALOG_KEY, Catalog, SessionCatalog
 from coordinator_lib.adapter.catalog_ops import (
     SECRET_KEY,
     CreateSecret,
@@ -49,8 +49,15 @@ if TYPE_CHECKING:
 
 def secret_values(coord: Coordinator, ids: set[GlobalId]) -> dict[GlobalId, bytes]:
     """The current values of the secrets `ids` (as this process's catalog has them)."""
-    _, state = coord.catalog.snapshot()
-    key = configured_key(coord.config)
+    return stored_secret_values(coord.catalog, configured_key(coord.config), ids)
+
+
+def stored_secret_values(
+    catalog: Catalog, key: bytes | None, ids: set[GlobalId]
+) -> dict[GlobalId, bytes]:
+    """The values of the secrets `ids` in the durable `catalog`, unsealed with
+    `key` (a worker has no coordinator)."""
+    _, state = catalog.snapshot()
     values: dict[GlobalId, bytes] = {}
     for raw in state["items"]:
         for id in ids:
@@ -119,4 +126,5 @@ __all__ = [
     "create_secret",
     "rotate_secrets_key",
     "secret_values",
+    "stored_secret_values",
 ]

@@ -83,6 +83,21 @@ def configured_key(config: Config) -> bytes | None:
     return None
 
 
+def env_key() -> bytes | None:
+    """The key in the environment (how a supervisor hands it to its workers)."""
+    value = os.environ.get(ENV_VAR)
+    return parse_key(value, ENV_VAR) if value else None
+
+
+def worker_environment(config: Config) -> dict[str, str] | None:
+    """The environment of this process's workers: ours, with the key it
+    uses (a worker reads connections' passwords); None: ours as it is."""
+    key = configured_key(config)
+    if key is None:
+        return None
+    return {**os.environ, ENV_VAR: base64.b64encode(key).decode("ascii")}
+
+
 def require_key(config: Config) -> bytes:
     key = configured_key(config)
     if key is None:

@@ -1,12 +1,15 @@
 """`tidemark worker`: a capture of the table scheduler (docs/scheduler.md).
 
 It opens the environment (consensus, blobs, a Spark session created only if
-a step needs one), reads view definitions from the durable catalog, and runs
+a step needs one), reads definitions from the durable catalog, and runs
 a `CaptureRunner`: a liveness lease, an Agent taking the owner's orders
-through consensus mailboxes, and a `DataflowExecutor` maintaining the
-materialized views it is given. It writes only through compare_and_append
-on the views' shards, so any number of workers (and coordinators) may run at
-once; the scheduler just keeps each view on one of them.
+through consensus mailboxes, a `DataflowExecutor` maintaining the
+materialized views it is given and a `StorageExecutor` running the
+PostgreSQL sources' ingestions and the Iceberg sinks it is given. It
+writes only through compare-and-sets (a view's upper, a source's progress
+record with its data, a sink's Iceberg commit), so any number of workers
+(and coordinators) may run at once; the scheduler just keeps each task on
+one of them.
 
 A worker started by a supervisor (`--parent-pid`) exits when that parent
 dies, so a dead `tidemark serve` leaves no workers behind for its successor
@@ -23,17 +26,26 @@ import threading
 from dataclasses import dataclass
 
 from coordinator_lib.adapter.catalog import Catalog
+from coordinator_lib.adapter.iceberg_sink import make_sink
+from coordinator_lib.adapter.oracle import TimestampOracle
+from coordinator_lib.adapter.postgres_source import ingestion_spec
+from coordinator_lib.adapter.secrets_key import env_key
 from coordinator_lib.adapter.system_catalog import SYSTEM_ITEMS
 from coordinator_lib.compute import ComputeController, DataflowDescription
 from coordinator_lib.compute.dataflow import LOCAL_MAX_ROWS
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import RelationDesc
+from coordinator_lib.repr.timestamp import now_ms
 from coordinator_lib.scheduler.capture import DEFAULT_LEASE_TTL_MS, CaptureRunner
 from coordinator_lib.scheduler.dataflow_executor import DataflowExecutor, TaskUnavailable
+from coordinator_lib.scheduler.storage_executor import RoutedExecutor, StorageExecutor, StorageTask
 from coordinator_lib.spark_session import LazySparkSession
 from coordinator_lib.sql.catalog import ItemKind
+from coordinator_lib.sql.plan_iceberg import CreateIcebergSinkPlan
+from coordinator_lib.sql.plan_postgres import CreatePostgresSourcePlan
 from coordinator_lib.storage import CollectionDescription, DataSource, StorageController
 from coordinator_lib.storage.controller import COLLECTION_PREFIX
+from coordinator_lib.storage.postgres_source import PostgresIngestion
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +109,42 @@ class ViewResolver:
         return DataflowDescription(id, item.expr, as_of, sink_id=id, debug_name=str(item.name))
 
 
+class StorageTaskResolver:
+    """`describe(span)` for the storage executor: a PostgreSQL source's
+    ingestion or an Iceberg sink, built from the durable catalog (the
+    connection's password unsealed with the secrets key the supervisor
+    passes in the environment), its collections opened here."""
+
+    def __init__(self, views: ViewResolver, oracle: TimestampOracle) -> None:
+        self.views = views
+        self.storage = views.storage
+        self.catalog = views.catalog
+        self.oracle = oracle
+
+    def is_storage(self, span: str) -> bool:
+        plan = self.catalog.index.plans.get(self.views._item(GlobalId.parse(span)).id)
+        return isinstance(plan, CreatePostgresSourcePlan | CreateIcebergSinkPlan)
+
+    def __call__(self, span: str) -> StorageTask:
+        id = self.views._item(GlobalId.parse(span)).id
+        plan = self.catalog.index.plans.get(id)
+        if isinstance(plan, CreateIcebergSinkPlan):
+            self.views._open(plan.from_id)
+            sink, _ = make_sink(self.storage, self.catalog, id)
+            return sink
+        assert isinstance(plan, CreatePostgresSourcePlan)
+        spec = ingestion_spec(self.catalog, env_key(), id, plan)
+        for table in spec.tables:
+            self.views._open(table.id)
+        return PostgresIngestion(
+            spec,
+            self.views.consensus,
+            self.storage.shard,
+            lambda: max(now_ms(), self.oracle.read_ts()),
+            self.storage.update_write_frontiers,
+        )
+
+
 def run_worker(config: WorkerConfig) -> int:
     storage = StorageController.open(config.data_dir, config.consensus_url, config.blob_root)
     try:
@@ -104,11 +152,16 @@ def run_worker(config: WorkerConfig) -> int:
         spark = LazySparkSession(config.spark_master or "local[2]")
         compute = ComputeController(storage, spark, config.local_max_rows)  # type: ignore[arg-type]
         resolver = ViewResolver(storage, catalog)
+        tasks = StorageTaskResolver(resolver, TimestampOracle(storage.persist.consensus))
         runner = CaptureRunner(
             storage.persist.consensus,
             config.capture_id,
             config.cluster,
-            lambda fence: DataflowExecutor(compute, resolver, fence=fence),
+            lambda fence: RoutedExecutor(
+                DataflowExecutor(compute, resolver, fence=fence),
+                StorageExecutor(tasks),
+                tasks.is_storage,
+            ),
             lease_ttl_ms=config.lease_ttl_ms,
             address=f"pid:{os.getpid()}",
         )

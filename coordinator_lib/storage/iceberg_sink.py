@@ -98,6 +98,7 @@ class IcebergSink:
         self.hold = hold  # keep the input readable from this time on
         self.closing = closing
         self.error: str | None = None
+        self.committed: int | None = None  # the table's upper, as last seen
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"iceberg-sink-{spec.name}")
         self._thread.daemon = True
@@ -111,6 +112,11 @@ class IcebergSink:
 
     def _stopping(self) -> bool:
         return self._stop.is_set() or self.closing()
+
+    def upper(self) -> int | None:
+        """The upper of the table's last commit this sink saw (its checkpoint
+        as a scheduler task); None before it looked."""
+        return self.committed
 
     def _run(self) -> None:
         table = None
@@ -153,7 +159,7 @@ class IcebergSink:
     def step(self, table: Any) -> bool:
         """Commit what the input has past the table's upper; False if nothing."""
         table.refresh()
-        done = committed_upper(table)
+        done = self.committed = committed_upper(table)
         shard = self.shard()
         upper = shard.upper()
         if upper.time is None:
@@ -165,6 +171,7 @@ class IcebergSink:
             self.hold(as_of)
             rows = [(row, as_of, diff) for row, diff in shard.snapshot(as_of)]
             self._commit(table, rows, as_of + 1, shard, first=True)
+            self.committed = as_of + 1
             return True
         self.hold(done - 1)  # readable at the table's time too (and after it)
         if upper.time <= done:
@@ -173,6 +180,7 @@ class IcebergSink:
         if not updates:  # nothing to write: the table stays at `done`
             return False
         self._commit(table, [(u.row, u.time, u.diff) for u in updates], upper.time, shard)
+        self.committed = upper.time
         self.hold(upper.time - 1)
         return True
 

@@ -296,6 +296,15 @@ class PostgresIngestion:
     def _stopping(self) -> bool:
         return self._stop.is_set() or self.closing()
 
+    def upper(self) -> int | None:
+        """The least upper of the subsources still maintained (the source's
+        checkpoint as a scheduler task); None before the snapshot landed."""
+        progress = read_progress(self.consensus, self.spec.source_id)
+        if progress["lsn"] is None:
+            return None
+        times = [self.shards(t.id).upper().time for t in self._active(progress)]
+        return min((t for t in times if t is not None), default=None)
+
     def _run(self) -> None:
         while not self._stopping():
             try:
@@ -320,6 +329,9 @@ class PostgresIngestion:
         try:
             cur = conn.cursor()
             progress = read_progress(self.consensus, self.spec.source_id)
+            if progress.get("dropped"):  # DROP SOURCE: no new slot, no snapshot
+                self._stop.set()
+                return
             if progress["lsn"] is None:
                 progress = self._snapshot(cur)
             self._stream(conn, cur, progress)
@@ -521,8 +533,9 @@ class PostgresIngestion:
         encoded = json.dumps(progress).encode()
 
         def change(current: bytes | None) -> bytes:
-            found = None if current is None else json.loads(current)["lsn"]
-            if found != expected_lsn:
+            record = {} if current is None else json.loads(current)
+            found = record.get("lsn")
+            if found != expected_lsn or record.get("dropped"):
                 raise persist_errors.PersistError(
                     f"progress moved to {found} under this stream (expected {expected_lsn})"
                 )
@@ -588,11 +601,20 @@ def _schema_problem(table: UpstreamTable, columns: list[tuple[str, int]]) -> str
     )
 
 
-def delete_progress(consensus: Consensus, source_id: GlobalId) -> None:
+def mark_dropped(consensus: Consensus, source_id: GlobalId) -> None:
+    """DROP SOURCE: the progress record becomes a tombstone, so an ingestion
+    still running elsewhere (a worker not yet told) stops instead of taking
+    a new snapshot into a new slot."""
+    from coordinator_lib.persist.consensus import VersionedData
+
     key = progress_key(source_id)
-    head = consensus.head(key)
-    if head is not None:
-        consensus.delete(key, head.seqno)
+    data = json.dumps({"lsn": None, "errors": {}, "dropped": True}).encode()
+    while True:
+        head = consensus.head(key)
+        expected = None if head is None else head.seqno
+        seqno = 1 if head is None else head.seqno + 1
+        if consensus.compare_and_set(key, expected, VersionedData(seqno, data)):
+            return
 
 
 __all__ = [
@@ -602,9 +624,9 @@ __all__ = [
     "PostgresIngestionSpec",
     "UpstreamColumn",
     "UpstreamTable",
-    "delete_progress",
     "drop_slot",
     "lsn_text",
+    "mark_dropped",
     "parse_lsn",
     "progress_key",
     "read_progress",

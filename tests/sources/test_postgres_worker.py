@@ -1,0 +1,100 @@
+"""A PostgreSQL source's ingestion is a task of the scheduler
+(docs/scheduler.md): with workers, one of them runs it and /api/scheduler
+shows it; SIGKILL that worker mid-stream and the task moves to the other,
+which resumes from the durable progress: every upstream change once."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import requests
+
+from coordinator_lib.server.environment import Environment
+from tests.scheduler.workers import scheduler_config
+from tests.sources.conftest import PASSWORD, connection_sql, wait_until
+from tests.sources.test_postgres_restart import Writer
+
+Conn = psycopg.Connection[Any]
+
+
+def _placement(env: Environment, task: str) -> tuple[str, str] | None:
+    """(capture, state) of `task`'s primary, as GET /api/scheduler/tasks says."""
+    response = requests.get(f"{env.http.url}/api/scheduler/tasks", timeout=10)
+    if response.status_code != 200:
+        return None
+    for capture, tasks in response.json()["captures"].items():
+        for entry in tasks:
+            if entry["task"] == task and entry["role"] == "primary":
+                return capture, entry["state"]
+    return None
+
+
+@pytest.mark.slow
+def test_killed_worker_moves_the_ingestion_which_resumes_exactly(
+    upstream: Conn, upstream_url: str, tmp_path: Path
+) -> None:
+    upstream.execute("CREATE TABLE ev (id int PRIMARY KEY, at int NOT NULL)")
+    upstream.execute("ALTER TABLE ev REPLICA IDENTITY FULL")
+    upstream.execute("CREATE PUBLICATION p FOR TABLE ev")
+    env = Environment(scheduler_config(tmp_path / "env", workers=2), pgwire_port=0, http_port=0)
+    env.start()
+    assert env.cluster_service is not None
+    env.cluster_service.tick_s = 0.05
+    writer = Writer(upstream_url)
+    dsn = f"host=127.0.0.1 port={env.pgwire.port} user=materialize dbname=materialize"
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"CREATE SECRET pgpass AS '{PASSWORD}'")
+            conn.execute(connection_sql(upstream_url))
+            conn.execute(
+                "CREATE SOURCE s FROM POSTGRES CONNECTION pg (PUBLICATION 'p') FOR ALL TABLES"
+            )
+            row = conn.execute("SELECT id FROM mz_sources WHERE name = 's'").fetchone()
+            assert row is not None
+            task = str(row[0])
+
+            def count() -> int:
+                found = conn.execute("SELECT count(*) FROM ev").fetchone()
+                return int(found[0]) if found else 0
+
+            wait_until(
+                lambda: (_placement(env, task) or ("", ""))[1] == "replicating",
+                "the ingestion to run on a worker",
+            )
+            placed = _placement(env, task)
+            assert placed is not None
+            victim = placed[0]
+            writer.start()
+            wait_until(lambda: count() > 20, "replication to move on")
+            os.kill(env.cluster_service.supervisor.pids()[victim], signal.SIGKILL)
+            seen = count()
+            wait_until(
+                lambda: (
+                    (p := _placement(env, task)) is not None
+                    and p[0] != victim
+                    and p[1] == "replicating"
+                ),
+                "the ingestion to move off the killed worker",
+            )
+            wait_until(lambda: count() > seen + 20, "replication to go on after the move")
+            writer.stop.set()
+            writer.join(30)
+            assert writer.error is None, writer.error
+            query = "SELECT id, at FROM ev"
+            expected = sorted(upstream.execute(query).fetchall())
+            wait_until(
+                lambda: sorted(conn.execute(query).fetchall()) == expected,
+                "the subsource to equal the upstream table",
+            )
+            duplicates = conn.execute(
+                "SELECT id, count(*) FROM ev GROUP BY id HAVING count(*) > 1"
+            ).fetchall()
+            assert duplicates == []
+    finally:
+        writer.stop.set()
+        env.stop()

@@ -268,6 +268,7 @@ def _alter_retain_history(
 _SHOW_KINDS = {
     p.ShowKind.TABLES: ItemKind.TABLE,
     p.ShowKind.SOURCES: ItemKind.SOURCE,
+    p.ShowKind.SINKS: ItemKind.SINK,
     p.ShowKind.VIEWS: ItemKind.VIEW,
     p.ShowKind.MATERIALIZED_VIEWS: ItemKind.MATERIALIZED_VIEW,
     p.ShowKind.INDEXES: ItemKind.INDEX,
@@ -328,6 +329,10 @@ def _show_objects(
     if kind in (ItemKind.MATERIALIZED_VIEW, ItemKind.SOURCE, ItemKind.CONTINUAL_TASK):
         rows = [(i.name.item, clusters.item_cluster(coord, i.id)) for i in items]
         return _rows([("name", TEXT), ("cluster", TEXT)], sorted(rows))
+    if kind is ItemKind.SINK:  # Materialize's columns; Iceberg is the only sink type
+        rows = [(i.name.item, "iceberg", clusters.item_cluster(coord, i.id), "") for i in items]
+        columns = [("name", TEXT), ("type", TEXT), ("cluster", TEXT), ("comment", TEXT)]
+        return _rows(columns, sorted(rows))
     if kind is ItemKind.CONNECTION:  # the only connection type
         rows = [(i.name.item, connections.connection_type(coord, i.id)) for i in items]
         return _rows([("name", TEXT), ("type", TEXT)], sorted(rows))

@@ -53,6 +53,7 @@ _SHOW_KINDS = {
     "OBJECTS": ShowKind.OBJECTS,
     "TABLES": ShowKind.TABLES,
     "SOURCES": ShowKind.SOURCES,
+    "SINKS": ShowKind.SINKS,
     "VIEWS": ShowKind.VIEWS,
     "MATERIALIZED VIEWS": ShowKind.MATERIALIZED_VIEWS,
     "INDEXES": ShowKind.INDEXES,

@@ -260,6 +260,7 @@ class ShowKind(StrEnum):
     OBJECTS = "objects"
     TABLES = "tables"
     SOURCES = "sources"
+    SINKS = "sinks"
     VIEWS = "views"
     MATERIALIZED_VIEWS = "materialized-views"
     INDEXES = "indexes"

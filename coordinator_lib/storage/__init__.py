@@ -1,5 +1,5 @@
 """The storage controller (seed 002): durable collections, their frontiers,
-read policies and holds, table appends, ingestions and exports."""
+read policies and holds, table appends and ingestions."""
 
 from coordinator_lib.storage.collection import (
     CollectionDescription,
@@ -27,7 +27,6 @@ from coordinator_lib.storage.errors import (
     StorageError,
     UpdateBeyondUpper,
 )
-from coordinator_lib.storage.export import CreateExportToken, ExportDescription, ExportState
 from coordinator_lib.storage.read_hold import ReadHold
 
 __all__ = [
@@ -35,11 +34,8 @@ __all__ = [
     "CollectionDescription",
     "CollectionState",
     "CollectionStatistics",
-    "CreateExportToken",
     "DataSource",
     "DataSourceKind",
-    "ExportDescription",
-    "ExportState",
     "IdentifierExists",
     "IdentifierMissing",
     "IngestionDescription",

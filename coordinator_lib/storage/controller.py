@@ -20,7 +20,8 @@ Deviations from seed 002, and why:
 - `update_read_capabilities` takes changes to this process's holds; the
   implied capability changes through `update_write_frontiers` and
   `set_read_policy`, where the seed folds both into one change batch.
-- `collection_mut` / `export_mut` are not separate: Python returns the object.
+- `collection_mut` is not separate: Python returns the object. Exports are
+  not here: sinks are SQL objects run by the adapter (Iceberg sinks).
 """
 
 from __future__ import annotations
@@ -67,12 +68,6 @@ from coordinator_lib.storage.errors import (
     StorageError,
     UpdateBeyondUpper,
 )
-from coordinator_lib.storage.export import (
-    CreateExportToken,
-    ExportDescription,
-    ExportState,
-    export_step,
-)
 from coordinator_lib.storage.ingestion import generator_for, ingestion_step
 from coordinator_lib.storage.load_generator import LoadGenerator
 from coordinator_lib.storage.read_hold import DependencyHold, ReadHold
@@ -81,7 +76,6 @@ log = logging.getLogger(__name__)
 
 CRITICAL_READER_ID = "storage-controller"
 COLLECTION_PREFIX = "storage/collection/"
-EXPORT_PREFIX = "storage/export/"
 FINALIZE_PREFIX = "storage/finalize/"
 WRITABLE_KINDS = (DataSourceKind.TABLE, DataSourceKind.WEBHOOK, DataSourceKind.INTROSPECTION)
 
@@ -136,7 +130,6 @@ class StorageController:
         self._collections: dict[GlobalId, CollectionState] = {}
         self._shards: dict[GlobalId, Shard] = {}
         self._readers: dict[GlobalId, LeasedReader] = {}
-        self._exports: dict[GlobalId, ExportState] = {}
         self._generators: dict[GlobalId, LoadGenerator] = {}
         self._instances: dict[str, str | None] = {}
         self._initialized = False
@@ -555,100 +548,6 @@ class StorageController:
         except persist_errors.ReadBeyondUpper as error:
             raise ReadBeyondUpper(id, as_of, error.upper) from error
 
-    # --------------------------------------------------------------- exports
-    def export(self, id: GlobalId) -> ExportState:
-        with self._lock:
-            try:
-                return self._exports[id]
-            except KeyError:
-                raise IdentifierMissing(id) from None
-
-    def exports(self) -> Iterator[tuple[GlobalId, ExportState]]:
-        with self._lock:
-            return iter(list(self._exports.items()))
-
-    def prepare_export(self, id: GlobalId, from_id: GlobalId) -> CreateExportToken:
-        """Hold back compaction of `from_id` while the export's as_of is chosen."""
-        with self._lock:
-            if id in self._exports or id in self._collections:
-                raise IdentifierExists(id)
-            hold = self.acquire_read_hold(from_id)
-            return CreateExportToken(id, from_id, hold)
-
-    def cancel_prepare_export(self, token: CreateExportToken) -> None:
-        token.hold.release()
-
-    def create_exports(
-        self, exports: Sequence[tuple[CreateExportToken, ExportDescription]]
-    ) -> None:
-        """Start exports at their tokens' hold times (or resume a durable one
-        from its recorded write frontier)."""
-        with self._lock:
-            for token, description in exports:
-                if token.from_id != description.from_id:
-                    raise StorageError(
-                        f"export {token.id}: token holds {token.from_id},"
-                        f" description reads {description.from_id}"
-                    )
-                if token.hold.released:
-                    raise StorageError(f"export {token.id}: its token was cancelled")
-            for token, description in exports:
-                key = f"{EXPORT_PREFIX}{token.id}"
-                head = self.persist.consensus.head(key)
-                hold_time = token.hold.time
-                assert hold_time is not None
-                if head is None:
-                    as_of, frontier, files = hold_time, Frontier.at(hold_time), []
-                    record = {
-                        "description": description.to_json(),
-                        "as_of": as_of,
-                        "write_frontier": frontier.to_json(),
-                        "files": files,
-                    }
-                    self.persist.consensus.compare_and_set(
-                        key, None, VersionedData(1, json.dumps(record).encode())
-                    )
-                else:
-                    record = json.loads(head.data)
-                    as_of = record["as_of"]
-                    frontier = Frontier.from_json(record["write_frontier"])
-                    files = record["files"]
-                    resume = frontier.step_back()
-                    if resume is not None and resume < hold_time and frontier.time != as_of:
-                        raise StorageError(
-                            f"export {token.id}: resuming at {frontier!r} but {token.from_id}"
-                            f" is only readable from {hold_time}"
-                        )
-                self._exports[token.id] = ExportState(
-                    token.id, description, as_of, frontier, token.hold, list(files)
-                )
-
-    def _advance_export(self, export: ExportState) -> None:
-        shard = self._shards[export.description.from_id]
-        if export_step(export, shard):
-            self._update_record(
-                f"{EXPORT_PREFIX}{export.id}",
-                {"write_frontier": export.write_frontier.to_json(), "files": export.files},
-            )
-            step_back = export.write_frontier.step_back()
-            if step_back is not None:
-                export.hold.downgrade(step_back)
-
-    def drop_sinks(self, identifiers: Sequence[GlobalId]) -> None:
-        with self._lock:
-            for id in identifiers:
-                if id not in self._exports:
-                    raise IdentifierMissing(id)
-            self.drop_sinks_unvalidated(identifiers)
-
-    def drop_sinks_unvalidated(self, identifiers: Sequence[GlobalId]) -> None:
-        with self._lock:
-            for id in identifiers:
-                export = self._exports.pop(id, None)
-                if export is not None:
-                    export.hold.release()
-                self._delete_key(f"{EXPORT_PREFIX}{id}")
-
     # ------------------------------------------------------------ dropping
     def drop_sources(self, identifiers: Sequence[GlobalId]) -> None:
         """Drop collections: release every hold, close the upper, and finalize
@@ -713,10 +612,6 @@ class StorageController:
                 if id not in self._collections:
                     unclaimed.append(id)
             self.drop_sources_unvalidated(unclaimed)
-            for key in self.persist.consensus.list_keys(EXPORT_PREFIX):
-                id = GlobalId.parse(key[len(EXPORT_PREFIX) :])
-                if id not in self._exports:
-                    self._delete_key(key)
             return unclaimed
 
     # ----------------------------------------------------------- processing
@@ -743,7 +638,7 @@ class StorageController:
         return instance_id is None or self._instances.get(instance_id) is not None
 
     def process(self, now: Timestamp | None = None) -> None:
-        """Run due ingestion ticks, advance exports, refresh frontiers."""
+        """Run due ingestion ticks, refresh frontiers."""
         with self._lock:
             at = now_ms() if now is None else now
             for id, generator in list(self._generators.items()):
@@ -753,9 +648,6 @@ class StorageController:
                     continue
                 upper = ingestion_step(self._shards[id], generator, ingestion, at)
                 self.update_write_frontiers([(id, upper)])
-            for export in list(self._exports.values()):
-                if export.description.from_id in self._shards:  # else its source was dropped
-                    self._advance_export(export)
             for id in list(self._collections):
                 self.collection_frontiers(id)
 

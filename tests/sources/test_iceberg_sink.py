@@ -184,5 +184,18 @@ def test_bad_iceberg_connections_and_sinks(tmp_path: Path) -> None:
                 ("plain", "view"),
                 ("t", "table"),
             ]
+            assert conn.execute("SHOW SINKS").fetchall() == []
+            conn.execute(
+                "CREATE SINK s FROM t INTO ICEBERG CATALOG CONNECTION ice "
+                "(NAMESPACE 'n', TABLE 't') MODE APPEND"
+            )
+            shown = conn.execute("SHOW SINKS")
+            assert [c.name for c in shown.description or ()] == [
+                "name",
+                "type",
+                "cluster",
+                "comment",
+            ]
+            assert shown.fetchall() == [("s", "iceberg", "quickstart", "")]
     finally:
         env.stop()

@@ -124,7 +124,7 @@ def test_type_mismatch_alias() -> None:
 
 def test_unsupported_statement() -> None:
     with pytest.raises(UnsupportedFeature) as info:
-        plan_statement("SHOW SINKS", make_catalog())
-    assert "SHOW SINKS" in info.value.message
+        plan_statement("SHOW SUBSOURCES", make_catalog())
+    assert "SHOW SUBSOURCES" in info.value.message
     with pytest.raises(ParseError, match="exactly one"):
         plan_statement("SELECT 1; SELECT 2", make_catalog())

@@ -189,7 +189,7 @@ def test_syntax_errors_have_positions(sql: str, position: int) -> None:
 @pytest.mark.parametrize(
     ("sql", "words", "position"),
     [
-        ("SHOW SINKS", "SHOW SINKS", 6),
+        ("SHOW SUBSOURCES", "SHOW SUBSOURCES", 6),
         ("SHOW CLUSTER REPLICAS", "SHOW CLUSTER REPLICAS", 6),
         ("SHOW CREATE SINK k", "SHOW CREATE SINK", 6),
         ("FETCH BACKWARD 1 c", "BACKWARD", 7),

@@ -346,10 +346,7 @@ UNKNOWN_ID_CALLS: dict[str, Callable[[StorageController], object]] = {
         {T1: Counter({0: 1}), MISSING: Counter({0: 1})}
     ),
     "acquire_read_hold": lambda c: c.acquire_read_hold(MISSING),
-    "prepare_export": lambda c: c.prepare_export(uid(500), MISSING),
-    "export": lambda c: c.export(MISSING),
     "drop_sources": lambda c: c.drop_sources([T1, MISSING]),
-    "drop_sinks": lambda c: c.drop_sinks([MISSING]),
 }
 
 
@@ -370,7 +367,6 @@ def test_unknown_identifier_is_refused_and_changes_nothing(
     assert state.read_policy == policy
     assert state.write_frontier == Frontier.at(3000)
     assert not state.read_holds
-    assert list(controller.exports()) == []
 
 
 # ----------------------------------------------------------------- frontiers

@@ -14,13 +14,12 @@ import pytest
 from coordinator_lib.repr import Frontier, GlobalId, LagWriteFrontier, ValidFrom
 from coordinator_lib.storage import (
     AppendCommand,
-    ExportDescription,
     IdentifierMissing,
     StorageController,
     StorageParameters,
     table_description,
 )
-from coordinator_lib.storage.controller import COLLECTION_PREFIX, EXPORT_PREFIX
+from coordinator_lib.storage.controller import COLLECTION_PREFIX
 from tests.storage.support import (
     DESC,
     Env,
@@ -112,8 +111,6 @@ def test_reconcile_drops_what_was_not_recreated(env: Env, tmp_path: Path) -> Non
     for id in (T1, T2, T3):
         create_table(first, id)
         fill(first, id, [100, 200])
-    token = first.prepare_export(uid(9), T1)
-    first.create_exports([(token, ExportDescription(T1, str(tmp_path / "sink")))])
     first.process()
     shards = {id: first.collection(id).shard_id for id in (T1, T2, T3)}
     first.close()
@@ -125,7 +122,6 @@ def test_reconcile_drops_what_was_not_recreated(env: Env, tmp_path: Path) -> Non
     assert_finalized(second, env.blob_root, shards[T2])
     keys = second.persist.consensus.list_keys(COLLECTION_PREFIX)
     assert keys == [COLLECTION_PREFIX + "u1", COLLECTION_PREFIX + "u3"]
-    assert second.persist.consensus.list_keys(EXPORT_PREFIX) == []  # the export was not re-created
     with pytest.raises(IdentifierMissing):
         second.collection(T2)
     for id in (T1, T3):

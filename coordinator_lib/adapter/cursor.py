@@ -23,6 +23,11 @@ class Cursor:
     created_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
 
     def fetch(self, count: int | None, timeout_ms: int | None) -> list[Row]:
+        """Up to `count` rows (all with None). FETCH 0 answers no rows at
+        once: the cursors go forward only, so there is no current row to
+        fetch again, and a subscription must not wait for a row it won't return."""
+        if count == 0:
+            return []
         if self.stream is not None:
             timeout_s = None if timeout_ms is None else timeout_ms / 1000
             return self.stream.take(count, timeout_s)

@@ -274,7 +274,11 @@ _SHOW_KINDS = {
     p.ShowKind.INDEXES: ItemKind.INDEX,
     p.ShowKind.CONTINUAL_TASKS: ItemKind.CONTINUAL_TASK,
     p.ShowKind.CONNECTIONS: ItemKind.CONNECTION,
+    p.ShowKind.SECRETS: ItemKind.SECRET,
 }
+
+# Kinds whose SHOW list has Materialize's `comment` column ('': no COMMENT ON here).
+_WITH_COMMENT = {ItemKind.TABLE, ItemKind.SECRET}
 
 
 def _like(pattern: str | None, name: str) -> bool:
@@ -336,6 +340,9 @@ def _show_objects(
     if kind is ItemKind.CONNECTION:  # the only connection type
         rows = [(i.name.item, connections.connection_type(coord, i.id)) for i in items]
         return _rows([("name", TEXT), ("type", TEXT)], sorted(rows))
+    if kind in _WITH_COMMENT:
+        rows = [(i.name.item, "") for i in items]
+        return _rows([("name", TEXT), ("comment", TEXT)], sorted(rows))
     return _rows([("name", TEXT)], sorted((i.name.item,) for i in items))
 
 

@@ -58,6 +58,7 @@ from coordinator_lib.sql.iceberg_syntax import TRANSFORMS as ICEBERG_TRANSFORMS
 from coordinator_lib.sql.iceberg_syntax import parse_create_sink
 from coordinator_lib.sql.postgres_syntax import TRANSFORMS as POSTGRES_TRANSFORMS
 from coordinator_lib.sql.postgres_syntax import parse_create_connection, parse_postgres_source
+from coordinator_lib.sql.query_hints import at_query_hints, skip_query_hints
 from coordinator_lib.sql.statements import (
     TRANSFORMS as STATEMENT_TRANSFORMS,
 )
@@ -326,15 +327,24 @@ class TidemarkParser(StatementParser):
             statement.set("as_of", self._parse_as_of())
         return statement
 
+    def _parse_query_modifiers(self, this: Any) -> Any:
+        """Materialize's query hints (`OPTIONS (...)`, sql/query_hints.py)
+        may stand between GROUP BY and HAVING or after HAVING."""
+        this = super()._parse_query_modifiers(this)
+        if isinstance(this, exp.Select) and at_query_hints(self):
+            skip_query_hints(self)
+            this = super()._parse_query_modifiers(this)
+        return this
+
     def _parse_table_alias(
         self, alias_tokens: Any = None
-    ) -> exp.TableAlias | None:  # `FROM t AS OF 5` is not an alias
-        if self._match_text_seq("AS", "OF", advance=False):
+    ) -> exp.TableAlias | None:  # `FROM t AS OF 5` is not an alias, nor `t OPTIONS (`
+        if self._match_text_seq("AS", "OF", advance=False) or at_query_hints(self):
             return None
         return super()._parse_table_alias(alias_tokens)
 
     def _parse_alias(self, this: exp.Expr | None, explicit: bool = False) -> exp.Expr | None:
-        if self._match_text_seq("AS", "OF", advance=False):
+        if self._match_text_seq("AS", "OF", advance=False) or at_query_hints(self):
             return this
         if self._curr is not None and self._curr.token_type in (
             TokenType.PARAMETER,

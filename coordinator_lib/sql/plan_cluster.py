@@ -17,7 +17,7 @@ from sqlglot import exp
 
 from coordinator_lib.sql.cluster_syntax import CreateCluster
 from coordinator_lib.sql.context import PlanContext
-from coordinator_lib.sql.errors import InvalidParameter, ParseError
+from coordinator_lib.sql.errors import InvalidParameter, ParseError, UnsupportedFeature
 from coordinator_lib.sql.plans import Plan
 from coordinator_lib.sql.positions import position_of
 from coordinator_lib.sql.scope import ident_name, table_parts
@@ -53,12 +53,44 @@ def plan_create_cluster(statement: Any, ctx: PlanContext) -> CreateClusterPlan:
             )
         factor = int(text)
     size_node = statement.args.get("size")
+    size = size_node.name if size_node is not None else None
+    replicas = statement.args.get("replicas")
+    if replicas is not None:
+        factor, size = _replicas_as_workers(statement, replicas)
     return CreateClusterPlan(
         name=name,
         replication_factor=factor,
-        size=size_node.name if size_node is not None else None,
+        size=size,
         if_not_exists=bool(statement.args.get("exists")),
     )
+
+
+def _replicas_as_workers(statement: Any, replicas: list[exp.Tuple]) -> tuple[int, str | None]:
+    """An unmanaged cluster's REPLICAS list as Tidemark's cluster: one worker
+    a replica (the replicas' names are not kept), all of one size."""
+    for key in ("replication_factor", "size"):
+        node = statement.args.get(key)
+        if node is not None:
+            raise InvalidParameter(
+                "REPLICAS cannot be given with SIZE or REPLICATION FACTOR", position_of(node)
+            )
+    if len(replicas) > MAX_REPLICATION_FACTOR:
+        raise InvalidParameter(
+            f"a cluster has at most {MAX_REPLICATION_FACTOR} replicas", position_of(replicas[0])
+        )
+    names = [ident_name(r.expressions[0]) for r in replicas]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise InvalidParameter(
+                f"replica {name} is given more than once", position_of(replicas[i])
+            )
+    sizes = {r.expressions[1].name for r in replicas}
+    if len(sizes) > 1:
+        raise UnsupportedFeature(
+            "replicas of different sizes in one cluster are not supported",
+            position_of(replicas[0]),
+        )
+    return len(replicas), next(iter(sizes), None)
 
 
 def plan_drop_cluster(statement: exp.Drop, ctx: PlanContext) -> DropClusterPlan:

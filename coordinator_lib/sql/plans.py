@@ -268,6 +268,7 @@ class ShowKind(StrEnum):
     DATABASES = "databases"
     CLUSTERS = "clusters"
     CONNECTIONS = "connections"
+    SECRETS = "secrets"
     CONTINUAL_TASKS = "continual-tasks"
 
 

@@ -722,8 +722,21 @@ class ScalarBinder:
         low, high = bounds
         return self.typed(CallVariadic(VariadicFunc.AND, (low, high)))
 
+    def _check_row_in_width(self, node: exp.In) -> None:
+        """`(a, b) IN (SELECT ...)` needs a subquery as wide as the row:
+        PostgreSQL's 42601 names which way it is off."""
+        query = node.args.get("query")
+        if query is None or self.scope.context is None:
+            return
+        arity = _plan(self, query).arity
+        width = len(node.this.expressions)
+        if arity != width:
+            which = "many" if arity > width else "few"
+            raise ParseError(f"subquery has too {which} columns", position_of(node))
+
     def _in(self, node: exp.In) -> Typed:
         if is_row_in(node):
+            self._check_row_in_width(node)
             return self.bind(expand_row_in(node))
         query = node.args.get("query")
         if query is not None and self.scope.context is not None:

@@ -238,6 +238,7 @@ SHOW_LISTS: tuple[tuple[str, ...], ...] = (
     ("DATABASES",),
     ("CLUSTERS",),
     ("CONNECTIONS",),
+    ("SECRETS",),
 )
 
 # SHOW lists Materialize has and Tidemark does not (no such objects here).
@@ -247,7 +248,6 @@ _UNSUPPORTED_SHOW: tuple[tuple[str, ...], ...] = (
     ("ROLE", "MEMBERSHIP"),
     ("NETWORK", "POLICIES"),
     ("SUBSOURCES",),
-    ("SECRETS",),
     ("ROLES",),
     ("TYPES",),
     ("PRIVILEGES",),

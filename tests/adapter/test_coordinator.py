@@ -88,7 +88,7 @@ def test_drop_names_dependents_and_cascades(session: SessionClient, sql: Run) ->
     error = error_of(session, "DROP TABLE t")
     assert error.code == "2BP01"
     assert "mv" in error.message
-    assert sql("SHOW TABLES") == [("t",)]
+    assert sql("SHOW TABLES") == [("t", "")]
     sql("DROP TABLE t CASCADE")
     assert sql("SHOW OBJECTS") == []
 
@@ -100,8 +100,8 @@ def test_show_commands(sql: Run) -> None:
     sql("CREATE INDEX t_a ON t (a)")
     sql("CREATE SCHEMA other")
     sql("CREATE TABLE other.o (x int)")
-    assert sql("SHOW TABLES") == [("t",)]
-    assert sql("SHOW TABLES FROM other") == [("o",)]
+    assert sql("SHOW TABLES") == [("t", "")]
+    assert sql("SHOW TABLES FROM other") == [("o", "")]
     assert sql("SHOW VIEWS") == [("v",)]
     assert [r[0] for r in sql("SHOW MATERIALIZED VIEWS")] == ["mv"]
     assert sql("SHOW INDEXES")[0][:2] == ("t_a", "t")
@@ -123,7 +123,7 @@ def test_alter_rename_keeps_dependents_working(sql: Run) -> None:
     sql("INSERT INTO t VALUES (1)")
     sql("CREATE MATERIALIZED VIEW mv AS SELECT a FROM t")
     sql("ALTER TABLE t RENAME TO t2")
-    assert sql("SHOW TABLES") == [("t2",)]
+    assert sql("SHOW TABLES") == [("t2", "")]
     sql("INSERT INTO t2 VALUES (2)")
     assert sorted(sql("SELECT a FROM mv")) == [(1,), (2,)]
     ((_, create_sql),) = sql("SHOW CREATE MATERIALIZED VIEW mv")
@@ -380,7 +380,7 @@ def test_set_show_reset_and_unknown_variables(session: SessionClient, sql: Run) 
     sql("SET search_path = s2, public")
     assert sql("SHOW search_path") == [("s2, public",)]
     sql("CREATE TABLE in_s2 (a int)")
-    assert sql("SHOW TABLES FROM s2") == [("in_s2",)]
+    assert sql("SHOW TABLES FROM s2") == [("in_s2", "")]
     sql("SET statement_timeout = '5s'")
     assert sql("SHOW statement_timeout") == [("5000ms",)]
     sql("RESET search_path")
@@ -642,7 +642,7 @@ def test_catalog_and_frontiers_survive_a_restart(tmp_path: Path) -> None:
     second = serve(config)
     try:
         sql = run_on(second.client.startup("materialize"))
-        assert sql("SHOW TABLES") == [("plain",), ("t",)]
+        assert sql("SHOW TABLES") == [("plain", ""), ("t", "")]
         assert sql("SHOW MATERIALIZED VIEWS")[0][0] == "mv"
         after = {name: frontiers(sql, name) for name in ("t", "mv", "plain")}
         for name in ("t", "mv"):  # an hour of history: the since stays put

@@ -152,6 +152,10 @@ QUERIES = {
     " jsonb_object_agg('k' || v, v * 1.5 ORDER BY v) AS o FROM w GROUP BY g",
     "jsonb_agg_jsonb": "SELECT jsonb_agg(('{\"v\": [' || v || ']}')::jsonb ORDER BY v) AS a,"
     " jsonb_object_agg(g, ('{\"v\": ' || v || '}')::jsonb ORDER BY v) AS o FROM w",
+    # a row IN subquery of another width is PostgreSQL's 42601, named so
+    "row_in_too_few": "SELECT (k, x) IN (SELECT k FROM t2) FROM t1",
+    "row_in_too_many": "SELECT (k, x) NOT IN (SELECT k, x, k FROM t2 WHERE t2.k = t1.k) FROM t1",
+    "row_in_star": "SELECT (k, x, k) IN (SELECT * FROM t2) FROM t1",
     # version() is a PostgreSQL version string (test_version_names_tidemark: Tidemark's)
     "version": "SELECT version() LIKE 'PostgreSQL %.% on %' AS pg, pg_catalog.version() = VERSION()"
     " AS same FROM a",
@@ -275,3 +279,20 @@ def test_errors_are_postgres_errors(tidemark: psycopg.Connection[Any], statement
     assert "sqlglot" not in shown and "<class" not in shown, shown
     # nor a parser class's name made snake case (JSONBDeleteAtPath: j_s_o_n_b_...)
     assert re.search(r"\b[a-z](_[a-z]){2,}", shown) is None, shown
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("SELECT (k, x) IN (SELECT k FROM t2) FROM t1", "subquery has too few columns"),
+        ("SELECT (k, x) IN (SELECT k, x, k FROM t2) FROM t1", "subquery has too many columns"),
+    ],
+)
+def test_row_in_width_message_is_postgres(
+    tidemark: psycopg.Connection[Any], postgres: psycopg.Connection[Any], query: str, message: str
+) -> None:
+    """PostgreSQL's words, never the rewrite's internal names (`_row_in`)."""
+    for conn in (tidemark, postgres):
+        with pytest.raises(psycopg.errors.SyntaxError) as caught:
+            conn.execute(query)
+        assert caught.value.diag.message_primary == message

@@ -40,6 +40,7 @@ from coordinator_lib.adapter.errors import (
     DependencyDropped,
     InvalidTimestamp,
     QueryCanceled,
+    RelationOutsideTimeDomain,
 )
 from coordinator_lib.adapter.finishing import iter_finished
 from coordinator_lib.adapter.group_commit import Changes, GroupCommitter
@@ -60,6 +61,7 @@ from coordinator_lib.adapter.webhook import install_webhook_source
 from coordinator_lib.adapter.write_lock import WriteLock
 from coordinator_lib.compute import ComputeController, ComputeError, DataflowDescription
 from coordinator_lib.compute.dataflow import LOCAL_MAX_ROWS
+from coordinator_lib.compute.error_collection import compact_errors
 from coordinator_lib.compute.local_scalar import EvalError
 from coordinator_lib.expr.relation import Constant, Get, RelationExpr, replace_gets
 from coordinator_lib.persist import PersistError
@@ -630,6 +632,16 @@ class Coordinator:
                 holds.append(self.storage.acquire_read_hold(id))
         return holds
 
+    def _qualified_names(self, ids: set[GlobalId]) -> list[str]:
+        """The qualified names of `ids` (those still in the catalog), each part
+        quoted as Materialize's time-domain error lists them, sorted."""
+        names = []
+        for id in ids:
+            with contextlib.suppress(SqlError):
+                parts = self.catalog.get(id).name.parts
+                names.append(".".join('"' + p.replace('"', '""') + '"' for p in parts))
+        return sorted(names)
+
     def time_domain(self, ids: set[GlobalId]) -> set[GlobalId]:
         """Materialize's time domain of a transaction's first read of `ids`:
         every stored collection (table, source, materialized view) in the
@@ -793,10 +805,12 @@ class Coordinator:
         if transaction is not None and transaction.timestamp is not None and as_of is None:
             timestamp = transaction.timestamp
             holds: list[ReadHold] = []
-            missing = inputs - {h.id for h in transaction.holds}
-            if missing:
-                holds = self.hold(missing, timestamp)
-                transaction.holds += holds
+            # The first read held its time domain; nothing else is readable here.
+            held = {h.id for h in transaction.holds}
+            if not inputs <= held:
+                raise RelationOutsideTimeDomain(
+                    self._qualified_names(inputs - held), self._qualified_names(held)
+                )
         else:
             # Only a read of stored data fixes the transaction's time (and
             # makes it read-only); a catalog lookup (SQLAlchemy's has_table
@@ -888,8 +902,18 @@ class Coordinator:
 
 def compaction_pass(storage: StorageController) -> Any:
     """The periodic compaction pass: refresh frontiers (read policies move
-    every since along with its upper), compact shards, collect garbage."""
-    return storage.maintain()
+    every since along with its upper), compact shards, collect garbage; then
+    the error collections beside them, to the same since."""
+    report = storage.maintain()
+    parameters = storage.parameters
+    for id, _ in storage.collections():
+        with contextlib.suppress(IdentifierMissing):  # dropped meanwhile
+            compact_errors(
+                storage.shard(id),
+                target_rows=parameters.compaction_target_rows,
+                max_batches=parameters.compaction_max_batches,
+            )
+    return report
 
 
 def _finished_desc(expr: RelationExpr, finishing: RowSetFinishing) -> Any:

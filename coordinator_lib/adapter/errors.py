@@ -89,6 +89,30 @@ class InvalidTransactionState(AdapterError):
     code = "25000"
 
 
+class RelationOutsideTimeDomain(InvalidTransactionState):
+    """A read in a transaction of a collection outside the time domain its
+    first read fixed (Materialize's same-timedomain error): the domain is
+    held at the transaction's time, nothing else is, so such a read might
+    find that time compacted away, and is refused always instead."""
+
+    def __init__(self, outside: list[str], available: list[str]) -> None:
+        listed = "\n".join(available)
+        super().__init__(
+            "Transactions can only reference objects in the same timedomain. "
+            "See https://materialize.com/docs/sql/begin/#same-timedomain-error",
+            detail=(
+                "The following relations in the query are outside the transaction's time domain:\n"
+                + "\n".join(outside)
+                + "\n"
+                + (
+                    f"Only the following relations are available:\n{listed}"
+                    if available
+                    else "No relations are available."
+                )
+            ),
+        )
+
+
 class InFailedTransaction(AdapterError):
     code = "25P02"
 

@@ -15,15 +15,21 @@ beside its output, `<output shard>-errs`, with rows (code, message).
   at `t` readable too. A step that finds the error shard ahead (a crash
   between the two writes) steps the view to that upper without rewriting it.
 - The error shard is created by the first step that has an error; a view
-  without one never had an error. Its since stays at 0 (error collections
-  are small; they are not compacted yet).
+  without one never had an error. Its since follows its view's since (a
+  critical hold moved by each compaction pass, `compact_errors`), and it is
+  compacted as data shards are: an error that came and went (the bad row
+  deleted) leaves nothing stored once the since passes it. Reads of errors
+  are at times the view is readable at, so never below that since.
 - A read of a collection at `t` whose errors at `t` are non-empty answers
   with the first error (`raise_errors`), with the original SQLSTATE; other
   views are unaffected.
 - A join key that can fail (`ON a.x / a.y = b.v`) is computed by a Map on
   its input before the join (`join_keys_mapped`, applied to every
   dataflow), so its errors are that Map's, on both engines: the join itself
-  only compares columns. Members over several inputs stay as they are.
+  only compares columns. A key that can fail and reads several (not all)
+  inputs (`ON a.x / b.y = c.v`) is computed by a Map over the join of just
+  those inputs, which the rest then join (`_several_inputs_mapped`), so
+  its errors are row errors too.
 """
 
 from __future__ import annotations
@@ -103,6 +109,25 @@ def raise_errors(outputs: Iterable[Shard], timestamp: int) -> None:
     for output in outputs:
         for code, message, _ in errors_at(output, timestamp):
             raise EvalError(message, code)
+
+
+# The critical hold by which an error shard's since follows its view's.
+ERRORS_FOLLOW_VIEW = "errors-follow-view"
+
+
+def compact_errors(output: Shard, target_rows: int, max_batches: int) -> int:
+    """Move the error shard's since up to `output`'s and compact it (a
+    compaction pass does this beside the data shard's); batches replaced."""
+    errs = error_shard(output)
+    if errs is None:
+        return 0
+    since = output.since()
+    if since.is_empty:  # the view is closed: its errors stay readable at its last time
+        return 0
+    errs.downgrade_critical_since(ERRORS_FOLLOW_VIEW, since)
+    replaced = errs.compact(target_rows=target_rows, max_batches=max_batches)
+    errs.collect_garbage()
+    return replaced
 
 
 def landed_upper(output: Shard, lower: int) -> int | None:
@@ -198,9 +223,91 @@ def join_keys_mapped(expr: RelationExpr) -> RelationExpr:
                     changes[f.name] = items
         if changes:
             node = dataclasses.replace(node, **changes)  # type: ignore[type-var]
-        return _keys_mapped(node) if isinstance(node, Join) else node
+        if isinstance(node, Join):
+            node = _keys_mapped(node)
+        if isinstance(node, Join):
+            node = _several_inputs_mapped(node)
+        return node
 
     return visit(expr)
+
+
+def _several_inputs_member(join: Join) -> tuple[ScalarExpr, list[int]] | None:
+    """A join key that may fail and reads several (not all) of the join's
+    inputs, with those inputs (ascending); None if there is none."""
+    offsets = join.input_offsets()
+    for cls in join.equivalences:
+        for member in cls:
+            owners = sorted(
+                {max(i for i, start in enumerate(offsets) if start <= c) for c in member.columns()}
+            )
+            if len(owners) > 1 and not never_fails(member) and len(owners) < len(join.inputs_):
+                return member, owners
+    return None
+
+
+def _several_inputs_mapped(join: Join) -> RelationExpr:
+    """`join` with each join key that may fail and reads several inputs
+    computed by a Map over a join of just those inputs (keyed by the classes
+    among them), and the rest joined to that: its errors are that Map's, row
+    errors, instead of failing the step. A key over all inputs is left as it
+    is (nothing smaller to compute it on)."""
+    found = _several_inputs_member(join)
+    if found is None:
+        return join
+    member, owners = found
+    offsets = join.input_offsets()
+    arities = [child.desc.arity for child in join.inputs_]
+    # The inner join's columns: the owners' columns in order; then the member.
+    inner_start = {}
+    total = 0
+    for i in owners:
+        inner_start[i] = total
+        total += arities[i]
+    inner_arity = total
+
+    def owner_of(column: int) -> int:
+        return max(i for i, start in enumerate(offsets) if start <= column)
+
+    def in_inner(column: int) -> int:
+        i = owner_of(column)
+        return inner_start[i] + column - offsets[i]
+
+    inner_only = [
+        cls
+        for cls in join.equivalences
+        if all(owner_of(c) in inner_start for m in cls for c in m.columns())
+    ]
+    inner = _several_inputs_mapped(
+        Join(
+            tuple(join.inputs_[i] for i in owners),
+            tuple(tuple(_remapped(m, in_inner) for m in cls) for cls in inner_only),
+        )
+    )
+    mapped = Map(inner, (_remapped(member, in_inner),))
+    # The outer join: the mapped inner join first, then the other inputs.
+    others = [i for i in range(len(join.inputs_)) if i not in inner_start]
+    outer_start = {}
+    total = inner_arity + 1
+    for i in others:
+        outer_start[i] = total
+        total += arities[i]
+
+    def in_outer(column: int) -> int:
+        i = owner_of(column)
+        if i in inner_start:
+            return in_inner(column)
+        return outer_start[i] + column - offsets[i]
+
+    computed = Column(inner_arity)
+    classes = tuple(
+        tuple(computed if m is member else _remapped(m, in_outer) for m in cls)
+        for cls in join.equivalences
+        if not any(cls is c for c in inner_only)
+    )
+    outer = Join((mapped, *(join.inputs_[i] for i in others)), classes)
+    outputs = tuple(in_outer(c) for c in range(sum(arities)))
+    return Project(_several_inputs_mapped(outer), outputs, join.desc.names)
 
 
 def _minus(offset: int, column: int) -> int:

@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from coordinator_lib.compute import plan
 from coordinator_lib.compute.budget import Tally, charge_list
@@ -233,7 +233,12 @@ class LocalBackend:
             groups: dict[Hashable, Counter[Row]] = defaultdict(Counter)
             for key, row, diff in keyed_old.get():
                 groups[key][row] += diff
-            return [item for key, rows in groups.items() for item in output(key, rows).items()]
+            return [
+                item
+                for key, rows in groups.items()
+                for item in output(key, rows).items()
+                if not isinstance(item[0], GroupError)  # its error is in the errs already
+            ]
 
         return Rows.old(outputs)
 
@@ -275,7 +280,9 @@ class LocalBackend:
                 current = output(key, rows)
                 for row in previous.keys() | current.keys():
                     change = current[row] - previous[row]
-                    if change:
+                    if isinstance(row, GroupError):
+                        self.errors.append(Update((row.code, row.message), t, change))
+                    elif change:
                         changes.append(Update(row, t, change))
                 previous = current
         return Rows.delta(changes)
@@ -392,6 +399,17 @@ def _rendered(pair: Pair[Rows]) -> LocalRendered:
 
 
 # --------------------------------------------------------- keyed operators
+@dataclass(frozen=True)
+class GroupError:
+    """A group's output when its aggregate fails (a sum beyond its type): in
+    place of the group's row, so a change of the group that makes it fail,
+    or stop failing, is an update of the step's errors (as Materialize's
+    reduce sends an aggregate's error to errs), not a stopped step."""
+
+    code: str
+    message: str
+
+
 def _key_function(node: Keyed) -> Callable[[Row], tuple[Any, ...]]:
     expr = node.expr
     if isinstance(expr, rel.Reduce):
@@ -430,7 +448,10 @@ def _group_output(node: Keyed) -> Callable[[Hashable, Counter[Row]], Counter[Row
         if threshold:
             return Counter({key: total})
         present = [(row, n) for row, n in rows.items() if n > 0]
-        values = tuple(aggregate_values(a, present, types) for a in aggregates)
+        try:
+            values = tuple(aggregate_values(a, present, types) for a in aggregates)
+        except EvalError as error:  # the aggregate's own failure (a sum's overflow)
+            return Counter({cast(Row, GroupError(error.code, error.message)): 1})
         return Counter({key + values: 1})
 
     return output

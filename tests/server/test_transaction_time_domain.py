@@ -84,3 +84,47 @@ def test_a_transaction_reads_every_table_of_its_schema_at_its_first_time(
         while (coord.storage.collection_frontiers(t2)[0].time or 0) <= written:
             assert time.monotonic() < deadline, "t2 stayed held after COMMIT"
             time.sleep(0.05)
+
+
+def test_a_read_outside_the_time_domain_is_refused_as_materialize_does(
+    environment: Environment,
+) -> None:
+    """After the first read (of `public`), a read of another schema's table,
+    or of a table created since, is refused with Materialize's same-timedomain
+    error (25000) naming what is outside and what is available, every time:
+    it was read at the transaction's time if that was still there, else 72000,
+    depending on how far compaction had got. The transaction then ends as
+    usual, and reads inside the domain keep answering in it."""
+    with _connect(environment) as conn:
+        conn.execute("CREATE TABLE t1 (x int)")
+        conn.execute("CREATE SCHEMA elsewhere")
+        conn.execute("CREATE TABLE elsewhere.r (z int)")
+        conn.execute("INSERT INTO t1 VALUES (1)")
+        conn.execute("INSERT INTO elsewhere.r VALUES (2)")
+
+        conn.execute("BEGIN")
+        assert conn.execute("SELECT x FROM t1").fetchall() == [(1,)]
+        with pytest.raises(psycopg.errors.InvalidTransactionState) as raised:
+            conn.execute("SELECT z FROM elsewhere.r")
+        error = raised.value
+        assert error.sqlstate == "25000"
+        assert error.diag.message_primary == (
+            "Transactions can only reference objects in the same timedomain. "
+            "See https://materialize.com/docs/sql/begin/#same-timedomain-error"
+        )
+        assert error.diag.message_detail == (
+            "The following relations in the query are outside the transaction's time domain:\n"
+            '"materialize"."elsewhere"."r"\n'
+            "Only the following relations are available:\n"
+            '"materialize"."public"."t1"'
+        )
+        conn.execute("ROLLBACK")
+
+        conn.execute("BEGIN")
+        assert conn.execute("SELECT x FROM t1").fetchall() == [(1,)]
+        with _connect(environment) as other:
+            other.execute("CREATE TABLE t_new (y int)")
+        with pytest.raises(psycopg.errors.InvalidTransactionState):
+            conn.execute("SELECT y FROM t_new")
+        conn.execute("ROLLBACK")
+        assert conn.execute("SELECT z FROM elsewhere.r").fetchall() == [(2,)]

@@ -7,6 +7,7 @@ the last test runs every kind of scalar error on both engines."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from decimal import Decimal
@@ -16,6 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from coordinator_lib.compute.error_collection import error_shard
 from coordinator_lib.server.environment import Environment
 from tests.adapter.conftest import fast_config
 
@@ -148,6 +150,26 @@ FAILING_VIEWS = {
         ("22003", "integer out of range"),
         [(1, 1000000000)],
     ),
+    "v_sum_numeric": (  # the aggregate's own overflow: each value fits, the sum does not
+        "SELECT x > 0 AS k, sum(n / n * 6e27) AS m FROM a GROUP BY x > 0",
+        ("22003", "numeric field overflow"),
+        [(True, Decimal("6000000000000000000000000000"))],
+    ),
+    "v_sum_float": (
+        "SELECT x % 2 AS k, sum(d / d * 1e308::float8) AS m FROM a GROUP BY x % 2",
+        ("22003", "value out of range: overflow"),
+        [(1, 1e308)],
+    ),
+    "v_real": (  # a double cast to real beyond real's range
+        "SELECT (d * 1e38::float8)::real AS m FROM a",
+        ("22003", "value out of range: overflow"),
+        [(2.5e38,)],
+    ),
+    "v_join_both": (  # a join key over two of the three inputs
+        "SELECT a.x, c.w FROM a, c, e WHERE (a.x - 1) / (c.w + a.x - 5) = e.u",
+        ("22012", "division by zero"),
+        [(1, 0)],
+    ),
 }
 
 
@@ -189,8 +211,10 @@ def test_every_scalar_error_is_an_error_update_on_both_engines(
             conn.execute("CREATE TABLE a (x int, n numeric, d double precision, s text)")
             conn.execute("CREATE TABLE b (v int)")
             conn.execute("CREATE TABLE c (w int)")
+            conn.execute("CREATE TABLE e (u int)")
             conn.execute("INSERT INTO a VALUES (1, 1.5, 2.5, '7')")
             conn.execute("INSERT INTO c VALUES (0)")
+            conn.execute("INSERT INTO e VALUES (0)")
             for name, (sql, _, _) in views.items():
                 conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
             conn.execute("CREATE MATERIALIZED VIEW b_v AS SELECT v FROM b")
@@ -218,6 +242,45 @@ def test_every_scalar_error_is_an_error_update_on_both_engines(
             conn.execute("DELETE FROM a WHERE x = 5")
             for name, (_, _, good) in views.items():
                 assert rows(conn, f"SELECT * FROM {name}") == good, name
+            assert rows(conn, ERRORS) == []
+    finally:
+        env.stop()
+
+
+def test_error_collections_are_compacted(tmp_path: Path) -> None:
+    """A bad row inserted and deleted again and again: each time the view
+    answers with the error and then without it, and its error collection is
+    compacted like its data, to what it holds at its since (nothing here),
+    instead of keeping every error and its retraction (they piled up before)."""
+    cycles = 20
+    config = fast_config(tmp_path / "env", default_retain_history_ms=1)
+    env = Environment(config, pgwire_port=0, http_port=0)
+    env.start()
+    try:
+        dsn = f"host=127.0.0.1 port={env.pgwire.port} user=materialize dbname=materialize"
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+            conn.execute("CREATE TABLE a (x int, y int)")
+            conn.execute("INSERT INTO a VALUES (6, 2)")
+            conn.execute("CREATE MATERIALIZED VIEW a_div AS SELECT x / y AS q FROM a")
+            for _ in range(cycles):
+                conn.execute("INSERT INTO a VALUES (1, 0)")
+                assert_division_by_zero(conn, "SELECT q FROM a_div")
+                conn.execute("DELETE FROM a WHERE y = 0")
+                assert rows(conn, "SELECT q FROM a_div") == [(3,)]
+            coordinator = env.handle.coordinator
+            (id,) = [i.id for i in coordinator.catalog.items() if i.name.item == "a_div"]
+            output = coordinator.storage.shard(id)
+            errs = error_shard(output)
+            assert errs is not None
+            written = errs.upper().time
+            assert written is not None
+            while not written < (output.since().time or 0):  # the view's since passes them
+                time.sleep(0.05)
+            coordinator.compaction_pass()
+            assert errs.since().time >= written
+            # 2 * cycles updates were written; they consolidate to nothing.
+            assert errs.statistics().rows == 0, errs.statistics()
+            assert rows(conn, "SELECT q FROM a_div") == [(3,)]
             assert rows(conn, ERRORS) == []
     finally:
         env.stop()

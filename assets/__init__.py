@@ -1,4 +1,6 @@
-"""Dagster assets: one per source, table, index and materialized view, built
+"""Dagster assets: one per source, table, index, materialized view and sink
+(assets/external.py: PostgreSQL subsources are observed, sinks record their
+Iceberg table), built
 from the catalog and the project's SQL files (assets/project.py), with their
 asset checks."""
 
@@ -20,6 +22,7 @@ from assets.factory import (
 )
 from assets.keys import asset_key, group_name
 from assets.project import Project, load_project
+from coordinator_lib.sql.catalog import ItemKind
 
 __all__ = [
     "ON_VIEW_PARENTS",
@@ -43,7 +46,13 @@ __all__ = [
 def build_assets(
     project: Project,
 ) -> tuple[list[dg.AssetsDefinition], list[dg.AssetChecksDefinition]]:
-    """Every object's asset, and every asset's checks."""
+    """Every object's asset, and the checks of every asset but a sink's (its
+    state is the Iceberg table, which its materialization records)."""
     assets = [build_asset(obj, project) for obj in project.objects]
-    checks = [check for obj in project.objects for check in build_checks(obj, project)]
+    checks = [
+        check
+        for obj in project.objects
+        if obj.kind is not ItemKind.SINK
+        for check in build_checks(obj, project)
+    ]
     return assets, checks

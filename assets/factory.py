@@ -27,6 +27,7 @@ from datetime import timedelta
 
 import dagster as dg
 
+from assets.external import build_sink_asset, build_subsource_asset
 from assets.keys import asset_key, group_name
 from assets.metadata import (
     data_version,
@@ -71,6 +72,7 @@ KINDS = {
     ItemKind.TABLE: "table",
     ItemKind.MATERIALIZED_VIEW: "view",
     ItemKind.INDEX: "index",
+    ItemKind.SINK: "sink",
 }
 
 
@@ -190,6 +192,10 @@ def freshness_policy(freshness_ms: int) -> dg.FreshnessPolicy:
 
 
 def build_asset(obj: CatalogObject, project: Project) -> dg.AssetsDefinition:
+    if obj.source_type == operations.POSTGRES:
+        return build_subsource_asset(obj, project)
+    if obj.kind is ItemKind.SINK:
+        return build_sink_asset(obj, project)
     objects = project.by_id()
     key = asset_key(obj)
     seals = obj.kind in (ItemKind.SOURCE, ItemKind.TABLE)

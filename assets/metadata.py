@@ -43,6 +43,7 @@ KIND_LABELS = {
     "table": "Table",
     "materialized-view": "Materialized view, maintained incrementally",
     "index": "Index (an arrangement kept in the Spark memory of tidemark serve)",
+    "sink": "Sink (run by tidemark serve)",
 }
 
 

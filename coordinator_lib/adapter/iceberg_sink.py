@@ -71,7 +71,7 @@ def create_iceberg_connection(
     return ExecuteResponse(Kind.CREATED_CONNECTION, "CREATE CONNECTION")
 
 
-def _connection(catalog: Catalog, id: GlobalId) -> CreateIcebergConnectionPlan:
+def iceberg_connection(catalog: Catalog, id: GlobalId) -> CreateIcebergConnectionPlan:
     plan = catalog.index.plans.get(id)
     if not isinstance(plan, CreateIcebergConnectionPlan):
         name = catalog.get(id).name
@@ -89,7 +89,7 @@ def create_iceberg_sink(
     if plan.if_not_exists and coord.catalog.index.lookup(plan.name) is not None:
         notice = AdapterNotice(f"catalog item '{plan.name}' already exists, skipping", "42P07")
         return ExecuteResponse(Kind.CREATED_SINK, "CREATE SINK", notices=[notice])
-    _connection(coord.catalog, plan.connection)
+    iceberg_connection(coord.catalog, plan.connection)
     store_item(coord, session, plan.create_sql)
     return ExecuteResponse(Kind.CREATED_SINK, "CREATE SINK")
 
@@ -116,7 +116,7 @@ def make_sink(
     assert isinstance(plan, CreateIcebergSinkPlan)
     spec = IcebergSinkSpec(
         str(id),
-        catalog_properties(_connection(catalog, plan.connection)),
+        catalog_properties(iceberg_connection(catalog, plan.connection)),
         plan.namespace,
         plan.table,
         plan.desc,
@@ -175,4 +175,12 @@ HANDLERS = {
     CreateIcebergSinkPlan: create_iceberg_sink,
 }
 
-__all__ = ["HANDLERS", "install", "make_sink", "sink_error", "uninstall"]
+__all__ = [
+    "HANDLERS",
+    "catalog_properties",
+    "iceberg_connection",
+    "install",
+    "make_sink",
+    "sink_error",
+    "uninstall",
+]

@@ -15,6 +15,8 @@ function here says so. One module per concern:
   safe in a sensor tick, where Spark must never start;
 - `materialize`: one object's work (seal a source, step a view, hydrate an
   index); `reading`: contents and changes under read holds;
+- `external`: a PostgreSQL subsource's replication lag, an Iceberg sink's
+  table (snapshot id, upper);
 - `checks`: the asset checks' questions; `compaction`: the compaction
   sensor's pass.
 """
@@ -29,12 +31,19 @@ from coordinator_lib.adapter.operations.checks import (
 from coordinator_lib.adapter.operations.compaction import CompactionReport, compact
 from coordinator_lib.adapter.operations.describe import (
     INGESTION,
+    POSTGRES,
     SUBSOURCES,
     WEBHOOK,
     CatalogObject,
     ColumnInfo,
     catalog_objects,
     find,
+)
+from coordinator_lib.adapter.operations.external import (
+    ReplicationLag,
+    SinkTable,
+    iceberg_sink_table,
+    replication_lag,
 )
 from coordinator_lib.adapter.operations.frontiers import (
     Frontiers,
@@ -60,6 +69,7 @@ from coordinator_lib.adapter.operations.timestamps import (
 
 __all__ = [
     "INGESTION",
+    "POSTGRES",
     "SUBSOURCES",
     "WEBHOOK",
     "CatalogObject",
@@ -70,6 +80,8 @@ __all__ = [
     "Frontiers",
     "Maintainer",
     "Materialization",
+    "ReplicationLag",
+    "SinkTable",
     "UpdateSpan",
     "apply_sql",
     "assign_timestamps",
@@ -81,10 +93,12 @@ __all__ = [
     "compact",
     "contents",
     "find",
+    "iceberg_sink_table",
     "leading_comment",
     "maintainer",
     "materialize",
     "observe",
+    "replication_lag",
     "seal",
     "seal_timestamp",
     "split_statements",

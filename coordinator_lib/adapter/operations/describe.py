@@ -1,5 +1,5 @@
 """The catalog as an orchestrator sees it: every source, table,
-materialized view and index with its storage-level inputs (plain views
+materialized view, index and sink with its storage-level inputs (plain views
 inlined), columns, column lineage (`expr/lineage.py`), SQL and refresh
 period."""
 
@@ -13,14 +13,21 @@ from coordinator_lib.expr import relation as rel
 from coordinator_lib.expr.lineage import column_lineage
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.sql.catalog import CatalogItem, ItemKind, QualifiedName
+from coordinator_lib.sql.plan_postgres import CreatePostgresSourcePlan
 from coordinator_lib.sql.plans import CreateViewPlan
 from coordinator_lib.storage import StorageError
 from coordinator_lib.storage.collection import DataSourceKind
 
 # Kinds of catalog items an orchestrator sees (plain views are inlined).
-ASSET_KINDS = (ItemKind.SOURCE, ItemKind.TABLE, ItemKind.MATERIALIZED_VIEW, ItemKind.INDEX)
-# Who writes a source's collection.
-INGESTION, WEBHOOK, SUBSOURCES = "load-generator", "webhook", "subsources"
+ASSET_KINDS = (
+    ItemKind.SOURCE,
+    ItemKind.TABLE,
+    ItemKind.MATERIALIZED_VIEW,
+    ItemKind.INDEX,
+    ItemKind.SINK,
+)
+# Who writes a source's collection (POSTGRES: a PostgreSQL source's subsource).
+INGESTION, WEBHOOK, SUBSOURCES, POSTGRES = "load-generator", "webhook", "subsources", "postgres"
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,7 @@ class CatalogObject:
 
     @property
     def has_collection(self) -> bool:
-        return self.kind is not ItemKind.INDEX and self.source_type != SUBSOURCES
+        return self.kind not in (ItemKind.INDEX, ItemKind.SINK) and self.source_type != SUBSOURCES
 
 
 def catalog_objects(coordinator: Coordinator) -> list[CatalogObject]:
@@ -69,7 +76,7 @@ def catalog_objects(coordinator: Coordinator) -> list[CatalogObject]:
         inputs: tuple[GlobalId, ...] = ()
         if expr is not None:
             inputs = tuple(sorted(i for i in expr.depends_on() if i.kind == "u"))
-        elif item.kind is ItemKind.SOURCE:
+        elif item.kind in (ItemKind.SOURCE, ItemKind.SINK):
             inputs = tuple(sorted(i for i in item.depends_on if i.kind == "u"))
         lineage: dict[str, tuple[tuple[GlobalId, str], ...]] = {}
         if expr is not None:
@@ -126,6 +133,10 @@ def defining_expr(coordinator: Coordinator, item: CatalogItem) -> rel.RelationEx
 def _source_type(coordinator: Coordinator, item: CatalogItem) -> str | None:
     if item.kind is not ItemKind.SOURCE:
         return None
+    entry = coordinator.catalog.entry(item.id)
+    plan = coordinator.catalog.index.plans.get(entry.ids[0])
+    if isinstance(plan, CreatePostgresSourcePlan) and item.id != entry.ids[0]:
+        return POSTGRES
     try:
         kind = coordinator.storage.collection(item.id).description.data_source.kind
     except StorageError:

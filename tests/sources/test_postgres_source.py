@@ -11,6 +11,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.sources.conftest import PASSWORD, REPLICATOR, connection_sql, wait_until
 
@@ -49,32 +51,38 @@ def wait_for_match(tidemark: Conn, upstream: Conn, query: str) -> None:
     wait_until(lambda: answers(tidemark, query) == expected, f"{query} == {expected}")
 
 
-def random_transaction(upstream: Conn, rng: random.Random) -> None:
+# One upstream change: (action, key, small int, nullable small int, char(4) value).
+CHANGE = st.tuples(
+    st.sampled_from(("insert_a", "update_a", "delete_a", "insert_b", "update_b", "delete_b")),
+    st.integers(1, 12),
+    st.integers(-9, 9),
+    st.one_of(st.none(), st.integers(-9, 9)),
+    st.sampled_from(["x", "yz", None]),
+)
+TRANSACTION = st.lists(CHANGE, min_size=1, max_size=4)
+
+
+def apply_transaction(upstream: Conn, changes: list[tuple[str, int, int, int | None, Any]]) -> None:
+    """One upstream transaction of inserts, updates and deletes on a and b."""
     with upstream.transaction():
-        for _ in range(rng.randint(1, 4)):
-            action = rng.choice(
-                ("insert_a", "update_a", "delete_a", "insert_b", "update_b", "delete_b")
-            )
-            key = rng.randint(1, 12)
+        for action, key, small, maybe, text in changes:
             if action == "insert_a":
                 upstream.execute(
                     "INSERT INTO a VALUES (%s, %s, %s) ON CONFLICT (id) DO NOTHING",
-                    (key, f"v{rng.randint(0, 5)}", rng.choice([None, rng.randint(-9, 9) / 4])),
+                    (key, f"v{small}", None if maybe is None else maybe / 4),
                 )
             elif action == "update_a":
                 upstream.execute(
-                    "UPDATE a SET v = %s, n = coalesce(n, 0) + 1 WHERE id = %s",
-                    (f"u{rng.randint(0, 5)}", key),
+                    "UPDATE a SET v = %s, n = coalesce(n, 0) + 1 WHERE id = %s", (f"u{small}", key)
                 )
             elif action == "delete_a":
                 upstream.execute("DELETE FROM a WHERE id = %s", (key,))
             elif action == "insert_b":
                 upstream.execute(
-                    "INSERT INTO b VALUES (%s, %s, %s, %s)",
-                    (key, "2025-03-04", rng.random(), rng.choice(["x", "yz", None])),
+                    "INSERT INTO b VALUES (%s, %s, %s, %s)", (key, "2025-03-04", small / 8, text)
                 )
             elif action == "update_b":
-                upstream.execute("UPDATE b SET c = %s WHERE k = %s", (rng.choice(["q", "rs"]), key))
+                upstream.execute("UPDATE b SET c = %s WHERE k = %s", (text, key))
             else:
                 upstream.execute(
                     "DELETE FROM b WHERE ctid = (SELECT min(ctid) FROM b WHERE k = %s)", (key,)
@@ -93,13 +101,24 @@ def test_snapshot_and_replicated_changes_match_upstream(
     # The snapshot: readable as soon as CREATE SOURCE returns.
     for query in QUERIES:
         assert answers(tidemark, query) == answers(upstream, query), query
-    rng = random.Random(17)
-    for _ in range(6):
-        for _ in range(rng.randint(1, 8)):
-            random_transaction(upstream, rng)
+
+    # Few examples, each a batch of upstream transactions applied to what the
+    # previous ones left: the source and the server are set up once.
+    @settings(
+        max_examples=5,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(st.lists(TRANSACTION, min_size=1, max_size=8))
+    def batches_match(transactions: list[Any]) -> None:
+        for changes in transactions:
+            apply_transaction(upstream, changes)
         for query in QUERIES:
             wait_for_match(tidemark, upstream, query)
         assert answers(tidemark, "SELECT * FROM joined") == answers(upstream, QUERIES[2])
+
+    batches_match()
 
 
 def test_each_upstream_transaction_lands_at_one_time(
@@ -250,4 +269,56 @@ def test_an_idle_source_lets_its_slot_release_other_tables_wal(
     wait_until(
         lambda: upstream.execute(confirmed, (written,)).fetchone() == (True,),
         "the slot to confirm past the unpublished table's writes",
+    )
+
+
+def test_upstream_truncate_stops_only_that_subsource(
+    upstream: Conn, tidemark: Conn, upstream_url: str
+) -> None:
+    setup_upstream(upstream)
+    connect_tidemark(tidemark, upstream_url)
+    tidemark.execute("CREATE SOURCE s FROM POSTGRES CONNECTION pg (PUBLICATION 'p') FOR ALL TABLES")
+    wait_for_match(tidemark, upstream, "SELECT id, v, n FROM a")
+    upstream.execute("TRUNCATE a")
+    upstream.execute("INSERT INTO b VALUES (5, NULL, 5)")
+    wait_for_match(tidemark, upstream, "SELECT k, d, f, c FROM b")
+
+    def a_fails() -> bool:
+        try:
+            tidemark.execute("SELECT * FROM a").fetchall()
+        except psycopg.errors.ObjectNotInPrerequisiteState as error:
+            assert "truncated upstream" in str(error)
+            return True
+        return False
+
+    wait_until(a_fails, "reads of a to fail")
+    upstream.execute("INSERT INTO b VALUES (6, NULL, 6)")
+    wait_for_match(tidemark, upstream, "SELECT k, d, f, c FROM b")
+
+
+def test_for_schemas_takes_the_published_tables_of_those_schemas(
+    upstream: Conn, tidemark: Conn, upstream_url: str
+) -> None:
+    setup_upstream(upstream)
+    upstream.execute("CREATE SCHEMA sales")
+    upstream.execute("CREATE TABLE sales.orders (id int, item text)")
+    upstream.execute("ALTER TABLE sales.orders REPLICA IDENTITY FULL")
+    upstream.execute("INSERT INTO sales.orders VALUES (1, 'lamp')")
+    upstream.execute(f"GRANT USAGE ON SCHEMA sales TO {REPLICATOR}")
+    upstream.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA sales TO {REPLICATOR}")
+    upstream.execute("ALTER PUBLICATION p ADD TABLE sales.orders")
+    connect_tidemark(tidemark, upstream_url)
+    with pytest.raises(psycopg.errors.UndefinedTable, match="no tables in schemas nope"):
+        tidemark.execute(
+            "CREATE SOURCE s FROM POSTGRES CONNECTION pg (PUBLICATION 'p') FOR SCHEMAS (nope)"
+        )
+    tidemark.execute(
+        "CREATE SOURCE s FROM POSTGRES CONNECTION pg (PUBLICATION 'p') FOR SCHEMAS (sales)"
+    )
+    assert [r[0] for r in tidemark.execute("SHOW SOURCES").fetchall()] == ["orders", "s"]
+    upstream.execute("INSERT INTO sales.orders VALUES (2, 'desk')")
+    upstream.execute("INSERT INTO a VALUES (9, 'not in sales', 9)")
+    wait_until(
+        lambda: answers(tidemark, "SELECT id, item FROM orders") == [(1, "lamp"), (2, "desk")],
+        "orders to replicate",
     )

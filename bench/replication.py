@@ -109,6 +109,25 @@ def run_bench(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         ]
         for thread in threads:
             thread.start()
+        profiler = None
+        if args.profile is not None:  # the server while pgbench runs, as collapsed stacks
+            profiler = subprocess.Popen(
+                [
+                    str(Path(sys.executable).parent / "py-spy"),
+                    "record",
+                    "--pid",
+                    str(server.proc.pid),
+                    "--duration",
+                    str(args.seconds),
+                    "--format",
+                    "raw",
+                    "--nonblocking",
+                    "-o",
+                    str(args.profile),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
         started = time.monotonic()
         result = subprocess.run(
             [
@@ -127,6 +146,8 @@ def run_bench(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             timeout=args.seconds + 120,
         )
         pgbench_done = time.monotonic()
+        if profiler is not None:
+            profiler.wait(60)
         if result.returncode != 0:
             raise RuntimeError(f"pgbench failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
         tps_line = next(line for line in result.stdout.splitlines() if line.startswith("tps ="))
@@ -206,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--profile", type=Path, default=None, help="py-spy's collapsed stacks of the server"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="tidemark-bench-replication-") as tmp:
         doc = run_bench(args, Path(tmp))

@@ -50,8 +50,13 @@ log = logging.getLogger(__name__)
 PROGRESS_PREFIX = "storage/postgres-source/"
 # How often an idle source advances its subsources' uppers (reads wait for them).
 ADVANCE_INTERVAL_S = 0.1
-# Changes are gathered this long (or up to MAX_PENDING) before one append.
+# Changes are gathered at least this long, then appended once the stream has
+# nothing more buffered (the source caught up) ...
 FLUSH_INTERVAL_S = 0.05
+# ... or once the oldest is this old or there are MAX_PENDING of them: behind
+# a busy upstream, batches grow, so each append (a Parquet part per
+# subsource and a compare-and-set, and the views' step after it) carries more.
+MAX_BATCH_AGE_S = 0.5
 MAX_PENDING = 50_000
 RETRY_INTERVAL_S = 1.0
 
@@ -441,10 +446,17 @@ class PostgresIngestion:
                         pending_lsn = txn_end
                     txn = None
             now = time.monotonic()
-            due = pending_lsn != progress["lsn"] and (
-                now - first_pending >= FLUSH_INTERVAL_S or pending_count >= MAX_PENDING
-            )
-            if txn is None and (due or now - last_flush >= ADVANCE_INTERVAL_S):
+            if pending_lsn != progress["lsn"]:
+                age = now - first_pending
+                caught_up = message is None
+                flush = (
+                    (caught_up and age >= FLUSH_INTERVAL_S)
+                    or age >= MAX_BATCH_AGE_S
+                    or pending_count >= MAX_PENDING
+                )
+            else:
+                flush = now - last_flush >= ADVANCE_INTERVAL_S  # only the uppers move
+            if txn is None and flush:
                 new = {
                     "lsn": pending_lsn,
                     "errors": {

@@ -143,7 +143,10 @@ class RoutedExecutor:
     def _for(self, span: Span) -> SteppingExecutor:
         route = self._routes.get(span)
         if route is None:
-            route = self._routes[span] = self.is_storage(span)
+            try:
+                route = self._routes[span] = self.is_storage(span)
+            except TaskUnavailable:  # not in the catalog here yet: the views'
+                return self.views  # executor says so (and the agent retries)
         return self.storage if route else self.views
 
     def add_table_span(self, span: Span, checkpoint: Checkpoint, is_prepare: bool) -> bool:

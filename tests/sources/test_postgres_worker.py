@@ -1,7 +1,9 @@
-"""A PostgreSQL source's ingestion is a task of the scheduler
-(docs/scheduler.md): with workers, one of them runs it and /api/scheduler
-shows it; SIGKILL that worker mid-stream and the task moves to the other,
-which resumes from the durable progress: every upstream change once."""
+"""A PostgreSQL source's ingestion and an Iceberg sink are tasks of the
+scheduler (docs/scheduler.md): with workers, they run there and
+/api/scheduler shows them; SIGKILL the worker running the ingestion
+mid-stream and the task moves to the other, which resumes from the durable
+progress: every upstream change once, in the subsource and in the sink's
+Iceberg table."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import pytest
 import requests
 
 from coordinator_lib.server.environment import Environment
+from coordinator_lib.storage.iceberg_sink import open_catalog
 from tests.scheduler.workers import scheduler_config
 from tests.sources.conftest import PASSWORD, connection_sql, wait_until
 from tests.sources.test_postgres_restart import Writer
@@ -41,6 +44,8 @@ def test_killed_worker_moves_the_ingestion_which_resumes_exactly(
     upstream.execute("CREATE TABLE ev (id int PRIMARY KEY, at int NOT NULL)")
     upstream.execute("ALTER TABLE ev REPLICA IDENTITY FULL")
     upstream.execute("CREATE PUBLICATION p FOR TABLE ev")
+    (tmp_path / "wh").mkdir()
+    catalog = {"uri": f"sqlite:///{tmp_path / 'ice.db'}", "warehouse": f"file://{tmp_path / 'wh'}"}
     env = Environment(scheduler_config(tmp_path / "env", workers=2), pgwire_port=0, http_port=0)
     env.start()
     assert env.cluster_service is not None
@@ -57,14 +62,27 @@ def test_killed_worker_moves_the_ingestion_which_resumes_exactly(
             row = conn.execute("SELECT id FROM mz_sources WHERE name = 's'").fetchone()
             assert row is not None
             task = str(row[0])
+            conn.execute(
+                f"CREATE CONNECTION ice TO ICEBERG CATALOG (URI '{catalog['uri']}', "
+                f"WAREHOUSE '{catalog['warehouse']}')"
+            )
+            conn.execute(
+                "CREATE SINK k FROM ev INTO ICEBERG CATALOG CONNECTION ice "
+                "(NAMESPACE 'n', TABLE 'ev') MODE UPSERT KEY (id)"
+            )
+            row = conn.execute("SELECT id FROM mz_objects WHERE name = 'k'").fetchone()
+            assert row is not None
+            sink_task = str(row[0])
 
             def count() -> int:
                 found = conn.execute("SELECT count(*) FROM ev").fetchone()
                 return int(found[0]) if found else 0
 
             wait_until(
-                lambda: (_placement(env, task) or ("", ""))[1] == "replicating",
-                "the ingestion to run on a worker",
+                lambda: all(
+                    (_placement(env, t) or ("", ""))[1] == "replicating" for t in (task, sink_task)
+                ),
+                "the ingestion and the sink to run on workers",
             )
             placed = _placement(env, task)
             assert placed is not None
@@ -95,6 +113,12 @@ def test_killed_worker_moves_the_ingestion_which_resumes_exactly(
                 "SELECT id, count(*) FROM ev GROUP BY id HAVING count(*) > 1"
             ).fetchall()
             assert duplicates == []
+
+            def sunk() -> list[tuple[Any, ...]]:
+                table = open_catalog(catalog).load_table(("n", "ev"))
+                return sorted((r["id"], r["at"]) for r in table.scan().to_arrow().to_pylist())
+
+            wait_until(lambda: sunk() == expected, "the sink's table to equal the upstream")
     finally:
         writer.stop.set()
         env.stop()

@@ -44,12 +44,24 @@ DEMO_SQL = Path(__file__).parent.parent / "demo" / "sql"
 WARMUP_FRACTION = 0.1
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """`field` of /proc/<pid>/status in MB: VmRSS, or RssAnon (the heap: what
+    malloc and Python hold, not the Parquet files and libraries mapped in)."""
     with open(f"/proc/{pid}/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
+    raise RuntimeError(f"no {field}")
+
+
+def tree_mb(path: Path) -> float:
+    """Bytes under `path` in MB: the data the server keeps grows with the
+    load generator's tables, and so may what it caches of them."""
+    total = 0
+    for file in path.rglob("*"):
+        with contextlib.suppress(OSError):
+            total += file.stat().st_size
+    return total / 2**20
 
 
 def descendants_rss_mb(pid: int) -> float:
@@ -141,9 +153,10 @@ class User:
 
 def run(duration: float, sample_every: float, out: Path) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
-    samples: list[tuple[float, float, int, float]] = []
+    samples: list[Sample] = []
     with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
-        server = Server(Path(tmp) / "data")
+        data_dir = Path(tmp) / "data"
+        server = Server(data_dir)
         dsn = f"host=127.0.0.1 port={server.pgwire_port} user=materialize dbname=materialize"
         try:
             apply_demo(dsn)
@@ -154,9 +167,10 @@ def run(duration: float, sample_every: float, out: Path) -> dict[str, Any]:
             def sample() -> None:  # on its own thread: a slow round must not thin the samples
                 while True:
                     seconds = time.monotonic() - started
-                    samples.append(_sample(seconds, server.proc.pid, user.rounds))
+                    samples.append(_sample(seconds, server.proc.pid, user.rounds, data_dir))
                     print(
                         f"{seconds:7.0f} s  RSS {samples[-1][1]:7.1f} MB  "
+                        f"anon {samples[-1][4]:7.1f} MB  data {samples[-1][5]:7.1f} MB  "
                         f"children {samples[-1][3]:7.1f} MB  rounds {user.rounds}",
                         flush=True,
                     )
@@ -174,7 +188,9 @@ def run(duration: float, sample_every: float, out: Path) -> dict[str, Any]:
                 time.sleep(max(0.0, 1.0 - (time.monotonic() - now)))
             done.set()
             sampler.join()
-            samples.append(_sample(time.monotonic() - started, server.proc.pid, user.rounds))
+            samples.append(
+                _sample(time.monotonic() - started, server.proc.pid, user.rounds, data_dir)
+            )
             user.close()
         finally:
             server.stop()
@@ -183,8 +199,15 @@ def run(duration: float, sample_every: float, out: Path) -> dict[str, Any]:
     return summary
 
 
-def _sample(seconds: float, pid: int, rounds: int) -> tuple[float, float, int, float]:
-    return (seconds, rss_mb(pid), rounds, descendants_rss_mb(pid))
+def _sample(seconds: float, pid: int, rounds: int, data_dir: Path) -> Sample:
+    return (
+        seconds,
+        rss_mb(pid),
+        rounds,
+        descendants_rss_mb(pid),
+        rss_mb(pid, "RssAnon"),
+        tree_mb(data_dir),
+    )
 
 
 def _attempt(action: Any, errors: list[str]) -> None:
@@ -205,7 +228,8 @@ def _slope_mb_per_hour(points: list[tuple[float, float]]) -> float:
     return cov / var * 3600 if var else 0.0
 
 
-Sample = tuple[float, float, int, float]  # seconds, server RSS MB, rounds, children RSS MB
+# seconds, server RSS MB, rounds, children RSS MB, server anonymous RSS MB, data directory MB
+Sample = tuple[float, float, int, float, float, float]
 
 
 def _summarise(samples: list[Sample], duration: float, errors: list[str]) -> dict[str, Any]:
@@ -217,15 +241,20 @@ def _summarise(samples: list[Sample], duration: float, errors: list[str]) -> dic
         "rss_end_mb": round(samples[-1][1], 1),
         "rss_max_mb": round(max(s[1] for s in samples), 1),
         "growth_after_warmup_mb_per_hour": round(
-            _slope_mb_per_hour([(t, m) for t, m, _, _ in warm]), 1
+            _slope_mb_per_hour([(s[0], s[1]) for s in warm]), 1
         ),
+        "anon_growth_after_warmup_mb_per_hour": round(
+            _slope_mb_per_hour([(s[0], s[4]) for s in warm]), 1
+        ),
+        "data_dir_end_mb": round(samples[-1][5], 1),
+        "data_dir_growth_mb_per_hour": round(_slope_mb_per_hour([(s[0], s[5]) for s in warm]), 1),
         # The machine may be shared and busy: growth per unit of work, not per hour.
         "growth_after_warmup_mb_per_100_rounds": round(
-            _slope_mb_per_hour([(r, m) for _, m, r, _ in warm]) / 36, 2
+            _slope_mb_per_hour([(s[2], s[1]) for s in warm]) / 36, 2
         ),
         "children_rss_end_mb": round(samples[-1][3], 1),
         "children_growth_after_warmup_mb_per_hour": round(
-            _slope_mb_per_hour([(t, c) for t, _, _, c in warm]), 1
+            _slope_mb_per_hour([(s[0], s[3]) for s in warm]), 1
         ),
         "errors": len(errors),
         "first_errors": errors[:5],
@@ -235,8 +264,13 @@ def _summarise(samples: list[Sample], duration: float, errors: list[str]) -> dic
 def _write(samples: list[Sample], summary: dict[str, Any], out: Path) -> None:
     with (out / "soak.csv").open("w", newline="") as file:
         writer = csv.writer(file)
-        writer.writerow(["seconds", "rss_mb", "rounds", "children_rss_mb"])
-        writer.writerows((round(t, 1), round(m, 1), r, round(c, 1)) for t, m, r, c in samples)
+        writer.writerow(
+            ["seconds", "rss_mb", "rounds", "children_rss_mb", "rss_anon_mb", "data_dir_mb"]
+        )
+        writer.writerows(
+            (round(t, 1), round(m, 1), r, round(c, 1), round(a, 1), round(d, 1))
+            for t, m, r, c, a, d in samples
+        )
     (out / "soak.json").write_text(json.dumps(summary, indent=2) + "\n")
     import matplotlib
 
@@ -245,9 +279,11 @@ def _write(samples: list[Sample], summary: dict[str, Any], out: Path) -> None:
 
     figure, axis = plt.subplots(figsize=(8, 4))
     axis.plot([t / 60 for t, *_ in samples], [s[1] for s in samples], label="tidemark serve")
+    axis.plot([t / 60 for t, *_ in samples], [s[4] for s in samples], label="serve, anonymous")
     axis.plot(
         [t / 60 for t, *_ in samples], [s[3] for s in samples], label="its children (Spark JVM)"
     )
+    axis.plot([t / 60 for t, *_ in samples], [s[5] for s in samples], label="data directory")
     axis.legend()
     axis.set_xlabel("minutes")
     axis.set_ylabel("RSS (MB)")

@@ -9,7 +9,7 @@ plan (plan.py) turns its inputs' (old, delta) into its own (old, delta):
 
 The rules (docs/architecture.md, "How SQL becomes a plan"):
 
-- Linear (map-filter-project), Union, Negate: applied to old and delta
+- Linear (map-filter-project), FlatMap, Union, Negate: applied to old and delta
   alike; a delta row a scalar fails on becomes an error update (its error
   was taken in before when it is in old, so there it only leaves).
 - Join, input by input: dA x B_old + A_old x dB + dA x dB, each output at
@@ -82,6 +82,9 @@ class Backend(Protocol[C]):
         """`step.ops` on each row, innermost first; a row an op fails on
         leaves (in a timed collection, as an error update)."""
 
+    def flat_map(self, c: C, step: plan.FlatMap) -> C:
+        """Each row followed by each value of its table function, one row each."""
+
     def negate(self, c: C) -> C: ...
 
     def union(self, cs: list[C]) -> C: ...
@@ -142,6 +145,8 @@ def render_step(step: plan.Step, b: Backend[C]) -> Pair[C]:
         return _constant(step, b)
     if isinstance(step, plan.Linear):
         return _each(render_step(step.input, b), lambda c: b.map_filter_project(c, step))
+    if isinstance(step, plan.FlatMap):
+        return _each(render_step(step.input, b), lambda c: b.flat_map(c, step))
     if isinstance(step, plan.Negate):
         return _each(render_step(step.input, b), b.negate)
     if isinstance(step, plan.Union):

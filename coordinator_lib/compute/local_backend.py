@@ -29,6 +29,7 @@ from coordinator_lib.compute.local_scalar import EvalError, aggregate_values, ev
 from coordinator_lib.compute.temporal import row_window
 from coordinator_lib.expr import relation as rel
 from coordinator_lib.expr.scalar import Column, Literal, ScalarExpr
+from coordinator_lib.expr.table_functions import expand
 from coordinator_lib.expr.temporal import TemporalFilter as TemporalFilterExpr
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import ColumnType
@@ -140,6 +141,29 @@ class LocalBackend:
 
     def map_filter_project(self, c: Rows, step: plan.Linear) -> Rows:
         return self._map_rows(c, _linear(list(step.applied())), True)
+
+    def flat_map(self, c: Rows, step: plan.FlatMap) -> Rows:
+        node = step.expr
+        assert isinstance(node, rel.FlatMap)
+        types = node.input.desc.types
+
+        def expanded() -> list[Any]:
+            out: list[Any] = []
+            tally = Tally(out)
+            for row, *rest in c.get():
+                args = [eval_scalar(e, row, types) for e in node.exprs]
+                try:
+                    values = expand(node.func, args)
+                except ValueError as error:
+                    raise EvalError(str(error), getattr(error, "code", "22000")) from None
+                for position, value in enumerate(values, 1):
+                    new = (*row, value, position) if node.ordinality else (*row, value)
+                    out.append(Update(new, *rest) if c.timed else (new, *rest))
+                tally.add()
+            tally.settle()
+            return out
+
+        return Rows.like(c, expanded)
 
     def negate(self, c: Rows) -> Rows:
         if c.timed:

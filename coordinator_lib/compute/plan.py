@@ -103,6 +103,11 @@ class Linear(Unary):
 
 
 @dataclass(frozen=True, eq=False)
+class FlatMap(Unary):
+    """A table function per row (expr/table_functions.py): linear, as Map."""
+
+
+@dataclass(frozen=True, eq=False)
 class Negate(Unary):
     pass
 
@@ -170,6 +175,7 @@ _UNARY: dict[type[rel.RelationExpr], type[Unary]] = {
     rel.Negate: Negate,
     rel.Distinct: Distinct,
     rel.Threshold: Threshold,
+    rel.FlatMap: FlatMap,
     rel.TopK: TopK,
     rel.Window: Window,
     TemporalFilterExpr: TemporalFilter,

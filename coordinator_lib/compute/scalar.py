@@ -74,7 +74,8 @@ def to_spark(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn:
     if isinstance(expr, Column):
         return F.col(column_name(expr.index))
     if isinstance(expr, Literal):
-        return F.lit(expr.value).cast(spark_type(expr.type.scalar_type))
+        value = list(expr.value) if isinstance(expr.value, tuple) else expr.value  # an array
+        return F.lit(value).cast(spark_type(expr.type.scalar_type))
     if isinstance(expr, Cast):
         source = expr.expr.typ(types).scalar_type
         if source.is_array and source is not expr.to:

@@ -37,6 +37,7 @@ from coordinator_lib.compute.temporal import spark_bounds
 from coordinator_lib.expr import relation as rel
 from coordinator_lib.expr.relation import AggregateExpr, AggregateFunc, Filter, Map
 from coordinator_lib.expr.scalar import Column, ScalarExpr
+from coordinator_lib.expr.table_functions import TableFunc
 from coordinator_lib.expr.temporal import TemporalFilter as TemporalFilterExpr
 from coordinator_lib.persist.spark_batches import spark_type
 from coordinator_lib.repr.global_id import GlobalId
@@ -98,6 +99,11 @@ class SparkBackend:
             else:
                 c = _project(c, op.outputs)
         return c
+
+    def flat_map(self, c: DataFrame, step: plan.FlatMap) -> DataFrame:
+        node = step.expr
+        assert isinstance(node, rel.FlatMap)
+        return _flat_map(c, node)
 
     def negate(self, c: DataFrame) -> DataFrame:
         return c.withColumn(DIFF, -F.col(DIFF))
@@ -268,6 +274,29 @@ def _map(df: DataFrame, expr: Map, arity: int) -> Split:
         return df, []
     df, errors = split_errors(df)
     return df, [errors]
+
+
+def _flat_map(df: DataFrame, node: rel.FlatMap) -> DataFrame:
+    """The table function's values as an array per row (expr/table_functions.py:
+    none for NULL arguments or a step pointing away from stop), exploded."""
+    types = node.input.desc.types
+    args = [to_spark(e, types) for e in node.exprs]
+    arity = node.input.desc.arity
+    out = spark_type(node.desc.types[arity].scalar_type)
+    if node.func is TableFunc.GENERATE_SERIES:
+        start, stop, step = args
+        reaches = F.when(step > 0, start <= stop).otherwise(start >= stop)
+        values = F.when(reaches, F.sequence(start, stop, step))
+    else:
+        (values,) = args
+    keep = [F.col(c) for c in data_columns(arity)]
+    value = F.col("__value").cast(out).alias(column_name(arity))
+    if not node.ordinality:
+        exploded = df.select(*keep, F.explode(values).alias("__value"), *bookkeeping(df))
+        return exploded.select(*keep, value, *bookkeeping(df))
+    exploded = df.select(*keep, F.posexplode(values).alias("__pos", "__value"), *bookkeeping(df))
+    position = (F.col("__pos") + 1).cast("long").alias(column_name(arity + 1))
+    return exploded.select(*keep, value, position, *bookkeeping(df))
 
 
 def _checked(df: DataFrame, exprs: list[ScalarExpr], types: tuple[ColumnType, ...]) -> Split:

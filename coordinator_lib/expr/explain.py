@@ -25,6 +25,7 @@ from coordinator_lib.expr.relation import (
     Constant,
     Distinct,
     Filter,
+    FlatMap,
     Get,
     Join,
     Map,
@@ -167,6 +168,10 @@ def describe(node: RelationExpr, names: Mapping[GlobalId, str] | None = None) ->
         return f"Project ({columns_list(node.outputs)})"
     if isinstance(node, Map):
         return f"Map ({', '.join(format_scalar(s) for s in node.scalars)})"
+    if isinstance(node, FlatMap):
+        ordinality = " with ordinality" if node.ordinality else ""
+        args = ", ".join(format_scalar(e) for e in node.exprs)
+        return f"FlatMap {node.func.value}({args}){ordinality}"
     if isinstance(node, Filter):
         return "Filter " + " AND ".join(format_scalar(p) for p in node.predicates)
     if isinstance(node, Join):

@@ -15,6 +15,7 @@ from enum import StrEnum
 from functools import cached_property
 
 from coordinator_lib.expr.scalar import Column, ScalarExpr, is_integer
+from coordinator_lib.expr.table_functions import TableFunc, output_type
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import ColumnType, RelationDesc, ScalarType
 from coordinator_lib.repr.update import Row
@@ -135,6 +136,33 @@ class Map(RelationExpr):
             for i in range(len(self.scalars))
         ]
         return RelationDesc(_unique_names(names), tuple(types))
+
+    def inputs(self) -> tuple[RelationExpr, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
+class FlatMap(RelationExpr):
+    """The input's columns, then for each row every value `func(*exprs)`
+    gives (expr/table_functions.py), each its own row, with `ordinality`
+    its 1-based position after it; a row it gives no values for leaves."""
+
+    input: RelationExpr
+    func: TableFunc
+    exprs: tuple[ScalarExpr, ...]
+    names: tuple[str, ...] = ()
+    ordinality: bool = False
+
+    @cached_property
+    def desc(self) -> RelationDesc:
+        d = self.input.desc
+        value = output_type(self.func, [e.typ(d.types) for e in self.exprs])
+        types = [*d.types, value]
+        if self.ordinality:
+            types.append(ColumnType(ScalarType.BIGINT, False))
+        added = len(types) - d.arity
+        names = [self.names[i] if i < len(self.names) else self.func.value for i in range(added)]
+        return RelationDesc(_unique_names([*d.names, *names]), tuple(types))
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return (self.input,)

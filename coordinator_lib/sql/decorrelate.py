@@ -8,7 +8,7 @@ holds for each outer row the plan's rows with the OuterColumns read from
 that row. Every operator is rewritten to carry the outer columns along:
 
 - a subtree that reads no outer column: a cross join with `outer`;
-- Filter / Map / Project: the same, over the shifted input (outer columns
+- Filter / Map / FlatMap / Project: the same, over the shifted input (outer columns
   become ordinary columns of the leading `outer` part);
 - Join: inputs that read outer columns carry their own copy, joined to the
   leading one on equal (not distinct) values;
@@ -31,6 +31,7 @@ from coordinator_lib.expr.relation import (
     Constant,
     Distinct,
     Filter,
+    FlatMap,
     Get,
     Join,
     Map,
@@ -147,6 +148,14 @@ class _Apply:
                 self.apply(node.input),
                 tuple(self.scalar(s) for s in node.scalars),
                 node.desc.names[node.input.desc.arity :],
+            )
+        if isinstance(node, FlatMap):
+            return FlatMap(
+                self.apply(node.input),
+                node.func,
+                tuple(self.scalar(e) for e in node.exprs),
+                node.desc.names[node.input.desc.arity :],
+                node.ordinality,
             )
         if isinstance(node, Project):
             outputs = tuple(range(self.k)) + tuple(o + self.k for o in node.outputs)

@@ -725,6 +725,10 @@ class _PostgresDollarTokenizer(TokenizerCore):
 class Tidemark(Materialize):
     """sqlglot dialect `tidemark`: Materialize plus the statements above."""
 
+    # Subscripts stay as written (1-based, bound in sql/array_syntax.py):
+    # sqlglot would shift integer-typed ones, and only those, to 0-based.
+    INDEX_OFFSET = 0
+
     class Tokenizer(Materialize.Tokenizer):
         def _init_core(self) -> TokenizerCore:
             core = super()._init_core()

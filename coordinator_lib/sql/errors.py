@@ -127,6 +127,12 @@ class CannotCoerce(TypeMismatch):
     code = "42846"
 
 
+class IndeterminateDatatype(SqlError):
+    """A value whose type nothing determines, e.g. `ARRAY[]` (indeterminate_datatype)."""
+
+    code = "42P18"
+
+
 class UndefinedFunction(SqlError):
     """A function name (with these argument types) that does not exist."""
 

@@ -44,6 +44,7 @@ from coordinator_lib.expr.functions.datetime import (
 from coordinator_lib.expr.functions.to_char import TO_CHAR_SUPPORTED, to_char_template
 from coordinator_lib.expr.scalar import CallUnary, If, Literal, UnaryFunc, is_integer, is_numeric
 from coordinator_lib.repr.relation import ColumnType, ScalarType
+from coordinator_lib.sql.array_syntax import bind_array, bind_subscript
 from coordinator_lib.sql.coercion import can_cast_implicitly
 from coordinator_lib.sql.errors import (
     InvalidDatetimeFormat,
@@ -588,6 +589,8 @@ def date_arithmetic(b: ScalarBinder, node: exp.Add | exp.Sub, left: Typed, right
 
 
 _BESPOKE: dict[type, Callable[[Any, Any], Typed]] = {
+    exp.Array: bind_array,
+    exp.Bracket: bind_subscript,
     exp.TimestampFromParts: _make_timestamp,
     exp.Chr: _chr,
     exp.TimestampTrunc: _date_trunc,

@@ -60,6 +60,10 @@ _ZERO: dict[ScalarType, Any] = {
 }
 
 
+# An array column compares by value too: its zero is the empty array.
+_ZERO.update({t: () for t in S if t.is_array})
+
+
 def equivalence_classes(classes: list[list[ScalarExpr]], a: ScalarExpr, b: ScalarExpr) -> None:
     """Record a = b in `classes`, merging the classes either is already in."""
     found = [c for c in classes if a in c or b in c]

@@ -41,12 +41,18 @@ from coordinator_lib.sql.joins import (
 )
 from coordinator_lib.sql.outer import columns_read, outer_columns
 from coordinator_lib.sql.positions import position_of
+from coordinator_lib.sql.table_functions import as_lateral_subquery, is_table_function
 
 
-def lateral_subquery(node: exp.Lateral) -> exp.Subquery:
+def lateral_subquery(node: exp.Expr) -> exp.Subquery:
     """The subquery of `LATERAL (query) [alias]`, with the alias, to plan as
-    an ordinary FROM item."""
+    an ordinary FROM item; a table function's call (`LATERAL f(...)` or a
+    function after a comma or JOIN) as the subquery `(SELECT * FROM f(...))`."""
+    if is_table_function(node):  # `, f(...)`: PostgreSQL's implicit LATERAL
+        return as_lateral_subquery(node, node.args.get("alias"))
     sub = node.this
+    if isinstance(sub, exp.Func) and not node.args.get("view"):
+        return as_lateral_subquery(sub, node.args.get("alias"))
     if not isinstance(sub, exp.Subquery) or node.args.get("view"):
         raise UnsupportedFeature(
             "LATERAL is only supported with a subquery (not a function)", position_of(node)

@@ -16,6 +16,7 @@ from enum import StrEnum
 
 from coordinator_lib.expr.relation import (
     Filter,
+    FlatMap,
     Join,
     Map,
     Reduce,
@@ -166,6 +167,8 @@ def node_scalars(node: RelationExpr) -> list[ScalarExpr]:
         return list(node.predicates)
     if isinstance(node, Map):
         return list(node.scalars)
+    if isinstance(node, FlatMap):
+        return list(node.exprs)
     if isinstance(node, Join):
         return [e for cls in node.equivalences for e in cls]
     if isinstance(node, Reduce):

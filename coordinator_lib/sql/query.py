@@ -108,6 +108,7 @@ from coordinator_lib.sql.scalar import (
 )
 from coordinator_lib.sql.scope import MERGED_USING, Scope, ScopeItem, ident_name, table_parts
 from coordinator_lib.sql.subquery import lower_filter, lower_subqueries
+from coordinator_lib.sql.table_functions import is_table_function, plan_table_function
 
 S = ScalarType
 EMPTY_DESC = RelationDesc((), ())
@@ -213,9 +214,7 @@ def _plan_query_body(node: exp.Expr, ctx: PlanContext) -> BoundQuery:
 # --- FROM --------------------------------------------------------------------------
 
 
-def plan_lateral(
-    node: exp.Lateral, ctx: PlanContext, scope: Scope
-) -> tuple[RelationExpr, ScopeItem]:
+def plan_lateral(node: exp.Expr, ctx: PlanContext, scope: Scope) -> tuple[RelationExpr, ScopeItem]:
     """Plan `LATERAL (query) [alias]` with `scope` (the items to its left)
     as the enclosing query, and add its item to `scope`. The plan reads the
     left items' columns as OuterColumn(1, i) (`lateral.py` joins them)."""
@@ -240,7 +239,15 @@ def plan_table_factor(
     qualified = None
     if node.args.get("joins") and not ignore_joins:
         raise UnsupportedFeature("parenthesized joins are not supported", position_of(node))
-    if isinstance(node, exp.Table):
+    if is_table_function(node):
+        binder = ScalarBinder(
+            Scope(outer=ctx.outer[-1] if ctx.outer else None, context=ctx), "FROM"
+        )
+        rel, names = plan_table_function(node, binder)
+        types = rel.desc.types
+        alias = alias or names[0]
+        renames = []
+    elif isinstance(node, exp.Table):
         if not isinstance(node.this, exp.Identifier):
             raise UnsupportedFeature(
                 "table functions in FROM are not supported yet", position_of(node)
@@ -345,7 +352,7 @@ def _plan_join_tree(
         left_star = scope.star(None)
         left_arity = scope.arity
         left_items = list(scope.items)
-        lateral = isinstance(join.this, exp.Lateral)
+        lateral = isinstance(join.this, exp.Lateral) or is_table_function(join.this)
         if lateral:
             rel, item = plan_lateral(join.this, ctx, scope)
             items = [item]
@@ -416,13 +423,13 @@ def _comma_group(join: exp.Expr, rest: list[exp.Expr]) -> list[exp.Expr]:
     of them is an outer join: `a, b FULL JOIN c` is `a, (b FULL JOIN c)`, so
     the outer join must not see `a`. Empty when grouping changes nothing (no
     outer join) or when a LATERAL item may refer to the items before."""
-    if not _is_comma(join) or isinstance(join.this, exp.Lateral):
+    if not _is_comma(join) or isinstance(join.this, exp.Lateral) or is_table_function(join.this):
         return []
     group: list[exp.Expr] = []
     for other in rest:
         if _is_comma(other):
             break
-        if isinstance(other.this, exp.Lateral):
+        if isinstance(other.this, exp.Lateral) or is_table_function(other.this):
             return []
         group.append(other)
     return group if any(j.args.get("side") for j in group) else []

@@ -532,6 +532,26 @@ QUERIES: dict[str, tuple[str, str | None]] = {
         " array_agg(s ORDER BY v DESC NULLS LAST, s) AS ss FROM t GROUP BY k",
         None,
     ),
+    # table functions in FROM: a FlatMap per row of t (planned as a LATERAL subquery)
+    "table_fn_generate_series": ("SELECT k, v, g FROM t, generate_series(1, v) AS s(g)", None),
+    "table_fn_unnest": (
+        "SELECT k, x, n FROM t, unnest(ARRAY[k, v, NULL]) WITH ORDINALITY AS u(x, n)",
+        "SELECT k, x, n FROM t, unnest([k, v, NULL]) WITH ORDINALITY AS u(x, n)",
+    ),
+    # stddev / variance: accumulable sums above which the variance is computed
+    "agg_variance": (
+        "SELECT k, var_samp(v) AS vs, var_pop(v) AS vp, stddev_samp(v) AS ss,"
+        " stddev_pop(v) AS sp, variance(k) FILTER (WHERE v > 0) AS vk FROM t GROUP BY k",
+        None,
+    ),
+    # jsonb_agg: array_agg made jsonb; DuckDB's JSON text has no space after a comma
+    "agg_jsonb_agg": (
+        "SELECT k, jsonb_agg(v ORDER BY v) AS vs,"
+        " jsonb_agg(s ORDER BY s DESC NULLS LAST) AS ss FROM t GROUP BY k",
+        "SELECT k, replace(to_json(list(v ORDER BY v NULLS LAST))::varchar, ',', ', ') AS vs,"
+        " replace(to_json(list(s ORDER BY s DESC NULLS LAST))::varchar, ',', ', ') AS ss"
+        " FROM t GROUP BY k",
+    ),
     "agg_array_agg_global": (
         "SELECT array_agg(name ORDER BY k DESC, name) AS names,"
         " array_agg(w ORDER BY w) AS ws FROM u",
@@ -1107,6 +1127,7 @@ def test_lateral_views_match_duckdb_at_every_time(
 
 ARRAY_VIEWS = [
     "agg_array_agg",
+    "agg_jsonb_agg",
     "agg_array_agg_global",
     "agg_array_agg_filter",
     "agg_array_agg_text_eq",

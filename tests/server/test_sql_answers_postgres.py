@@ -156,6 +156,18 @@ QUERIES = {
     "row_in_too_few": "SELECT (k, x) IN (SELECT k FROM t2) FROM t1",
     "row_in_too_many": "SELECT (k, x) NOT IN (SELECT k, x, k FROM t2 WHERE t2.k = t1.k) FROM t1",
     "row_in_star": "SELECT (k, x, k) IN (SELECT * FROM t2) FROM t1",
+    # ARRAY[...] and subscripts (sql/array_syntax.py): 1-based, NULL outside
+    "array_literal": "SELECT k, ARRAY[k, x] AS a, ARRAY['p', NULL] AS t, ARRAY[k, 2.5] AS n,"
+    " (ARRAY[x, k * 2])[2] AS e, (ARRAY[x])[k] AS o, ('{7,8}'::int[])[k] AS c FROM t1",
+    # table functions in FROM (sql/table_functions.py): a FlatMap per row
+    "generate_series": "SELECT * FROM generate_series(1, 3) WITH ORDINALITY AS g(x, n)",
+    "generate_series_lateral": "SELECT k, g FROM t1, generate_series(k, x / 5, k) AS g",
+    "generate_series_left_join": "SELECT w.g, s FROM w LEFT JOIN LATERAL"
+    " generate_series(w.v, 3) AS s ON true",
+    "unnest_lateral": "SELECT k, v, n FROM t1 CROSS JOIN LATERAL"
+    " unnest(ARRAY[k, x, NULL]) WITH ORDINALITY AS u(v, n)",
+    "table_function_subquery": "SELECT g, v, (SELECT sum(s) FROM generate_series(1, w.v) s) AS t"
+    " FROM w",
     # version() is a PostgreSQL version string (test_version_names_tidemark: Tidemark's)
     "version": "SELECT version() LIKE 'PostgreSQL %.% on %' AS pg, pg_catalog.version() = VERSION()"
     " AS same FROM a",
@@ -214,6 +226,17 @@ def test_avg_prints_as_materialize(tidemark: psycopg.Connection[Any]) -> None:
         assert tidemark.execute(read).fetchall() == [("1.75", "0", "-1")]
 
 
+def test_generate_series_step_zero_is_an_error(
+    tidemark: psycopg.Connection[Any], postgres: psycopg.Connection[Any]
+) -> None:
+    """A zero step fails the query as in PostgreSQL (22023), and a view's read
+    fails while a row gives it one (the step is a scalar of the view)."""
+    query = "SELECT k, g FROM t1, generate_series(1, 3, k - 1) AS g"
+    assert outcome(tidemark, query) == outcome(postgres, query) == ("error", "22023")
+    tidemark.execute(f"CREATE MATERIALIZED VIEW mv_step_zero AS {query}")
+    assert outcome(tidemark, "SELECT * FROM mv_step_zero") == ("error", "22023")
+
+
 def test_version_names_tidemark(tidemark: psycopg.Connection[Any]) -> None:
     """version() (and pg_catalog.version(), which clients send on connect) is
     PostgreSQL's kind of string naming Tidemark, in a view too."""
@@ -239,17 +262,19 @@ UNSUPPORTED = [
     "SELECT xmlelement(name foo)",
     "SELECT sum(a) OVER w FROM a WINDOW w AS (ORDER BY a)",
     "SELECT * FROM a PIVOT (sum(a) FOR a IN (1))",
-    "SELECT ARRAY[1,2][1]",
+    "SELECT (ARRAY[1,2])[1:2]",
+    "SELECT ARRAY[]",
     "SELECT (1, 2) = 1",
     "SELECT a FROM a WHERE a SIMILAR TO 'x'",
-    "SELECT * FROM generate_series(1, 3)",
+    "SELECT * FROM jsonb_array_elements('[1]')",
+    "SELECT * FROM generate_series(1.5, 3)",
     "SELECT 1 FROM a NATURAL JOIN (b CROSS JOIN c)",
     "SELECT a::foo FROM a",
     "SELECT OVERLAY('abc' PLACING 'x' FROM 2)",
     "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY a) FROM a",
     "SELECT ntile(2) OVER () FROM a",
     "SELECT sum(a) OVER (ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM a",
-    "SELECT a FROM a, LATERAL generate_series(1, a) g",
+    "SELECT a FROM a, LATERAL unnest(ARRAY[a], ARRAY[1]) g",
     "SELECT 'x'::jsonb #- '{a}'",
     "SELECT JSON_OBJECT('a': 1)",
     "SELECT 'a' COLLATE \"C\"",

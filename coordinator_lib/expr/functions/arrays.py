@@ -58,3 +58,38 @@ def string_to_array(
     else:
         parts = text.split(delimiter)
     return tuple(None if null_text is not None and p == null_text else p for p in parts)
+
+
+# ARRAY[...] and array[i] (sql/function_calls.py binds them: the element type
+# is the arguments' common type, so the call's own type is the result's).
+def _array_on_spark(call: SparkCall) -> Any:
+    return F.array(*call.args).cast(call.out)
+
+
+@scalar_function(
+    "array_build",
+    sig(result=ScalarType.TEXT_ARRAY, variadic=(Pseudo.ANY,)),
+    sql=(),
+    spark=_array_on_spark,
+    nulls=lambda nullable: False,
+)
+def array_build(*elements: Any) -> tuple[Any, ...]:
+    """ARRAY[a, b, ...]: elements may be NULL, the array is not."""
+    return tuple(elements)
+
+
+def _index_on_spark(call: SparkCall) -> Any:
+    values, index = call.args
+    inside = (index >= 1) & (index <= F.size(values))
+    return F.when(inside, values.getItem((index - 1).cast("int"))).cast(call.out)
+
+
+@scalar_function(
+    "array_index",
+    sig(Pseudo.ANY, ScalarType.BIGINT, result=ScalarType.TEXT),
+    sql=(),
+    spark=_index_on_spark,
+)
+def array_index(values: Sequence[Any], index: int) -> Any:
+    """array[i]: 1-based; NULL outside the array (PostgreSQL's)."""
+    return values[index - 1] if 1 <= index <= len(values) else None

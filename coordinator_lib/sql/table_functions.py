@@ -1,0 +1,120 @@
+"""Table functions in FROM: `generate_series(start, stop [, step])` of
+integers and `unnest(array)`, `[WITH ORDINALITY] [AS a (x [, n])]`, as the
+first FROM item, after a comma or JOIN (where, as in PostgreSQL, the
+arguments may read the items to their left: it is planned as a LATERAL
+subquery, sql/lateral.py), or after LATERAL.
+
+A call is a FlatMap (expr/relation.py) over one row holding its arguments
+(a Map), so a view maintains it as it maintains a Map: linear, row by row.
+generate_series's step 0 is a RaiseError in that Map (22023, as PostgreSQL),
+so it fails on the rows it fails on, as every scalar error does.
+
+The column is named after the alias (`AS g`), the first alias column
+(`AS g (x)`), else the function; the ordinality column is `ordinality`.
+Other table functions are 0A000; a wrong argument type is 42883.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from coordinator_lib.expr.relation import Constant, FlatMap, Map, Project, RelationExpr
+from coordinator_lib.expr.scalar import BinaryFunc, CallBinary, Column, If, Literal, RaiseError
+from coordinator_lib.expr.table_functions import TableFunc
+from coordinator_lib.repr.relation import ColumnType, RelationDesc, ScalarType
+from coordinator_lib.sql.errors import UndefinedFunction, UnsupportedFeature
+from coordinator_lib.sql.positions import position_of
+from coordinator_lib.sql.typed import Typed
+
+if TYPE_CHECKING:
+    from coordinator_lib.sql.scalar import ScalarBinder
+
+S = ScalarType
+_ONE_ROW = Constant((((), 1),), RelationDesc((), ()))
+_INTEGERS = (S.SMALLINT, S.INTEGER, S.BIGINT)
+
+
+def is_table_function(node: exp.Expr) -> bool:
+    """Whether the FROM item `node` calls a function (`unnest(...)`, `f(...)`)."""
+    return isinstance(node, exp.Unnest) or (
+        isinstance(node, exp.Table) and isinstance(node.this, exp.Func)
+    )
+
+
+def as_lateral_subquery(node: exp.Expr, alias: exp.Expr | None) -> exp.Subquery:
+    """`f(...) AS alias` (or the function of `LATERAL f(...) AS alias`) as
+    `(SELECT * FROM f(...) AS alias) AS alias`, to plan as a LATERAL subquery."""
+    item = node.copy()
+    if isinstance(item, exp.Func) and not isinstance(item, exp.Unnest):
+        ordinality = node.parent.args.get("ordinality") if node.parent else None
+        item = exp.Table(this=item, ordinality=ordinality)
+    if alias is not None:
+        item.set("alias", alias.copy())
+    select = exp.Select(expressions=[exp.Star()]).from_(item, copy=False)
+    return exp.Subquery(this=select, alias=alias.copy() if alias is not None else None)
+
+
+def plan_table_function(node: exp.Expr, binder: ScalarBinder) -> tuple[RelationExpr, list[str]]:
+    """The rows of the table function FROM item `node` and its column names."""
+    call = node if isinstance(node, exp.Unnest) else node.this
+    alias = node.args.get("alias")
+    names = [a.name for a in alias.columns] if alias is not None else []
+    if isinstance(node, exp.Unnest):
+        offset = node.args.get("offset")
+        ordinality = bool(offset)
+        if isinstance(offset, exp.Identifier):  # `AS u (x, n)`: sqlglot keeps n here
+            names.append(offset.name)
+        flat = _unnest(node, binder, ordinality)
+    elif isinstance(call, exp.ExplodingGenerateSeries):
+        ordinality = bool(node.args.get("ordinality"))
+        flat = _generate_series(call, binder, ordinality)
+    else:
+        written = call.name if isinstance(call, exp.Anonymous) else call.sql_name().lower()
+        raise UnsupportedFeature(f"table function {written} is not supported", position_of(node))
+    default = alias.name if alias is not None and alias.name and not names else flat.func.value
+    columns = [default, "ordinality"] if ordinality else [default]
+    columns[: len(names)] = names[: len(columns)]
+    arity = flat.input.desc.arity
+    return Project(flat, tuple(range(arity, flat.desc.arity)), tuple(columns)), columns
+
+
+def _generate_series(
+    call: exp.ExplodingGenerateSeries, binder: ScalarBinder, ordinality: bool
+) -> FlatMap:
+    nodes = [call.args[k] for k in ("start", "end", "step") if call.args.get(k) is not None]
+    values = [binder.bind(n) for n in nodes]
+    known = [v.scalar for v in values if not v.unknown]
+    if any(t not in _INTEGERS for t in known):
+        shown = ", ".join("unknown" if v.unknown else v.scalar.value for v in values)
+        raise UndefinedFunction(
+            f"function generate_series({shown}) does not exist", position_of(call)
+        )
+    target = S.BIGINT if S.BIGINT in known else S.INTEGER
+    args = [binder.cast_to(v, target, n) for v, n in zip(values, nodes, strict=True)]
+    if len(args) == 2:
+        args.append(Typed(Literal(1, ColumnType(target, False)), ColumnType(target, False)))
+    start, stop, step = (a.expr for a in args)
+    zero = Literal(0, ColumnType(target, False))
+    error = RaiseError("22023", "step size cannot equal zero", ColumnType(target, True))
+    checked = If(CallBinary(BinaryFunc.EQ, step, zero), error, step)
+    inputs = Map(_ONE_ROW, (start, stop, checked))
+    columns = (Column(0), Column(1), Column(2))
+    return FlatMap(inputs, TableFunc.GENERATE_SERIES, columns, ordinality=ordinality)
+
+
+def _unnest(node: exp.Unnest, binder: ScalarBinder, ordinality: bool) -> FlatMap:
+    nodes = list(node.expressions)
+    if len(nodes) != 1:
+        raise UnsupportedFeature("unnest of several arrays is not supported", position_of(node))
+    value = binder.bind(nodes[0])
+    if value.unknown or not value.scalar.is_array:
+        shown = "unknown" if value.unknown else value.scalar.value
+        raise UndefinedFunction(f"function unnest({shown}) does not exist", position_of(node))
+    return FlatMap(
+        Map(_ONE_ROW, (value.expr,)), TableFunc.UNNEST, (Column(0),), ordinality=ordinality
+    )
+
+
+__all__ = ["as_lateral_subquery", "is_table_function", "plan_table_function"]

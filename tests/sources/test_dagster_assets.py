@@ -130,5 +130,19 @@ def test_subsources_are_observed_with_their_lag_and_sinks_record_their_table(
             assert recorded["iceberg_table"] == "n.per_kind"
             upper = committed_upper(now)
             assert upper is not None and round(recorded["upper"] * 1000) == upper
+
+            # The timestamp sensor ticks over them: no run for the sink (the
+            # server runs it), the subsource observed with its frontiers.
+            sensor = defs.resolve_sensor_def("tidemark_timestamps")
+            with dg.build_sensor_context(
+                instance=instance,
+                resources=resources,
+                repository_def=defs.get_repository_def(),
+            ) as context:
+                tick = sensor.evaluate_tick(context)
+            assert all(SINK not in (r.asset_selection or []) for r in tick.run_requests)
+            assert SUBSOURCE in {
+                e.asset_key for e in tick.asset_events if isinstance(e, dg.AssetObservation)
+            }
     finally:
         server.stop()

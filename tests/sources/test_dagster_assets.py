@@ -140,7 +140,7 @@ def test_subsources_are_observed_with_their_lag_and_sinks_record_their_table(
                 repository_def=defs.get_repository_def(),
             ) as context:
                 tick = sensor.evaluate_tick(context)
-            assert all(SINK not in (r.asset_selection or []) for r in tick.run_requests)
+            assert all(SINK not in (r.asset_selection or []) for r in tick.run_requests or [])
             assert SUBSOURCE in {
                 e.asset_key for e in tick.asset_events if isinstance(e, dg.AssetObservation)
             }

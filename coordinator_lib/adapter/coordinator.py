@@ -884,6 +884,7 @@ class Coordinator:
                 if now - self._last_compaction >= self.config.compaction_interval_ms / 1000:
                     self._last_compaction = now
                     self.compaction_pass()
+                self.storage.flush_inline()
                 self._update_frontier_metrics()
             except Exception:
                 log.exception("maintenance round failed")

@@ -131,14 +131,18 @@ def _regtype(node: exp.Expr) -> exp.Expr | None:
 
 def substitute_session_functions(statement: exp.Expr, session: Session) -> exp.Expr:
     replace_now = isinstance(statement, exp.Query | exp.Insert | exp.Update | exp.Delete)
-    now = _now_literal(session)  # one value for every call in the statement
-    today = _today_literal(now)
+    now: list[exp.Expr] = []  # built at the first call: one value for all of them
+
+    def now_literal() -> exp.Expr:
+        if not now:
+            now.append(_now_literal(session))
+        return now[0]
 
     def replace(node: exp.Expr) -> exp.Expr:
         if replace_now and _is_now(node):
-            return now.copy()
+            return now_literal().copy()
         if replace_now and isinstance(node, exp.CurrentDate) and not node.args:
-            return today.copy()
+            return _today_literal(now_literal())
         if (
             isinstance(node, exp.Dot)
             and isinstance(node.expression, exp.Anonymous)

@@ -10,12 +10,14 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from coordinator_lib.persist.blob import fsync_dir
@@ -134,6 +136,38 @@ def write_batch_table(table: pa.Table, batch_dir: Path) -> int:
             raise DiskFull(f"could not write batch {batch_dir.name}: {error}") from error
         raise
     return final.stat().st_size
+
+
+def inline_bytes(table: pa.Table) -> bytes:
+    """`table` as an Arrow IPC stream: an inline batch's bytes (`persist.shard`),
+    a twentieth of a Parquet file's cost to write or read at this size."""
+    sink = pa.BufferOutputStream()
+    with ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def read_inline(data: bytes) -> pa.Table:
+    """The batch table `inline_bytes` wrote."""
+    return ipc.open_stream(pa.BufferReader(data)).read_all()
+
+
+def materialize_batch(table: pa.Table, batch_dir: Path) -> None:
+    """Make `batch_dir` hold `table` as a Parquet file, for a reader that
+    opens files itself (an inline batch has none until one is needed).
+    Written under a temporary name, fsynced, then renamed: a file there is
+    whole, and readers that race here each write their own and rename."""
+    final = batch_dir / "part-00000.parquet"
+    if final.exists():
+        return
+    batch_dir.mkdir(parents=True, exist_ok=True)
+    temp = batch_dir / f".part-00000.parquet.{os.getpid()}-{threading.get_ident()}.tmp"
+    pq.write_table(table, temp, compression="zstd")
+    with open(temp, "rb+") as handle:
+        os.fsync(handle.fileno())
+    os.replace(temp, final)
+    fsync_dir(batch_dir)
+    fsync_dir(batch_dir.parent)
 
 
 def read_batch_table(files: Sequence[Path], desc: RelationDesc) -> pa.Table:

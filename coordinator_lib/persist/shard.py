@@ -11,6 +11,7 @@ The rules (docs/architecture.md, invariants 1-5):
 
 from __future__ import annotations
 
+import base64
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -49,6 +50,15 @@ from coordinator_lib.repr.relation import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 from coordinator_lib.repr.update import Row, Update
 
 DEFAULT_LEASE_MS = 60_000
+# Inline batches (Materialize's persist inline writes): a batch of at most
+# INLINE_BATCH_BYTES (Arrow) is carried in the state itself, so the
+# consensus compare-and-set that names it is the one write and fsync of its
+# commit; it gets a blob file only when a reader that opens files needs one
+# (`batch_dir`). While the live inline batches of a shard hold
+# INLINE_TOTAL_BYTES, writes go to blob again, until compaction merges the
+# inline ones into a durable batch.
+INLINE_BATCH_BYTES = 16 * 1024
+INLINE_TOTAL_BYTES = 128 * 1024
 # How many times a read retries when a batch it planned to read was replaced
 # by compaction (and deleted) between fetching the state and reading it.
 READ_RETRIES = 20
@@ -91,6 +101,8 @@ class Shard:
         self.writer_id = new_id("w")
         self.writer_lease_ms = writer_lease_ms
         self._writer_registered = False
+        # Base64 bytes of inline batches in the last state this handle wrote.
+        self._inline_bytes = 0
 
     # ------------------------------------------------------------------ open
     @staticmethod
@@ -248,7 +260,14 @@ class Shard:
         if not self._writer_registered:
             self._register_writer()
         key = f"{self.writer_id}-{uuid.uuid4().hex}"
-        size = batch_io.write_batch_table(table, self.blob.batch_path(self.shard_id, key))
+        inline = None
+        if table.nbytes <= INLINE_BATCH_BYTES:
+            data = batch_io.inline_bytes(table)
+            encoded = base64.b64encode(data).decode()
+            if self._inline_bytes + len(encoded) <= INLINE_TOTAL_BYTES:
+                inline, size = encoded, len(data)
+        if inline is None:
+            size = batch_io.write_batch_table(table, self.blob.batch_path(self.shard_id, key))
         return BatchMeta(
             key=key,
             lower=expected_upper.time,  # type: ignore[arg-type]
@@ -256,6 +275,7 @@ class Shard:
             since=0,
             rows=table.num_rows,
             bytes=size,
+            inline=inline,
         )
 
     def add_written_batch(
@@ -294,6 +314,7 @@ class Shard:
                 state.batches.append(meta)
             state.upper = new_upper.time
             state.expire_leases(now)
+            self._inline_bytes = sum(len(b.inline) for b in state.batches if b.inline)
             return True, None
 
         return commit
@@ -349,16 +370,28 @@ class Shard:
         (`plan_read`) so they outlive compaction until the read is done."""
         state = self.plan_read()
         self.check_readable(state, as_of)
-        dirs = [
-            str(self.blob.batch_path(self.shard_id, b.key))
-            for b in state.batches
-            if b.lower <= as_of
-        ]
+        dirs = [self.batch_dir(b) for b in state.batches if b.lower <= as_of]
         return state, dirs
+
+    def batch_dir(self, meta: BatchMeta) -> str:
+        """The directory of `meta`'s files, for a reader that opens them
+        itself (Spark); an inline batch's file is written from the state's
+        copy if it is not there yet."""
+        path = self.blob.batch_path(self.shard_id, meta.key)
+        if meta.inline is not None:
+            batch_io.materialize_batch(self._inline_table(meta.inline), path)
+        return str(path)
+
+    def _inline_table(self, inline: str) -> pa.Table:
+        table = batch_io.read_inline(base64.b64decode(inline))
+        return table.cast(self.desc.arrow_schema(with_time_diff=True))
 
     def _read_batches(self, batches: Sequence[BatchMeta]) -> pa.Table:
         tables = []
         for b in batches:
+            if b.inline is not None:
+                tables.append(self._inline_table(b.inline))
+                continue
             files = self.blob.batch_files(self.shard_id, b.key)
             table = batch_io.read_batch_table(files, self.desc)
             if table.num_rows != b.rows:
@@ -491,6 +524,29 @@ class Shard:
             )
             if worth_it:
                 replaced += self._compact_run(run, since)
+        return replaced
+
+    @property
+    def inline_backlog(self) -> bool:
+        """Whether this handle's last commit left the shard's inline batches
+        at half their bound or more (time to `flush_inline`)."""
+        return 2 * self._inline_bytes >= INLINE_TOTAL_BYTES
+
+    def flush_inline(self) -> int:
+        """Merge each run of adjacent inline batches into one durable blob
+        batch (compaction restricted to them: cheap, and it keeps the state
+        small so small writes stay inline). Returns the batches replaced."""
+        state = self.state()
+        if state.since is None:
+            return 0
+        runs: list[list[BatchMeta]] = [[]]
+        for meta in sorted(state.batches, key=lambda b: b.lower):
+            if meta.inline is not None:
+                runs[-1].append(meta)
+            elif runs[-1]:
+                runs.append([])
+        replaced = sum(self._compact_run(run, state.since) for run in runs if len(run) > 1)
+        self._inline_bytes = 0  # until the next commit counts them again
         return replaced
 
     def _compact_run(self, run: list[BatchMeta], since: int) -> int:

@@ -57,7 +57,7 @@ def snapshot_dataframe(shard: Shard, spark: SparkSession, as_of: int) -> DataFra
 def updates_dataframe(shard: Shard, spark: SparkSession) -> DataFrame:
     """Every stored update (data columns, `__time`, `__diff`), unconsolidated."""
     state = shard.plan_read()
-    dirs = [str(shard.blob.batch_path(shard.shard_id, b.key)) for b in state.batches]
+    dirs = [shard.batch_dir(b) for b in state.batches]
     return read_batches_dataframe(spark, dirs, shard.desc)
 
 
@@ -77,7 +77,7 @@ def updates_between_dataframe(
     ]
     if not chosen:
         return None
-    dirs = [str(shard.blob.batch_path(shard.shard_id, b.key)) for b in chosen]
+    dirs = [shard.batch_dir(b) for b in chosen]
     df = read_batches_dataframe(spark, dirs, shard.desc)
     condition = F.col(TIME_COLUMN) >= lower
     if upper.time is not None:

@@ -1,6 +1,7 @@
 """The durable state record of one shard, stored in consensus as JSON.
 
-It names every live batch (blob data written before the state names it), the
+It names every live batch (blob data written durably before the state names
+it, or, for a small batch, carried in the state itself: `BatchMeta.inline`), the
 shard's `since` and `upper`, the leases of its readers and writers, the seqno
 holds of readers that planned reads, and the batches compaction replaced
 whose blobs such a reader may still read. The
@@ -28,6 +29,9 @@ class BatchMeta:
     since: int
     rows: int
     bytes: int
+    # A small batch's Parquet file, base64 (`Shard` inline batches): its
+    # file was written without fsync, the state is what made it durable.
+    inline: str | None = None
 
 
 @dataclass

@@ -200,8 +200,10 @@ class StorageController:
             raise IdentifierMissing(id) from None
 
     def collection(self, id: GlobalId) -> CollectionState:
-        with self._lock:
-            return self._state(id)
+        # A dict read, not under the lock: group commit's leader looks up
+        # each written table here, and must not wait behind the maintenance
+        # pass or a heartbeat that holds the lock through consensus writes.
+        return self._state(id)
 
     def collections(self) -> Iterator[tuple[GlobalId, CollectionState]]:
         with self._lock:
@@ -668,6 +670,20 @@ class StorageController:
                 collected += len(shard.collect_garbage())
             finalized = self._finalize_pending()
             return MaintenanceReport(compacted, collected, finalized)
+
+    def flush_inline(self) -> int:
+        """Flush the inline batches of every shard whose backlog of them is
+        large (`Shard.flush_inline`), outside the lock: appends go on
+        meanwhile. Returns the batches replaced."""
+        with self._lock:
+            shards = [shard for shard in self._shards.values() if shard.inline_backlog]
+        replaced = 0
+        for shard in shards:
+            try:
+                replaced += shard.flush_inline()
+            except persist_errors.PersistError as error:  # dropped meanwhile, or lost a race
+                log.info("flushing inline batches of %s: %s", shard.shard_id, error)
+        return replaced
 
     # ------------------------------------------------------------ heartbeats
     def _heartbeat_loop(self) -> None:

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coordinator_lib.persist import PersistClient, Shard, ShardFinalized
+from coordinator_lib.persist import shard as shard_module
 from coordinator_lib.persist.batch import updates_to_table, write_batch_table
 from coordinator_lib.persist.blob import BlobStore
 from coordinator_lib.repr.frontier import Frontier
@@ -27,6 +28,14 @@ from coordinator_lib.repr.update import Update
 from tests.persist.support import DESC, blob_files, canonical, model_snapshot, new_shard_id
 
 ROWS = st.tuples(st.integers(0, 3), st.sampled_from(["a", "b", None]))
+
+
+@pytest.fixture(autouse=True)
+def blob_batches_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests follow batches' blob directories through compaction and
+    GC: every batch gets one (small ones are otherwise carried in the state,
+    tests/persist/test_inline_batches.py)."""
+    monkeypatch.setattr(shard_module, "INLINE_TOTAL_BYTES", 0)
 
 
 @pytest.fixture

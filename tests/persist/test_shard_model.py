@@ -264,7 +264,8 @@ class ShardModel(RuleBasedStateMachine):
         for hold in [*self.holds.values(), *self.critical.values()]:
             assert since <= F(hold), "since passed a live hold"
         assert set(self.holds) <= set(state.leased_readers)
-        named = {b.key for b in state.batches}
+        # Blobs of named batches only (an inline batch has none).
+        named = {b.key for b in state.batches if b.inline is None}
         assert set(self.shard.blob.list_batches(self.shard_id)) == named
         if since.is_empty:
             return

@@ -73,7 +73,9 @@ def test_data_directory_and_files_are_private(data_dir: Path) -> None:
     os.chmod(data_dir / "old-file", 0o644)
     env = start(data_dir)
     try:
-        sql(env, "CREATE TABLE t (x int)", "INSERT INTO t VALUES (1)", "CREATE SECRET s AS 'x'")
+        # Enough rows for a blob batch (a small one is carried in the state).
+        insert = "INSERT INTO t VALUES " + ", ".join(f"({i})" for i in range(5000))
+        sql(env, "CREATE TABLE t (x int)", insert, "CREATE SECRET s AS 'x'")
         assert mode(data_dir) == 0o700
         assert mode(data_dir / "old-file") == 0o600
         names = {p.name for p in data_dir.iterdir()}

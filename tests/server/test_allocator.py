@@ -28,6 +28,10 @@ def test_server_arrow_allocations_use_the_system_allocator(tmp_path: Path) -> No
     its thread pool is torn down (apache/arrow#50482), which is not ours."""
     env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
     probe = subprocess.run(
-        [sys.executable, "-c", PROBE, str(tmp_path)], capture_output=True, text=True, env=env, check=True
+        [sys.executable, "-c", PROBE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
     )
     assert probe.stdout.split() == ["system", "0"], probe.stderr

@@ -795,11 +795,16 @@ def _convert_parse_error(error: SqlglotParseError, text: str) -> ParseError:
     return ParseError(f"syntax error: {description}" if description else "syntax error", position)
 
 
+# sqlglot's catch-all descriptions: they say no more than "syntax error"
+# (PostgreSQL gives no detail there either).
+_SAYS_NOTHING = frozenset({"Invalid expression / Unexpected token"})
+
+
 def _user_description(description: str) -> str | None:
     """sqlglot's description of a syntax error, unless it names the parser's
     own classes (`Required keyword: 'this' missing for <class 'sqlglot...'>`),
-    which mean nothing to a user."""
-    if "<class" in description or "sqlglot" in description:
+    which mean nothing to a user, or says nothing."""
+    if "<class" in description or "sqlglot" in description or description in _SAYS_NOTHING:
         return None
     return description
 

@@ -719,6 +719,12 @@ def _filtered(statement: exp.Expr, scope: Scope, rel: RelationExpr, verb: str) -
 
 
 def plan_delete(statement: exp.Delete, ctx: PlanContext) -> DeletePlan:
+    tables = statement.args.get("tables")
+    if tables:  # `DELETE t ...`: sqlglot reads MySQL's multi-table DELETE
+        near = tables[0]
+        raise ParseError(
+            f'syntax error at or near "{near.sql(dialect=Tidemark)}"', position_of(near)
+        )
     for unsupported, what in (("using", "USING"), ("returning", "RETURNING")):
         if statement.args.get(unsupported):
             raise UnsupportedFeature(f"DELETE ... {what} is not supported", position_of(statement))
@@ -743,6 +749,8 @@ def plan_update(statement: exp.Update, ctx: PlanContext) -> UpdatePlan:
     desc = item.desc
     assigned: dict[int, ScalarExpr] = {}
     for assignment in statement.expressions:
+        if not isinstance(assignment, exp.EQ):  # `SET a` (sqlglot keeps the lone name)
+            raise ParseError('syntax error: SET needs "column = value"', position_of(assignment))
         target, value_node = assignment.this, assignment.expression
         if not isinstance(target, exp.Column | exp.Identifier):
             raise UnsupportedFeature(

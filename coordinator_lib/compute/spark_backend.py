@@ -37,7 +37,7 @@ from coordinator_lib.compute.temporal import spark_bounds
 from coordinator_lib.expr import relation as rel
 from coordinator_lib.expr.relation import AggregateExpr, AggregateFunc, Filter, Map
 from coordinator_lib.expr.scalar import Column, ScalarExpr
-from coordinator_lib.expr.table_functions import TableFunc
+from coordinator_lib.expr.table_functions import TableFunc, expand
 from coordinator_lib.expr.temporal import TemporalFilter as TemporalFilterExpr
 from coordinator_lib.persist.spark_batches import spark_type
 from coordinator_lib.repr.global_id import GlobalId
@@ -287,8 +287,11 @@ def _flat_map(df: DataFrame, node: rel.FlatMap) -> DataFrame:
         start, stop, step = args
         reaches = F.when(step > 0, start <= stop).otherwise(start >= stop)
         values = F.when(reaches, F.sequence(start, stop, step))
-    else:
+    elif node.func is TableFunc.UNNEST:
         (values,) = args
+    else:  # the Python implementation as a UDF giving an array
+        func = node.func
+        values = F.udf(lambda value: expand(func, [value]), T.ArrayType(out))(*args)
     keep = [F.col(c) for c in data_columns(arity)]
     value = F.col("__value").cast(out).alias(column_name(arity))
     if not node.ordinality:

@@ -7,7 +7,11 @@ operator, expr/relation.py), with PostgreSQL's meaning:
   which the planner (sql/table_functions.py) raises in a Map below the
   FlatMap, so the error takes the path every scalar error takes;
 - unnest(array): one row per element, NULL elements included; no rows for
-  a NULL array.
+  a NULL array;
+- jsonb_array_elements(jsonb) (as jsonb), jsonb_array_elements_text (as
+  text, a JSON null as NULL), jsonb_object_keys(jsonb): an array's elements,
+  an object's keys (in jsonb's key order); no rows for other values, as in
+  Materialize (PostgreSQL raises 22023 there).
 
 Both engines read this: the in-process backend calls `expand`, the Spark
 backend explodes arrays built the same way (compute/spark_backend.py).
@@ -15,22 +19,37 @@ backend explodes arrays built the same way (compute/spark_backend.py).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
-from coordinator_lib.repr.relation import ColumnType
+from coordinator_lib.repr.jsonb import canonical_jsonb
+from coordinator_lib.repr.relation import ColumnType, ScalarType
 
 
 class TableFunc(StrEnum):
     GENERATE_SERIES = "generate_series"
     UNNEST = "unnest"
+    JSONB_ARRAY_ELEMENTS = "jsonb_array_elements"
+    JSONB_ARRAY_ELEMENTS_TEXT = "jsonb_array_elements_text"
+    JSONB_OBJECT_KEYS = "jsonb_object_keys"
+
+
+# jsonb functions: the type of what they give.
+JSONB_FUNCTIONS = {
+    TableFunc.JSONB_ARRAY_ELEMENTS: ScalarType.JSONB,
+    TableFunc.JSONB_ARRAY_ELEMENTS_TEXT: ScalarType.TEXT,
+    TableFunc.JSONB_OBJECT_KEYS: ScalarType.TEXT,
+}
 
 
 def output_type(func: TableFunc, args: Sequence[ColumnType]) -> ColumnType:
     """The type of the column the function gives (its arguments' types)."""
     if func is TableFunc.GENERATE_SERIES:
         return ColumnType(args[0].scalar_type, False)
+    if func in JSONB_FUNCTIONS:
+        return ColumnType(JSONB_FUNCTIONS[func], func is not TableFunc.JSONB_OBJECT_KEYS)
     element = args[0].scalar_type.element
     if element is None:
         raise TypeError(f"unnest of a non-array {args[0].scalar_type.value}")
@@ -48,6 +67,8 @@ def expand(func: TableFunc, args: Sequence[Any]) -> list[Any]:
     """The values one call gives, in order."""
     if func is TableFunc.UNNEST:
         return [] if args[0] is None else list(args[0])
+    if func in JSONB_FUNCTIONS:
+        return [] if args[0] is None else _jsonb_values(func, json.loads(args[0]))
     if any(a is None for a in args):
         return []
     start, stop, step = args
@@ -56,4 +77,21 @@ def expand(func: TableFunc, args: Sequence[Any]) -> list[Any]:
     return list(range(start, stop + 1, step) if step > 0 else range(start, stop - 1, step))
 
 
-__all__ = ["StepIsZero", "TableFunc", "expand", "output_type"]
+def _jsonb_values(func: TableFunc, value: Any) -> list[Any]:
+    if func is TableFunc.JSONB_OBJECT_KEYS:
+        return _keys(value)
+    if not isinstance(value, list):
+        return []
+    if func is TableFunc.JSONB_ARRAY_ELEMENTS:
+        return [canonical_jsonb(e) for e in value]
+    return [e if isinstance(e, str) or e is None else canonical_jsonb(e) for e in value]
+
+
+def _keys(value: Any) -> list[str]:
+    """An object's keys in jsonb's order (by length, then bytes)."""
+    if not isinstance(value, dict):
+        return []
+    return sorted(value, key=lambda k: (len(k.encode()), k.encode()))
+
+
+__all__ = ["JSONB_FUNCTIONS", "StepIsZero", "TableFunc", "expand", "output_type"]

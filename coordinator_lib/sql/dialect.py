@@ -165,6 +165,10 @@ class TidemarkParser(StatementParser):
         **AGGREGATE_FUNCTIONS,
     }
 
+    # PostgreSQL has no lambdas: `f(body -> 'k')` is the jsonb operator
+    # (sqlglot would read `body -> 'k'` in a call's arguments as a lambda).
+    LAMBDAS: ClassVar[dict[TokenType, Any]] = {}
+
     # A dollar-quoted string is a string constant like any other (sqlglot
     # makes it a RawString, which the planner does not know).
     PRIMARY_PARSERS: ClassVar[dict[TokenType, Any]] = {

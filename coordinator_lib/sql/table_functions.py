@@ -1,5 +1,6 @@
 """Table functions in FROM: `generate_series(start, stop [, step])` of
-integers and `unnest(array)`, `[WITH ORDINALITY] [AS a (x [, n])]`, as the
+integers, `unnest(array)`, `jsonb_array_elements[_text](jsonb)` and
+`jsonb_object_keys(jsonb)`, `[WITH ORDINALITY] [AS a (x [, n])]`, as the
 first FROM item, after a comma or JOIN (where, as in PostgreSQL, the
 arguments may read the items to their left: it is planned as a LATERAL
 subquery, sql/lateral.py), or after LATERAL.
@@ -22,7 +23,7 @@ from sqlglot import exp
 
 from coordinator_lib.expr.relation import Constant, FlatMap, Map, Project, RelationExpr
 from coordinator_lib.expr.scalar import BinaryFunc, CallBinary, Column, If, Literal, RaiseError
-from coordinator_lib.expr.table_functions import TableFunc
+from coordinator_lib.expr.table_functions import JSONB_FUNCTIONS, TableFunc
 from coordinator_lib.repr.relation import ColumnType, RelationDesc, ScalarType
 from coordinator_lib.sql.errors import UndefinedFunction, UnsupportedFeature
 from coordinator_lib.sql.positions import position_of
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 S = ScalarType
 _ONE_ROW = Constant((((), 1),), RelationDesc((), ()))
 _INTEGERS = (S.SMALLINT, S.INTEGER, S.BIGINT)
+_JSONB = {f.value: f for f in JSONB_FUNCTIONS}
 
 
 def is_table_function(node: exp.Expr) -> bool:
@@ -70,6 +72,9 @@ def plan_table_function(node: exp.Expr, binder: ScalarBinder) -> tuple[RelationE
     elif isinstance(call, exp.ExplodingGenerateSeries):
         ordinality = bool(node.args.get("ordinality"))
         flat = _generate_series(call, binder, ordinality)
+    elif isinstance(call, exp.Anonymous) and call.name.lower() in _JSONB:
+        ordinality = bool(node.args.get("ordinality"))
+        flat = _jsonb(call, _JSONB[call.name.lower()], binder, ordinality)
     else:
         written = call.name if isinstance(call, exp.Anonymous) else call.sql_name().lower()
         raise UnsupportedFeature(f"table function {written} is not supported", position_of(node))
@@ -102,6 +107,17 @@ def _generate_series(
     inputs = Map(_ONE_ROW, (start, stop, checked))
     columns = (Column(0), Column(1), Column(2))
     return FlatMap(inputs, TableFunc.GENERATE_SERIES, columns, ordinality=ordinality)
+
+
+def _jsonb(call: exp.Anonymous, func: TableFunc, binder: ScalarBinder, ordinality: bool) -> FlatMap:
+    nodes = list(call.expressions)
+    values = [binder.bind(n) for n in nodes]
+    if len(values) == 1 and values[0].unknown:
+        values = [binder.resolve_unknown(values[0], S.JSONB, nodes[0])]
+    if len(values) != 1 or values[0].scalar is not S.JSONB:
+        shown = ", ".join("unknown" if v.unknown else v.scalar.value for v in values)
+        raise UndefinedFunction(f"function {func.value}({shown}) does not exist", position_of(call))
+    return FlatMap(Map(_ONE_ROW, (values[0].expr,)), func, (Column(0),), ordinality=ordinality)
 
 
 def _unnest(node: exp.Unnest, binder: ScalarBinder, ordinality: bool) -> FlatMap:

@@ -36,6 +36,7 @@ TABLES = [
     "CREATE TABLE n (a int)",
     "CREATE TABLE w (g int, v int)",
     "CREATE TABLE ts (t timestamp)",
+    "CREATE TABLE j (id int, body jsonb)",
 ]
 ROWS = [
     "INSERT INTO a VALUES (1)",
@@ -47,6 +48,8 @@ ROWS = [
     "INSERT INTO w VALUES (1, 1), (1, 2), (2, 3), (2, 4), (3, 5)",
     "INSERT INTO ts VALUES ('2020-01-01 00:00:00.25'), ('1990-05-01 10:00:00.35'),"
     " ('1999-12-31 23:59:59.9996')",
+    """INSERT INTO j VALUES (1, '{"items": [1, "a", null, {"b": 2}], "k": {"zz": 1, "a": [2]}}'),"""
+    """ (2, '{"items": [], "k": {}}')""",
 ]
 
 
@@ -168,6 +171,11 @@ QUERIES = {
     " unnest(ARRAY[k, x, NULL]) WITH ORDINALITY AS u(v, n)",
     "table_function_subquery": "SELECT g, v, (SELECT sum(s) FROM generate_series(1, w.v) s) AS t"
     " FROM w",
+    "jsonb_array_elements": "SELECT id, x, n, x ->> 'b' AS b FROM j,"
+    " jsonb_array_elements(body -> 'items') WITH ORDINALITY AS e(x, n)",
+    "jsonb_array_elements_text": "SELECT id, x FROM j CROSS JOIN LATERAL"
+    " jsonb_array_elements_text(body -> 'items') AS x",
+    "jsonb_object_keys": "SELECT id, k FROM j, jsonb_object_keys(body -> 'k') AS k",
     # version() is a PostgreSQL version string (test_version_names_tidemark: Tidemark's)
     "version": "SELECT version() LIKE 'PostgreSQL %.% on %' AS pg, pg_catalog.version() = VERSION()"
     " AS same FROM a",
@@ -237,6 +245,19 @@ def test_generate_series_step_zero_is_an_error(
     assert outcome(tidemark, "SELECT * FROM mv_step_zero") == ("error", "22023")
 
 
+def test_jsonb_table_functions_of_other_values_give_no_rows(
+    tidemark: psycopg.Connection[Any],
+) -> None:
+    """Materialize's rule where PostgreSQL raises 22023: elements of a
+    non-array and keys of a non-object are no rows."""
+    query = (
+        "SELECT (SELECT count(*) FROM jsonb_array_elements('{\"a\": 1}')),"
+        " (SELECT count(*) FROM jsonb_array_elements_text('3')),"
+        " (SELECT count(*) FROM jsonb_object_keys('[1]'))"
+    )
+    assert tidemark.execute(query).fetchall() == [(0, 0, 0)]
+
+
 def test_version_names_tidemark(tidemark: psycopg.Connection[Any]) -> None:
     """version() (and pg_catalog.version(), which clients send on connect) is
     PostgreSQL's kind of string naming Tidemark, in a view too."""
@@ -266,7 +287,7 @@ UNSUPPORTED = [
     "SELECT ARRAY[]",
     "SELECT (1, 2) = 1",
     "SELECT a FROM a WHERE a SIMILAR TO 'x'",
-    "SELECT * FROM jsonb_array_elements('[1]')",
+    "SELECT * FROM jsonb_each('{}')",
     "SELECT * FROM generate_series(1.5, 3)",
     "SELECT 1 FROM a NATURAL JOIN (b CROSS JOIN c)",
     "SELECT a::foo FROM a",

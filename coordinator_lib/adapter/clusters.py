@@ -69,13 +69,18 @@ def worker_clusters(coord: Coordinator) -> dict[str, int]:
 
 
 def item_cluster(coord: Coordinator, id: GlobalId) -> str | None:
-    """The cluster a catalog item runs on (its IN CLUSTER, else the default);
-    None for what is not a catalog item."""
+    """The cluster a catalog item runs on (its IN CLUSTER, else the default;
+    a subsource's is its source's: one ingestion writes them all); None for
+    what is not a catalog item."""
     try:
         coord.catalog.get(id)
     except Exception:
         return None
-    plan = coord.catalog.index.plans.get(id)
+    try:
+        first = coord.catalog.entry(id).ids[0]
+    except Exception:  # a system item: no entry of its own
+        first = id
+    plan = coord.catalog.index.plans.get(first)
     cluster = getattr(plan, "cluster", None)
     return cluster or DEFAULT_CLUSTER
 

@@ -189,8 +189,9 @@ def purify(coord: Coordinator, plan: CreatePostgresSourcePlan) -> tuple[str, int
             f"{quote_ident(table.schema)}.{quote_ident(table.name)} ({columns}) AS {name}"
         )
     slot = f"tidemark_{uuid.uuid4().hex[:24]}"
+    cluster = f" IN CLUSTER {quote_ident(plan.cluster)}" if plan.cluster else ""
     sql = (
-        f"CREATE SOURCE {plan.name} FROM POSTGRES CONNECTION {connection} "
+        f"CREATE SOURCE {plan.name}{cluster} FROM POSTGRES CONNECTION {connection} "
         f"(PUBLICATION {_quote(plan.publication)}, SLOT {_quote(slot)}) "
         f"FOR TABLES ({', '.join(tables)})"
     )

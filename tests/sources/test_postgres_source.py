@@ -312,10 +312,12 @@ def test_for_schemas_takes_the_published_tables_of_those_schemas(
         tidemark.execute(
             "CREATE SOURCE s FROM POSTGRES CONNECTION pg (PUBLICATION 'p') FOR SCHEMAS (nope)"
         )
+    tidemark.execute("CREATE CLUSTER c (REPLICATION FACTOR 0)")
     tidemark.execute(
-        "CREATE SOURCE s FROM POSTGRES CONNECTION pg (PUBLICATION 'p') FOR SCHEMAS (sales)"
+        "CREATE SOURCE s IN CLUSTER c FROM POSTGRES CONNECTION pg (PUBLICATION 'p') "
+        "FOR SCHEMAS (sales)"
     )
-    assert [r[0] for r in tidemark.execute("SHOW SOURCES").fetchall()] == ["orders", "s"]
+    assert tidemark.execute("SHOW SOURCES").fetchall() == [("orders", "c"), ("s", "c")]
     upstream.execute("INSERT INTO sales.orders VALUES (2, 'desk')")
     upstream.execute("INSERT INTO a VALUES (9, 'not in sales', 9)")
     wait_until(

@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := setup
-.PHONY: setup java chromium test run bench bench-steps bench-storage bench-ivm bench-scheduler bench-webhook bench-replication bench-write bench-soak lint format clean slt
+.PHONY: setup java chromium test run bench bench-steps bench-storage bench-ivm bench-scheduler bench-webhook bench-replication bench-write bench-soak lint format clean slt slt-materialize
 
 ## setup: .venv with the pinned dependencies, the project installed editable, Java 17, Chromium (UI test).
 setup: $(STAMP) java chromium
@@ -91,6 +91,14 @@ SLT_MIN_PASS_RATE ?= 95
 SLT_ARGS ?=
 slt: setup
 	$(BIN)/python -m coordinator_lib.sqllogictest --min-pass-rate $(SLT_MIN_PASS_RATE) $(SLT_ARGS) $(SLT_DIR)/*.test $(SLT_DIR)/evidence/*.test
+
+## slt-materialize: Materialize's own sqllogictest files (MZ_SLT_DIR: a directory of
+## MaterializeInc/materialize's test/sqllogictest/*.slt, not kept in this repository; docs/slt.md
+## lists the files and commits measured) through pgwire; pass rate per file and failure classes.
+MZ_SLT_DIR ?=
+slt-materialize: setup
+	@test -n "$(MZ_SLT_DIR)" || { echo "set MZ_SLT_DIR to a directory of Materialize's .slt files (docs/slt.md)"; exit 2; }
+	$(BIN)/python -m coordinator_lib.slt_materialize $(SLT_ARGS) $(MZ_SLT_DIR)
 
 ## lint: ruff check, ruff format --check, the type check (mypy) and the layers
 ## contract (lint-imports, [tool.importlinter] in pyproject.toml); all must pass.

@@ -69,6 +69,8 @@ def _fit(values: Sequence[Typed], params: Sequence[Any]) -> tuple[int, int] | No
     """(exact matches, preferred parameters) of an overload, None if it does not fit."""
     exact = preferred = 0
     for value, param in zip(values, params, strict=True):
+        if param is Pseudo.ANY_ARRAY and (value.unknown or not value.scalar.is_array):
+            return None
         if isinstance(param, Pseudo):
             continue
         if not value.unknown and value.scalar is param:
@@ -96,6 +98,8 @@ def _as_text(b: ScalarBinder, value: Typed, node: exp.Expr) -> Typed:
 def _convert(b: ScalarBinder, value: Typed, param: Any, node: exp.Expr) -> Typed:
     if param is Pseudo.ANY_TEXT:
         return _as_text(b, value, node)
+    if param is Pseudo.ANY_ARRAY:
+        return value
     if param is Pseudo.ANY:
         return b.resolve_unknown(value, S.TEXT, node) if value.unknown else value
     return b.cast_to(value, param, node)
@@ -192,6 +196,7 @@ def _args(*keys: str) -> Callable[[exp.Expr], list[exp.Expr]]:
 # sqlglot node -> (the name it calls, its argument nodes): bound by overloads alone.
 _SYNTAX: dict[type, tuple[Callable[[Any], str], Callable[[Any], list[exp.Expr]]]] = {
     exp.Substring: (lambda n: "substring", _args("this", "start", "length")),
+    exp.ArraySize: (lambda n: "array_length", _args("this", "expression")),
     exp.Trim: (
         lambda n: {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(
             (n.args.get("position") or "BOTH").upper(), "btrim"

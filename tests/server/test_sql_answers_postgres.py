@@ -162,6 +162,9 @@ QUERIES = {
     # ARRAY[...] and subscripts (sql/array_syntax.py): 1-based, NULL outside
     "array_literal": "SELECT k, ARRAY[k, x] AS a, ARRAY['p', NULL] AS t, ARRAY[k, 2.5] AS n,"
     " (ARRAY[x, k * 2])[2] AS e, (ARRAY[x])[k] AS o, ('{7,8}'::int[])[k] AS c FROM t1",
+    "array_length": "SELECT k, array_length(ARRAY[k, x], 1) AS l, array_length(ARRAY[k], 2) AS d,"
+    " cardinality(ARRAY[x]) AS c, cardinality(string_to_array('', ',')) AS e,"
+    " array_length(string_to_array('', ','), 1) AS n FROM t1",
     # table functions in FROM (sql/table_functions.py): a FlatMap per row
     "generate_series": "SELECT * FROM generate_series(1, 3) WITH ORDINALITY AS g(x, n)",
     "generate_series_lateral": "SELECT k, g FROM t1, generate_series(k, x / 5, k) AS g",

@@ -1,4 +1,5 @@
-"""Array functions: `x = ANY (array)` and string_to_array (UDFs on Spark)."""
+"""Array functions: `x = ANY (array)`, string_to_array, ARRAY[...] and
+subscripts, array_length and cardinality."""
 
 from __future__ import annotations
 
@@ -93,3 +94,31 @@ def _index_on_spark(call: SparkCall) -> Any:
 def array_index(values: Sequence[Any], index: int) -> Any:
     """array[i]: 1-based; NULL outside the array (PostgreSQL's)."""
     return values[index - 1] if 1 <= index <= len(values) else None
+
+
+# array_length(array, dimension) and cardinality(array), PostgreSQL's: an
+# empty array has no dimension 1 (array_length is NULL), cardinality 0.
+def _array_length_on_spark(call: SparkCall) -> Any:
+    values, dimension = call.args
+    return F.when((dimension == 1) & (F.size(values) > 0), F.size(values)).cast(call.out)
+
+
+@scalar_function(
+    "array_length",
+    sig(Pseudo.ANY_ARRAY, ScalarType.INTEGER, result=ScalarType.INTEGER),
+    spark=_array_length_on_spark,
+    nulls=lambda nullable: True,
+)
+def array_length(values: Sequence[Any] | None, dimension: int | None) -> int | None:
+    if values is None or dimension != 1 or not values:
+        return None
+    return len(values)
+
+
+@scalar_function(
+    "cardinality",
+    sig(Pseudo.ANY_ARRAY, result=ScalarType.INTEGER),
+    spark=lambda call: F.size(call.args[0]).cast(call.out),
+)
+def cardinality(values: Sequence[Any]) -> int:
+    return len(values)

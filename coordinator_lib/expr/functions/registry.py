@@ -41,6 +41,7 @@ class Pseudo(Enum):
 
     ANY = "any"  # any type, taken as it is (an untyped literal is text)
     ANY_TEXT = "any as text"  # any type, converted to its text form (concat's "any")
+    ANY_ARRAY = "anyarray"  # an array of any element type
 
 
 Param = ScalarType | Pseudo

@@ -52,6 +52,7 @@ from coordinator_lib.sql.errors import (
     UndefinedOperator,
     UnsupportedFeature,
 )
+from coordinator_lib.sql.interval_fields import interval_field
 from coordinator_lib.sql.positions import position_of
 from coordinator_lib.sql.typed import Typed, literal
 
@@ -295,6 +296,9 @@ def _field_call(b: ScalarBinder, node: exp.Expr, name: str, nodes: list[exp.Expr
 
 
 def _extract(b: ScalarBinder, node: exp.Extract) -> Typed:
+    if isinstance(node.expression, exp.Interval):  # a constant: sql/interval_fields.py
+        months, days, micros = _interval_constant(b, node.expression)
+        return interval_field(node.this.name, months, days, micros, position_of(node))
     return _field_call(b, node, "extract", [_unit_text(node.this), node.expression])
 
 

@@ -165,6 +165,13 @@ QUERIES = {
     "array_length": "SELECT k, array_length(ARRAY[k, x], 1) AS l, array_length(ARRAY[k], 2) AS d,"
     " cardinality(ARRAY[x]) AS c, cardinality(string_to_array('', ',')) AS e,"
     " array_length(string_to_array('', ','), 1) AS n FROM t1",
+    # extract from a constant interval (sql/interval_fields.py), numeric as in PostgreSQL 14+
+    "extract_interval": "SELECT extract(hour from interval '3 hours 2 minutes') AS h,"
+    " extract(second from interval '1 min 1.5 s') AS s, extract(year from interval '1 year 14"
+    " months') AS y, extract(month from interval '-14 months') AS m, extract(epoch from"
+    " interval '1 year 1 month 1 day 2 hours') AS e, extract(millisecond from interval '1.5 s')"
+    " AS ms, extract(quarter from interval '5 months') AS q, extract(hour from interval"
+    " '-90 minutes') AS nh, extract(year from INTERVAL '2' YEAR) AS sy FROM a",
     # table functions in FROM (sql/table_functions.py): a FlatMap per row
     "generate_series": "SELECT * FROM generate_series(1, 3) WITH ORDINALITY AS g(x, n)",
     "generate_series_lateral": "SELECT k, g FROM t1, generate_series(k, x / 5, k) AS g",
@@ -291,6 +298,7 @@ UNSUPPORTED = [
     "SELECT (1, 2) = 1",
     "SELECT a FROM a WHERE a SIMILAR TO 'x'",
     "SELECT * FROM jsonb_each('{}')",
+    "SELECT extract(dow from interval '1 day')",
     "SELECT * FROM generate_series(1.5, 3)",
     "SELECT 1 FROM a NATURAL JOIN (b CROSS JOIN c)",
     "SELECT a::foo FROM a",

@@ -283,7 +283,7 @@ def _flat_map(df: DataFrame, node: rel.FlatMap) -> DataFrame:
     args = [to_spark(e, types) for e in node.exprs]
     arity = node.input.desc.arity
     out = spark_type(node.desc.types[arity].scalar_type)
-    if node.func is TableFunc.GENERATE_SERIES:
+    if node.func is TableFunc.GENERATE_SERIES and len(args) == 3:
         start, stop, step = args
         reaches = F.when(step > 0, start <= stop).otherwise(start >= stop)
         values = F.when(reaches, F.sequence(start, stop, step))

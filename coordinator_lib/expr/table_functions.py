@@ -3,7 +3,9 @@ operator, expr/relation.py), with PostgreSQL's meaning:
 
 - generate_series(start, stop, step) of integers: start, start + step, ...
   while not past stop (below it for a negative step); no rows when a value
-  is NULL or step points away from stop. step 0 is PostgreSQL's error 22023,
+  is NULL or step points away from stop. Of timestamps, the step is an
+  interval (months, days, microseconds, three arguments), added again and
+  again as PostgreSQL does (timestamp + interval, months first). step 0 is PostgreSQL's error 22023,
   which the planner (sql/table_functions.py) raises in a Map below the
   FlatMap, so the error takes the path every scalar error takes;
 - unnest(array): one row per element, NULL elements included; no rows for
@@ -19,11 +21,13 @@ backend explodes arrays built the same way (compute/spark_backend.py).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
+from coordinator_lib.expr.functions.datetime import add_interval
 from coordinator_lib.repr.jsonb import canonical_jsonb
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 
@@ -71,10 +75,26 @@ def expand(func: TableFunc, args: Sequence[Any]) -> list[Any]:
         return [] if args[0] is None else _jsonb_values(func, json.loads(args[0]))
     if any(a is None for a in args):
         return []
+    if len(args) == 5:
+        return _timestamps(*args)
     start, stop, step = args
     if step == 0:
         raise StepIsZero()
     return list(range(start, stop + 1, step) if step > 0 else range(start, stop - 1, step))
+
+
+def _timestamps(
+    start: dt.datetime, stop: dt.datetime, months: int, days: int, micros: int
+) -> list[dt.datetime]:
+    sign = months * 2_592_000_000_000 + days * 86_400_000_000 + micros
+    if sign == 0:
+        raise StepIsZero()
+    out: list[dt.datetime] = []
+    value = start
+    while (value <= stop) if sign > 0 else (value >= stop):
+        out.append(value)
+        value = add_interval(value, months, days, micros)
+    return out
 
 
 def _jsonb_values(func: TableFunc, value: Any) -> list[Any]:

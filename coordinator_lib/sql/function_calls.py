@@ -297,7 +297,7 @@ def _field_call(b: ScalarBinder, node: exp.Expr, name: str, nodes: list[exp.Expr
 
 def _extract(b: ScalarBinder, node: exp.Extract) -> Typed:
     if isinstance(node.expression, exp.Interval):  # a constant: sql/interval_fields.py
-        months, days, micros = _interval_constant(b, node.expression)
+        months, days, micros = interval_constant(node.expression)
         return interval_field(node.this.name, months, days, micros, position_of(node))
     return _field_call(b, node, "extract", [_unit_text(node.this), node.expression])
 
@@ -448,7 +448,8 @@ def parse_interval(text: str) -> tuple[int, int, int]:
     return months, days, micros
 
 
-def _interval_constant(b: ScalarBinder, node: exp.Interval) -> tuple[int, int, int]:
+def interval_constant(node: exp.Interval) -> tuple[int, int, int]:
+    """(months, days, microseconds) of `INTERVAL '...' [unit]`, which must be a constant."""
     value = node.this
     if not isinstance(value, exp.Literal) or not value.is_string:
         raise UnsupportedFeature("an interval must be a constant", position_of(node))
@@ -573,7 +574,7 @@ def interval_arithmetic(b: ScalarBinder, node: exp.Add | exp.Sub) -> Typed:
             "You might need to add explicit type casts.",
         )
     sign = 1 if isinstance(node, exp.Add) else -1
-    months, days, micros = (sign * part for part in _interval_constant(b, right))
+    months, days, micros = (sign * part for part in interval_constant(right))
     parts = [literal(months, S.INTEGER), literal(days, S.INTEGER), literal(micros, S.BIGINT)]
     return _Args(b, node, symbol, []).call("add_interval", [value, *parts])
 
@@ -655,6 +656,7 @@ __all__ = [
     "binds_node",
     "date_arithmetic",
     "interval_arithmetic",
+    "interval_constant",
     "parse_interval",
     "resolve_call",
 ]

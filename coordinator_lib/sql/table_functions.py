@@ -25,7 +25,8 @@ from coordinator_lib.expr.relation import Constant, FlatMap, Map, Project, Relat
 from coordinator_lib.expr.scalar import BinaryFunc, CallBinary, Column, If, Literal, RaiseError
 from coordinator_lib.expr.table_functions import JSONB_FUNCTIONS, TableFunc
 from coordinator_lib.repr.relation import ColumnType, RelationDesc, ScalarType
-from coordinator_lib.sql.errors import UndefinedFunction, UnsupportedFeature
+from coordinator_lib.sql.errors import InvalidParameter, UndefinedFunction, UnsupportedFeature
+from coordinator_lib.sql.function_calls import interval_constant
 from coordinator_lib.sql.positions import position_of
 from coordinator_lib.sql.typed import Typed
 
@@ -89,6 +90,12 @@ def _generate_series(
     call: exp.ExplodingGenerateSeries, binder: ScalarBinder, ordinality: bool
 ) -> FlatMap:
     nodes = [call.args[k] for k in ("start", "end", "step") if call.args.get(k) is not None]
+    if len(nodes) == 3:
+        step = nodes[2]
+        if isinstance(step, exp.Cast) and step.to.is_type(exp.DType.INTERVAL):
+            step = exp.Interval(this=step.this)  # '90 minutes'::interval
+        if isinstance(step, exp.Interval):
+            return _timestamp_series(call, [*nodes[:2], step], binder, ordinality)
     values = [binder.bind(n) for n in nodes]
     known = [v.scalar for v in values if not v.unknown]
     if any(t not in _INTEGERS for t in known):
@@ -106,6 +113,35 @@ def _generate_series(
     checked = If(CallBinary(BinaryFunc.EQ, step, zero), error, step)
     inputs = Map(_ONE_ROW, (start, stop, checked))
     columns = (Column(0), Column(1), Column(2))
+    return FlatMap(inputs, TableFunc.GENERATE_SERIES, columns, ordinality=ordinality)
+
+
+def _timestamp_series(
+    call: exp.Expr, nodes: list[exp.Expr], binder: ScalarBinder, ordinality: bool
+) -> FlatMap:
+    """generate_series(timestamp[tz], timestamp[tz], INTERVAL '...'): the step
+    a constant interval (Tidemark has no interval column type)."""
+    step_node = nodes[2]
+    assert isinstance(step_node, exp.Interval)
+    months, days, micros = interval_constant(step_node)
+    if months == days == micros == 0:
+        raise InvalidParameter("step size cannot equal zero", position_of(nodes[2]))
+    values = [binder.bind(n) for n in nodes[:2]]
+    known = [v.scalar for v in values if not v.unknown]
+    if any(t not in (S.DATE, S.TIMESTAMP, S.TIMESTAMPTZ) for t in known):
+        shown = ", ".join("unknown" if v.unknown else v.scalar.value for v in values)
+        raise UndefinedFunction(
+            f"function generate_series({shown}, interval) does not exist", position_of(call)
+        )
+    target = S.TIMESTAMP if known and all(t is S.TIMESTAMP for t in known) else S.TIMESTAMPTZ
+    start, stop = (binder.cast_to(v, target, n) for v, n in zip(values, nodes, strict=False))
+    step = (
+        Literal(months, ColumnType(S.INTEGER, False)),
+        Literal(days, ColumnType(S.INTEGER, False)),
+        Literal(micros, ColumnType(S.BIGINT, False)),
+    )
+    inputs = Map(_ONE_ROW, (start.expr, stop.expr, *step))
+    columns = tuple(Column(i) for i in range(5))
     return FlatMap(inputs, TableFunc.GENERATE_SERIES, columns, ordinality=ordinality)
 
 

@@ -177,6 +177,10 @@ QUERIES = {
     "generate_series_lateral": "SELECT k, g FROM t1, generate_series(k, x / 5, k) AS g",
     "generate_series_left_join": "SELECT w.g, s FROM w LEFT JOIN LATERAL"
     " generate_series(w.v, 3) AS s ON true",
+    "generate_series_timestamps": "SELECT * FROM generate_series('2020-01-31'::timestamp,"
+    " '2020-05-01', INTERVAL '1 month') WITH ORDINALITY AS g(t, n)",
+    "generate_series_timestamptz": "SELECT t, g FROM ts, generate_series(t::timestamptz,"
+    " t::timestamptz + INTERVAL '1 hour', '25 minutes'::interval) AS g",
     "unnest_lateral": "SELECT k, v, n FROM t1 CROSS JOIN LATERAL"
     " unnest(ARRAY[k, x, NULL]) WITH ORDINALITY AS u(v, n)",
     "table_function_subquery": "SELECT g, v, (SELECT sum(s) FROM generate_series(1, w.v) s) AS t"

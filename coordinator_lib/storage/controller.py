@@ -657,10 +657,14 @@ class StorageController:
         """The periodic compaction pass: compact every shard whose since has
         moved past its batches (or that has many batches), collect orphaned
         blobs, finalize dropped shards."""
+        # Outside the lock: compaction reads and rewrites batches, and every
+        # append (group commit) needs the lock; a shard's compaction and its
+        # appends are independent compare-and-sets of its state.
         with self._lock:
-            compacted = collected = 0
-            for id in list(self._collections):
-                shard = self._shards[id]
+            shards = [(id, self._shards[id]) for id in self._collections]
+        compacted = collected = 0
+        for id, shard in shards:
+            try:
                 shard.expire_lapsed_leases()
                 self.collection_frontiers(id)
                 compacted += shard.compact(
@@ -668,8 +672,11 @@ class StorageController:
                     max_batches=self.parameters.compaction_max_batches,
                 )
                 collected += len(shard.collect_garbage())
+            except (IdentifierMissing, persist_errors.ShardFinalized):
+                continue  # dropped meanwhile
+        with self._lock:
             finalized = self._finalize_pending()
-            return MaintenanceReport(compacted, collected, finalized)
+        return MaintenanceReport(compacted, collected, finalized)
 
     def flush_inline(self) -> int:
         """Flush the inline batches of every shard whose backlog of them is

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator_lib.persist import shard as shard_module
 from coordinator_lib.repr import Frontier, GlobalId, LagWriteFrontier, ValidFrom
 from coordinator_lib.storage import (
     AppendCommand,
@@ -136,6 +137,14 @@ def test_reconcile_drops_what_was_not_recreated(env: Env, tmp_path: Path) -> Non
 # ------------------------------------------------------------------ dropping
 
 
+@pytest.fixture
+def blob_batches_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every batch in blob (small ones are otherwise carried in the shard
+    state): the tests using it watch finalization delete the blobs."""
+    monkeypatch.setattr(shard_module, "INLINE_TOTAL_BYTES", 0)
+
+
+@pytest.mark.usefixtures("blob_batches_only")
 def test_drop_sources_finalizes_the_shard(controller: StorageController, env: Env) -> None:
     create_table(controller, T1)
     create_table(controller, T2)
@@ -172,6 +181,7 @@ def test_drop_sources_unvalidated_drops_a_forgotten_collection(env: Env) -> None
     assert second.persist.consensus.list_keys(COLLECTION_PREFIX) == []
 
 
+@pytest.mark.usefixtures("blob_batches_only")
 def test_a_dropped_shard_another_controller_holds_is_finalized_later(env: Env) -> None:
     dropper, holder = env.open(), env.open()
     create_table(dropper, T1)

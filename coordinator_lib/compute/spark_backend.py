@@ -291,7 +291,7 @@ def _flat_map(df: DataFrame, node: rel.FlatMap) -> DataFrame:
         (values,) = args
     else:  # the Python implementation as a UDF giving an array
         func = node.func
-        values = F.udf(lambda value: expand(func, [value]), T.ArrayType(out))(*args)
+        values = F.udf(lambda *values: expand(func, values), T.ArrayType(out))(*args)
     keep = [F.col(c) for c in data_columns(arity)]
     value = F.col("__value").cast(out).alias(column_name(arity))
     if not node.ordinality:

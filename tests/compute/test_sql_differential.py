@@ -534,6 +534,11 @@ QUERIES: dict[str, tuple[str, str | None]] = {
     ),
     # table functions in FROM: a FlatMap per row of t (planned as a LATERAL subquery)
     "table_fn_generate_series": ("SELECT k, v, g FROM t, generate_series(1, v) AS s(g)", None),
+    "table_fn_timestamps": (
+        "SELECT k, g FROM t, generate_series(TIMESTAMP '2024-01-01',"
+        " CAST('2024-01-0' || (k + 1) AS timestamp), INTERVAL '1 day') AS s(g)",
+        None,
+    ),
     "table_fn_unnest": (
         "SELECT k, x, n FROM t, unnest(ARRAY[k, v, NULL]) WITH ORDINALITY AS u(x, n)",
         "SELECT k, x, n FROM t, unnest([k, v, NULL]) WITH ORDINALITY AS u(x, n)",

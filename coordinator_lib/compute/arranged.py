@@ -2,10 +2,13 @@
 
 Each stateful operator of a view keeps its input arranged by key in the
 arrangement store (persist/arrangement_store.py): a join each input by its
-join key, a Reduce (and Distinct, Threshold) its input by its group key,
-TopK and Window theirs by group or partition key. A step reads its inputs'
-updates in [lower, upper) and, for each stateful operator, only the keys its
-delta touches (`StepState.arrange*`), never an input's old contents.
+join key, a Reduce (and Distinct, Threshold) its input by its group key (a
+COUNT/SUM Reduce only each group's accumulators), TopK and Window theirs by
+group or partition key, and a temporal filter its future insertions and
+retractions by time. A step reads its inputs' updates in [lower, upper) and,
+for each stateful operator, only the keys its delta touches
+(`StepState.arrange*`), or the times the step reaches, never an input's old
+contents.
 
 The state's upper follows the output's. A step computes the output from
 the state at `lower`, lands the output (compare_and_append), then moves the
@@ -41,11 +44,13 @@ from coordinator_lib.expr.relation import (
     TopK,
     Window,
 )
+from coordinator_lib.expr.temporal import TemporalFilter
 from coordinator_lib.persist.arrangement_store import (
     ArrangementStats,
     ArrangementStore,
     DataflowState,
     KeyedUpdate,
+    TimedUpdate,
 )
 from coordinator_lib.persist.shard import Shard
 from coordinator_lib.repr.frontier import Frontier
@@ -55,7 +60,7 @@ from coordinator_lib.repr.update import Row, Update, consolidate
 if TYPE_CHECKING:
     from coordinator_lib.compute.dataflow import DataflowDescription
 
-STATEFUL = (Join, Reduce, Distinct, Threshold, TopK, Window)
+STATEFUL = (Join, Reduce, Distinct, Threshold, TopK, Window, TemporalFilter)
 Key = tuple[Any, ...]
 KeyedRows = dict[Key, list[tuple[Row, int]]]
 
@@ -82,6 +87,7 @@ class StepState:
     hydrating: bool
     reads: StepReads
     pending: dict[str, list[KeyedUpdate]] = field(default_factory=dict)
+    pending_timed: dict[str, list[TimedUpdate]] = field(default_factory=dict)
     _operators: int = 0
 
     def _operator(self, kind: str) -> str:
@@ -124,6 +130,36 @@ class StepState:
         operator = self._operator("by key")
         self._keep(operator, delta, key_of, keyed_old)
         return None if self.hydrating else self._reader(operator)
+
+    def arrange_accumulators(
+        self,
+    ) -> tuple[Callable[[Iterable[Key]], KeyedRows] | None, list[KeyedUpdate]]:
+        """A Reduce's groups as accumulators (compute/local_groups.py), one
+        row per group key: the reader of those at lower (None when
+        hydrating), and the list the step adds its changes to (each touched
+        group's old row retracted, its new one inserted; when hydrating,
+        every group's)."""
+        operator = self._operator("accumulators")
+        pending = self.pending.setdefault(operator, [])
+        return (None if self.hydrating else self._reader(operator)), pending
+
+    def arrange_by_time(self, later: Iterable[Update]) -> Callable[[int, int], list[Update]] | None:
+        """A temporal filter's changes arranged by the time they are due:
+        `later` (those this step learns of, due at or past its upper) are
+        kept; the reader gives those due in [lower, upper), or None when
+        hydrating (then `later` must include the old contents' too)."""
+        operator = self._operator("by time")
+        self.pending_timed.setdefault(operator, []).extend((u.time, u.row, u.diff) for u in later)
+        if self.hydrating:
+            return None
+        arrangement = self.state.arrangement(operator)
+
+        def read(lower: int, upper: int) -> list[Update]:
+            found = [Update(r, t, d) for t, r, d in arrangement.read_between(lower, upper)]
+            self.reads.state += len(found)
+            return found
+
+        return read
 
     def arrange_join(
         self,
@@ -280,7 +316,7 @@ def prepare(
         catch_up = StepState(state, upper, hydrating=False, reads=reads)
         render_step(expr, as_of, inputs, upper, lower, catch_up, reads)
         # False: another process caught it up (or moved it on) meanwhile.
-        state.apply(catch_up.pending, upper, lower)
+        state.apply(catch_up.pending, upper, lower, timed=catch_up.pending_timed)
         upper = state.upper()
     return StepState(state, upper, hydrating=upper != lower, reads=reads)
 
@@ -297,7 +333,13 @@ def _readable_from(inputs: dict[GlobalId, Shard], time: int) -> bool:
 def land(state: StepState, upper: int) -> bool:
     """Move the state to `upper` after the step's output landed (False: it
     was fenced: another writer moved it, and a later step catches up)."""
-    return state.state.apply(state.pending, state.expected_upper, upper, replace=state.hydrating)
+    return state.state.apply(
+        state.pending,
+        state.expected_upper,
+        upper,
+        replace=state.hydrating,
+        timed=state.pending_timed,
+    )
 
 
 __all__ = [

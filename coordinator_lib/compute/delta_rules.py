@@ -24,7 +24,9 @@ The rules (docs/architecture.md, "How SQL becomes a plan"):
   per-operator state (an arrangement) instead of its input's old contents.
 - TemporalFilter: old is the rows present at u0 - 1; the delta is each
   update's insertion at max(t, L) and retraction at U, plus the old rows'
-  L or U that fall in the step (compute/temporal.py).
+  L or U that fall in the step (compute/temporal.py). Those are one
+  primitive (`temporal_due`), so a backend may keep the changes due past
+  a step arranged by time and read back only those the step reaches.
 
 Hydration at `as_of` is the same rules with every old empty and each
 input's snapshot a delta at `as_of`. `None` is a collection known to be
@@ -134,6 +136,12 @@ class Backend(Protocol[C]):
         """The insertions (at max(t, L), an untimed row's t being -inf) and
         retractions (at U) of `c`'s rows that fall in [lower, upper)."""
 
+    def temporal_due(self, old: C | None, delta: C | None, node: plan.TemporalFilter) -> C | None:
+        """The old rows' insertions and retractions that fall in [lower,
+        upper) (none when hydrating): `temporal_changes(old)`, or read from
+        an arrangement by time of the changes earlier steps found due later
+        (which takes in `delta`'s changes due at or past upper)."""
+
 
 def render_step(step: plan.Step, b: Backend[C]) -> Pair[C]:
     """`step`'s (old, delta) for one step of the dataflow."""
@@ -234,12 +242,8 @@ def _touched_keys(step: Keyed, inner: Pair[C], b: Backend[C]) -> Pair[C]:
 def _temporal(step: plan.TemporalFilter, inner: Pair[C], b: Backend[C]) -> Pair[C]:
     """Rows present from max(t, L) until U: the old rows present at lower - 1;
     the changes from the delta and, unless hydrating, from the old rows."""
-    if inner.old is None and inner.delta is None:
-        return Pair(None, None)
     old = None if inner.old is None else b.temporal_present(inner.old, step, b.lower - 1)
-    changes: list[C | None] = []
-    if inner.old is not None and not b.hydrating:
-        changes.append(b.temporal_changes(inner.old, step))
+    changes = [b.temporal_due(inner.old, inner.delta, step)]
     if inner.delta is not None:
         changes.append(b.temporal_changes(inner.delta, step))
     return Pair(old, _union(b, changes))

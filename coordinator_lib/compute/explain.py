@@ -88,9 +88,11 @@ def _state(step: steps.Step) -> str:
         return "each input by its join key"
     if isinstance(step, steps.Reduce) and isinstance(node, Reduce):
         keys = ", ".join(format_scalar(k) for k in node.group_key)
-        if step.kind is steps.ReduceKind.ACCUMULABLE:
-            return f"input by group key [{keys}]; on Spark, accumulators by group key"
+        if step.accumulators:  # a keyless Reduce has one group, key []
+            return f"accumulators by group key [{keys}]"
         return f"input by group key [{keys}]"
+    if isinstance(step, steps.TemporalFilter):
+        return "pending insertions and retractions by time"
     if isinstance(step, steps.Distinct | steps.Threshold):
         return "input by row"
     if isinstance(step, steps.TopK) and isinstance(node, TopK):

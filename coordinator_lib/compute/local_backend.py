@@ -24,6 +24,7 @@ from coordinator_lib.compute.budget import Tally, charge_list
 from coordinator_lib.compute.delta_rules import Keyed, Pair
 from coordinator_lib.compute.error_collection import error_update
 from coordinator_lib.compute.join_plan import JoinStep
+from coordinator_lib.compute.local_groups import Accumulators
 from coordinator_lib.compute.local_ordered import evaluate
 from coordinator_lib.compute.local_scalar import EvalError, aggregate_values, eval_scalar
 from coordinator_lib.compute.temporal import row_window
@@ -58,6 +59,8 @@ class Rows:
 
     get: Callable[[], list[Any]]
     timed: bool
+    # Keyed items `(key, accumulators, 1)` (local_groups.py), not rows.
+    accumulated: bool = False
 
     @staticmethod
     def old(compute: Callable[[], list[Any]]) -> Rows:
@@ -269,6 +272,8 @@ class LocalBackend:
     def rows_at_touched_keys(
         self, keyed_old: Rows | None, keyed_delta: Rows | None, node: Keyed
     ) -> Rows | None:
+        if self.state is not None and isinstance(node, plan.Reduce) and node.accumulators:
+            return self._touched_accumulators(keyed_old, keyed_delta, node)
         arranged = None
         if self.state is not None:  # arranged by the key: the touched groups' rows are there
             delta = None if keyed_delta is None else [Update(*u[1:]) for u in keyed_delta.get()]
@@ -285,23 +290,70 @@ class LocalBackend:
             return None
         return Rows.old(lambda: [item for item in keyed_old.get() if item[0] in touched])
 
+    def _touched_accumulators(
+        self, keyed_old: Rows | None, keyed_delta: Rows | None, node: plan.Reduce
+    ) -> Rows | None:
+        """The touched groups' accumulators at lower, read from the state
+        (one row per group); the state takes each touched group's new ones."""
+        assert self.state is not None
+        expr = node.expr
+        assert isinstance(expr, rel.Reduce)
+        read, changes = self.state.arrange_accumulators()
+        delta = [] if keyed_delta is None else keyed_delta.get()
+        touched = {u[0] for u in delta}
+        before: dict[Any, Accumulators] = {}
+        if read is not None:
+            for key, rows in read(list(touched)).items():
+                before[key] = Accumulators(expr, rows[0][0])
+        elif keyed_old is not None:  # hydrating: every group from the old rows
+            for key, row, diff in keyed_old.get():
+                found = before.get(key)
+                if found is None:
+                    found = before[key] = Accumulators(expr)
+                found.add(row, diff)
+        after = {key: Accumulators(expr, acc.row()) for key, acc in before.items()}
+        for key, row, _, diff in delta:
+            found = after.get(key)
+            if found is None:
+                found = after[key] = Accumulators(expr)
+            found.add(row, diff)
+        for key, acc in after.items():
+            old = before.get(key)
+            if read is not None and old is not None:
+                if old.row() == acc.row():
+                    continue
+                changes.append((key, old.row(), -1))
+            if not acc.is_empty():
+                changes.append((key, acc.row(), 1))
+        if keyed_delta is None:
+            return None
+        items = [(key, before[key].row(), 1) for key in touched if key in before]
+        return Rows(lambda: items, False, accumulated=True)
+
     def group_changes(self, touched_old: Rows | None, keyed_delta: Rows, node: Keyed) -> Rows:
-        output = _group_output(node)
+        new_group = _group(node)
         by_key: dict[Hashable, list[tuple[Row, int, int]]] = defaultdict(list)
         for key, row, time, diff in keyed_delta.get():
             by_key[key].append((row, time, diff))
-        before: dict[Hashable, Counter[Row]] = defaultdict(Counter)
+        before: dict[Hashable, _Group] = {}
         for key, row, diff in [] if touched_old is None else touched_old.get():
-            before[key][row] += diff
+            group = before.get(key)
+            if group is None:
+                group = before[key] = new_group(key)
+            if touched_old is not None and touched_old.accumulated:
+                assert isinstance(group, _AccumulatedGroup)
+                group.accumulators = Accumulators(group.accumulators.reduce, row)
+            else:
+                group.add(row, diff)
         changes: list[Update] = []
         for key, updates in by_key.items():
-            rows = before[key]
-            previous = output(key, rows)
+            group = before.get(key) or new_group(key)
+            previous = group.output()
             for t in sorted({time for _, time, _ in updates}):
                 for row, time, diff in updates:
                     if time == t:
-                        rows[row] += diff
-                current = output(key, rows)
+                        group.add(row, diff)
+                current = group.output()
                 for row in previous.keys() | current.keys():
                     change = current[row] - previous[row]
                     if isinstance(row, GroupError):
@@ -325,29 +377,24 @@ class LocalBackend:
         return Rows.old(present)
 
     def temporal_changes(self, c: Rows, node: plan.TemporalFilter) -> Rows:
-        window = _row_window(node)
-        lower, upper = self.lower, self.upper
-        changes: list[Update] = []
-        if not c.timed:  # rows already present (or pending) whose times come now
-            for row, diff in c.get():
-                ever, lo, hi = window(row)
-                if not ever:
-                    continue
-                if lo is not None and lower <= lo < upper:
-                    changes.append(Update(row, lo, diff))
-                if hi is not None and lower <= hi < upper:
-                    changes.append(Update(row, hi, -diff))
-            return Rows.delta(changes)
-        for row, t, diff in c.get():
-            ever, lo, hi = window(row)
-            start = t if lo is None else max(t, lo)
-            if not ever or (hi is not None and start >= hi):
-                continue
-            if start < upper:
-                changes.append(Update(row, start, diff))
-            if hi is not None and hi < upper:
-                changes.append(Update(row, hi, -diff))
-        return Rows.delta(changes)
+        upper = self.upper
+        return Rows.delta([u for u in _temporal_events(c, node, self.lower) if u.time < upper])
+
+    def temporal_due(
+        self, old: Rows | None, delta: Rows | None, node: plan.TemporalFilter
+    ) -> Rows | None:
+        if self.state is not None:  # the changes due from here on, arranged by time
+            upper = self.upper
+            later = [] if delta is None else _temporal_events(delta, node, self.lower)
+            if self.state.hydrating and old is not None and not self.hydrating:
+                later += _temporal_events(old, node, self.lower)
+            read = self.state.arrange_by_time(u for u in later if u.time >= upper)
+            if read is not None:
+                due = read(self.lower, upper)
+                return Rows.delta(due) if due else None
+        if old is None or self.hydrating:
+            return None
+        return self.temporal_changes(old, node)
 
 
 # ----------------------------------------------------------------- linear ops
@@ -481,7 +528,73 @@ def _group_output(node: Keyed) -> Callable[[Hashable, Counter[Row]], Counter[Row
     return output
 
 
+class _Group:
+    """A touched group being stepped: its rows (output evaluated from them)."""
+
+    def __init__(
+        self, key: Hashable, output: Callable[[Hashable, Counter[Row]], Counter[Row]]
+    ) -> None:
+        self.key, self.rows, self._output = key, Counter[Row](), output
+
+    def add(self, row: Row, diff: int) -> None:
+        self.rows[row] += diff
+
+    def output(self) -> Counter[Row]:
+        return self._output(self.key, self.rows)
+
+
+class _AccumulatedGroup(_Group):
+    """A COUNT/SUM group as its accumulators (local_groups.py)."""
+
+    def __init__(self, key: Hashable, reduce: rel.Reduce) -> None:
+        self.key, self.accumulators = key, Accumulators(reduce)
+
+    def add(self, row: Row, diff: int) -> None:
+        self.accumulators.add(row, diff)
+
+    def output(self) -> Counter[Row]:
+        assert isinstance(self.key, tuple)
+        return self.accumulators.output(self.key)
+
+
+def _group(node: Keyed) -> Callable[[Hashable], _Group]:
+    """A new, empty group of `node` by its key."""
+    expr = node.expr
+    if isinstance(node, plan.Reduce) and node.accumulators:
+        assert isinstance(expr, rel.Reduce)
+        return lambda key: _AccumulatedGroup(key, expr)
+    output = _group_output(node)
+    return lambda key: _Group(key, output)
+
+
 # ------------------------------------------------------------------ temporal
+def _temporal_events(c: Rows, node: plan.TemporalFilter, lower: int) -> list[Update]:
+    """Every insertion (at max(t, L)) and retraction (at U) of a delta's
+    rows; of old rows (present or pending at lower - 1), those at or after
+    `lower`."""
+    window = _row_window(node)
+    events: list[Update] = []
+    if not c.timed:
+        for row, diff in c.get():
+            ever, lo, hi = window(row)
+            if not ever:
+                continue
+            if lo is not None and lo >= lower:
+                events.append(Update(row, lo, diff))
+            if hi is not None and hi >= lower:
+                events.append(Update(row, hi, -diff))
+        return events
+    for row, t, diff in c.get():
+        ever, lo, hi = window(row)
+        start = t if lo is None else max(t, lo)
+        if not ever or (hi is not None and start >= hi):
+            continue
+        events.append(Update(row, start, diff))
+        if hi is not None:
+            events.append(Update(row, hi, -diff))
+    return events
+
+
 def _row_window(node: plan.TemporalFilter) -> Callable[[Row], tuple[bool, int | None, int | None]]:
     expr = node.expr
     assert isinstance(expr, TemporalFilterExpr)

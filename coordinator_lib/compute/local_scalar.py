@@ -64,7 +64,7 @@ class EvalError(Exception):
         self.code = code
 
 
-def _check_range(value: int, st: ScalarType) -> int:
+def check_range(value: int, st: ScalarType) -> int:
     low, high = INT_RANGES[st]
     if not low <= value <= high:
         raise EvalError(f"{st.value} out of range", "22003")
@@ -139,14 +139,14 @@ def _cast(value: Any, src: ScalarType, dst: ScalarType) -> Any:
         if src is S.BOOLEAN:
             return int(value)
         if is_integer(src):
-            return _check_range(value, dst)
+            return check_range(value, dst)
         if src is S.NUMERIC:
             rounded = value.quantize(decimal.Decimal(1), rounding=decimal.ROUND_HALF_UP)
-            return _check_range(int(rounded), dst)
+            return check_range(int(rounded), dst)
         if src in (S.REAL, S.DOUBLE):
             if not math.isfinite(value):
                 raise EvalError("integer out of range", "22003")
-            return _check_range(round(value), dst)  # rint: half to even
+            return check_range(round(value), dst)  # rint: half to even
     if dst is S.NUMERIC:
         if src in (S.REAL, S.DOUBLE):
             if not math.isfinite(value):
@@ -184,7 +184,7 @@ def _arith(func: BinaryFunc, a: Any, b: Any, st: ScalarType) -> Any:
             result = quotient if (a >= 0) == (b >= 0) else -quotient
         else:
             result = abs(a) % abs(b) * (1 if a >= 0 else -1)
-        return _check_range(result, st)
+        return check_range(result, st)
     if st is S.NUMERIC:
         ops = {
             BinaryFunc.ADD: ARITHMETIC.add,
@@ -289,11 +289,11 @@ def eval_scalar(expr: ScalarExpr, row: Row, types: tuple[ColumnType, ...]) -> An
         if func is UnaryFunc.NEG:
             if isinstance(value, decimal.Decimal):
                 return value.copy_negate()
-            return _check_range(-value, st) if is_integer(st) else -value
+            return check_range(-value, st) if is_integer(st) else -value
         if func is UnaryFunc.ABS:
             if isinstance(value, decimal.Decimal):
                 return value.copy_abs()
-            return _check_range(abs(value), st) if is_integer(st) else abs(value)
+            return check_range(abs(value), st) if is_integer(st) else abs(value)
         if func is UnaryFunc.LOWER:
             return value.lower()
         if func is UnaryFunc.UPPER:
@@ -363,7 +363,7 @@ def aggregate_values(
         )
     total = sum(values)
     if is_integer(out_type):
-        return _check_range(total, out_type)
+        return check_range(total, out_type)
     return _float_result(total, out_type, *values)
 
 

@@ -145,6 +145,28 @@ class Reduce(Unary):
             return Rule.ACCUMULATED
         return Rule.TOUCHED_KEYS
 
+    @property
+    def accumulators(self) -> bool:
+        """Whether an in-process step keeps each group as accumulators (its
+        multiplicity; per aggregate, the sum of value x diff and the count of
+        non-NULL values) instead of its rows: every aggregate is a COUNT or a
+        SUM, not DISTINCT, with an exact result (an integer or numeric sum:
+        a float sum kept running would drift from a recompute)."""
+        node = self.expr
+        assert isinstance(node, rel.Reduce)
+        types = node.input.desc.types
+        return bool(node.aggregates) and all(
+            not a.distinct
+            and (
+                a.func is rel.AggregateFunc.COUNT
+                or (
+                    a.func is rel.AggregateFunc.SUM
+                    and a.typ(types).scalar_type not in (ScalarType.REAL, ScalarType.DOUBLE)
+                )
+            )
+            for a in node.aggregates
+        )
+
 
 @dataclass(frozen=True, eq=False)
 class Distinct(Unary):

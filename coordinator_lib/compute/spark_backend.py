@@ -233,6 +233,12 @@ class SparkBackend:
             )
         )
 
+    def temporal_due(
+        self, old: DataFrame | None, delta: DataFrame | None, node: plan.TemporalFilter
+    ) -> DataFrame | None:
+        # No arrangements on Spark: the old contents' changes due in the step.
+        return None if old is None or self.hydrating else self.temporal_changes(old, node)
+
 
 # ----------------------------------------------------------------- linear ops
 Split = tuple[DataFrame, list[DataFrame]]  # (rows, their errors)

@@ -21,7 +21,9 @@ LMDB and RocksDB (rocksdict) read faster but allow one writer process
 State is kept at one time only, its upper: a step reads the state at
 `lower - 1` = upper - 1 and no reader needs older times, so the since
 follows the upper and compaction is the consolidation `apply` does
-(a row whose multiplicity reaches 0 is deleted). `synchronous=NORMAL`:
+(a row whose multiplicity reaches 0 is deleted). An arrangement by time
+(`pending`) holds only what is due at or after the upper: `apply` deletes
+what the step that moved the upper past it has taken. `synchronous=NORMAL`:
 a commit survives SIGKILL; a power loss may lose the last commits, which
 leaves the state behind its output and is caught up like a crash
 (compute/arranged.py).
@@ -53,11 +55,16 @@ Key = tuple[Any, ...]
 Row = tuple[Any, ...]
 # (key, row, diff): a change of the multiplicity of `row` under `key`.
 KeyedUpdate = tuple[Key, Row, int]
+# (time, row, diff): a change of `row` due at `time` (an arrangement by time).
+TimedUpdate = tuple[int, Row, int]
 
 # The page cache of each connection (KiB): what bounds a process's memory
 # for state, whatever the state's size on disk.
 CACHE_KIB = 16 * 1024
 BUSY_TIMEOUT_S = 30.0
+# Rows due at or past this time are never due (no upper reaches it) and
+# SQLite's integers stop here.
+_NEVER = 2**63 - 1
 # SQLite's default limit of bound parameters per statement is 32766.
 _CHUNK = 900
 
@@ -79,6 +86,16 @@ _SCHEMA = (
         row BLOB NOT NULL,
         diff INTEGER NOT NULL,
         PRIMARY KEY (arrangement, key, rid)
+    ) WITHOUT ROWID""",
+    # Rows arranged by time (a temporal filter's future insertions and
+    # retractions): a step reads the range [lower, upper) of each.
+    """CREATE TABLE IF NOT EXISTS pending (
+        arrangement INTEGER NOT NULL,
+        time INTEGER NOT NULL,
+        rid BLOB NOT NULL,
+        row BLOB NOT NULL,
+        diff INTEGER NOT NULL,
+        PRIMARY KEY (arrangement, time, rid)
     ) WITHOUT ROWID""",
 )
 
@@ -246,25 +263,23 @@ class DataflowState:
         expected_upper: int | None,
         new_upper: int,
         replace: bool = False,
+        timed: Mapping[str, Iterable[TimedUpdate]] | None = None,
     ) -> bool:
-        """Add each operator's keyed updates and move the upper from
-        `expected_upper` (None: no state yet) to `new_upper`, all in one
-        transaction; False, with nothing changed, if the upper is not the
-        expected one. `replace` first empties the arrangements (hydration
-        over a discarded state)."""
+        """Add each operator's keyed updates (and `timed` ones, arranged by
+        time) and move the upper from `expected_upper` (None: no state yet)
+        to `new_upper`, all in one transaction; False, with nothing changed,
+        if the upper is not the expected one. `replace` first empties the
+        arrangements (hydration over a discarded state). Timed rows due
+        before `new_upper` are dropped: the steps up to it took them."""
         if expected_upper is not None and new_upper < expected_upper:
             raise ValueError(f"state upper cannot go back from {expected_upper} to {new_upper}")
-        consolidated: dict[str, dict[tuple[bytes, bytes], list[Any]]] = {}
-        for operator, updates in changes.items():
-            entries: dict[tuple[bytes, bytes], list[Any]] = {}
-            for key, row, diff in updates:
-                ident = (identity(key), identity(row))
-                entry = entries.get(ident)
-                if entry is None:
-                    entries[ident] = [row, diff]
-                else:
-                    entry[1] += diff
-            consolidated[operator] = entries
+        consolidated = {op: _consolidate(updates, identity) for op, updates in changes.items()}
+        by_time = {
+            op: _consolidate(
+                ((t, r, d) for t, r, d in updates if new_upper <= t < _NEVER), _time_id
+            )
+            for op, updates in (timed or {}).items()
+        }
         with self.store._conn() as conn:
             conn.execute("BEGIN IMMEDIATE")
             row = conn.execute(
@@ -274,11 +289,7 @@ class DataflowState:
                 conn.execute("ROLLBACK")
                 return False
             if replace:
-                conn.execute(
-                    "DELETE FROM arranged WHERE arrangement IN"
-                    " (SELECT id FROM arrangement WHERE dataflow = ?)",
-                    (self.dataflow,),
-                )
+                self._delete_rows(conn)
             for operator, entries in consolidated.items():
                 arr = self.store._id(conn, self.dataflow, operator, create=True)
                 conn.executemany(
@@ -298,6 +309,28 @@ class DataflowState:
                     " WHERE arrangement = ? AND key = ? AND rid = ? AND diff = 0",
                     ((arr, k, r) for (k, r), v in entries.items() if v[1] != 0),
                 )
+            for operator, entries in by_time.items():
+                arr = self.store._id(conn, self.dataflow, operator, create=True)
+                conn.executemany(
+                    "INSERT INTO pending (arrangement, time, rid, row, diff)"
+                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (arrangement, time, rid)"
+                    " DO UPDATE SET diff = diff + excluded.diff",
+                    (
+                        (arr, t, r, pickle.dumps(v[0], protocol=5), v[1])
+                        for (t, r), v in entries.items()
+                        if v[1] != 0
+                    ),
+                )
+                conn.executemany(
+                    "DELETE FROM pending"
+                    " WHERE arrangement = ? AND time = ? AND rid = ? AND diff = 0",
+                    ((arr, t, r) for (t, r), v in entries.items() if v[1] != 0),
+                )
+            conn.execute(
+                "DELETE FROM pending WHERE arrangement IN"
+                " (SELECT id FROM arrangement WHERE dataflow = ?) AND time < ?",
+                (self.dataflow, new_upper),
+            )
             conn.execute(
                 "INSERT INTO frontier (dataflow, upper) VALUES (?, ?)"
                 " ON CONFLICT (dataflow) DO UPDATE SET upper = excluded.upper",
@@ -306,15 +339,19 @@ class DataflowState:
             conn.execute("COMMIT")
             return True
 
+    def _delete_rows(self, conn: sqlite3.Connection) -> None:
+        for table in ("arranged", "pending"):
+            conn.execute(
+                f"DELETE FROM {table} WHERE arrangement IN"
+                " (SELECT id FROM arrangement WHERE dataflow = ?)",
+                (self.dataflow,),
+            )
+
     def drop(self) -> None:
         """Forget the dataflow's state (its view was dropped)."""
         with self.store._conn() as conn:
             conn.execute("BEGIN IMMEDIATE")
-            conn.execute(
-                "DELETE FROM arranged WHERE arrangement IN"
-                " (SELECT id FROM arrangement WHERE dataflow = ?)",
-                (self.dataflow,),
-            )
+            self._delete_rows(conn)
             conn.execute("DELETE FROM arrangement WHERE dataflow = ?", (self.dataflow,))
             conn.execute("DELETE FROM frontier WHERE dataflow = ?", (self.dataflow,))
             conn.execute("COMMIT")
@@ -326,8 +363,9 @@ class DataflowState:
             rows = conn.execute(
                 "SELECT a.operator, count(*), coalesce(sum(r.diff), 0),"
                 " coalesce(sum(length(r.row) + 32), 0)"
-                " FROM arrangement a JOIN arranged r ON r.arrangement = a.id"
-                " WHERE a.dataflow = ? GROUP BY a.operator",
+                " FROM arrangement a JOIN (SELECT arrangement, row, diff FROM arranged"
+                " UNION ALL SELECT arrangement, row, diff FROM pending) r"
+                " ON r.arrangement = a.id WHERE a.dataflow = ? GROUP BY a.operator",
                 (self.dataflow,),
             ).fetchall()
         return {op: ArrangementStats(int(n), int(u), int(b)) for op, n, u, b in rows}
@@ -366,6 +404,22 @@ class Arrangement:
                     out[by_id[key]].append((pickle.loads(blob), int(diff)))
         return out
 
+    def read_between(self, lower: int, upper: int) -> list[TimedUpdate]:
+        """The rows arranged by time that are due in [lower, upper)."""
+        store = self.state.store
+        with store._conn() as conn:
+            arr = store._id(conn, self.state.dataflow, self.operator, create=False)
+            if arr is None:
+                return []
+            return [
+                (int(time), pickle.loads(blob), int(diff))
+                for time, blob, diff in conn.execute(
+                    "SELECT time, row, diff FROM pending"
+                    " WHERE arrangement = ? AND time >= ? AND time < ?",
+                    (arr, lower, upper),
+                )
+            ]
+
     def scan(self) -> list[tuple[Row, int]]:
         """Every row (tests and size checks; a step reads by key)."""
         store = self.state.store
@@ -381,11 +435,31 @@ class Arrangement:
             ]
 
 
+def _time_id(time: int) -> int:
+    return time
+
+
+def _consolidate(
+    updates: Iterable[tuple[Any, Row, int]], name: Any
+) -> dict[tuple[Any, bytes], list[Any]]:
+    """(name(key or time), identity(row)) -> [row, summed diff]."""
+    entries: dict[tuple[Any, bytes], list[Any]] = {}
+    for key, row, diff in updates:
+        ident = (name(key), identity(row))
+        entry = entries.get(ident)
+        if entry is None:
+            entries[ident] = [row, diff]
+        else:
+            entry[1] += diff
+    return entries
+
+
 __all__ = [
     "Arrangement",
     "ArrangementStats",
     "ArrangementStore",
     "DataflowState",
     "KeyedUpdate",
+    "TimedUpdate",
     "identity",
 ]

@@ -140,4 +140,13 @@ def test_explain_physical_prints_the_step_plan_with_rules_and_state() -> None:
         "[incremental: touched keys] state=input by group key [#3]"
     )
     counted, _ = _plan("CREATE MATERIALIZED VIEW c AS SELECT k, count(*) AS n FROM t GROUP BY k")
-    assert "kind=accumulable [incremental: accumulated]" in explain_steps(counted.expr)
+    assert (
+        "kind=accumulable [incremental: accumulated] state=accumulators by group key [#0]"
+        in explain_steps(counted.expr)
+    )
+    total, _ = _plan("CREATE MATERIALIZED VIEW s AS SELECT sum(v) AS s FROM t")
+    assert "state=accumulators by group key []" in explain_steps(total.expr)
+    timed, _ = _plan("CREATE MATERIALIZED VIEW f AS SELECT k FROM t WHERE mz_now() < v")
+    assert "[incremental: temporal] state=pending insertions and retractions by time" in (
+        explain_steps(timed.expr)
+    )

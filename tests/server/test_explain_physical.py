@@ -16,8 +16,7 @@ def test_explain_physical_plan_over_pgwire(environment: object) -> None:
         (text,) = cur.fetchone() or ("",)
         assert text.splitlines() == [
             "Reduce group_by=[#0] aggregates=[sum(#1)] kind=accumulable "
-            "[incremental: accumulated] state=input by group key [#0]; "
-            "on Spark, accumulators by group key",
+            "[incremental: accumulated] state=accumulators by group key [#0]",
             "  Get materialize.public.t [source] state=none",
         ]
         (select,) = conn.execute(

@@ -1,0 +1,78 @@
+"""A COUNT/SUM group in-process as its accumulators, not its rows.
+
+A Reduce whose aggregates are all COUNT or exact SUM (plan.Reduce.accumulators)
+has each group's output as a function of a few running sums: the group's
+multiplicity and, per aggregate, the sum of value x diff and the sum of diff
+over non-NULL values (a SUM of no non-NULL value is NULL, a COUNT is the
+latter). An in-process step over arrangements keeps that tuple per group key
+(compute/arranged.py), so a touched group costs one state row whatever its
+size; the accumulating reduce on Spark (accumulate.py) keeps the same sums.
+"""
+
+from __future__ import annotations
+
+import decimal
+from collections import Counter
+from typing import Any
+
+from coordinator_lib.compute.local_scalar import check_range, eval_scalar, to_numeric
+from coordinator_lib.expr import relation as rel
+from coordinator_lib.repr.numeric import ARITHMETIC
+from coordinator_lib.repr.relation import ScalarType
+from coordinator_lib.repr.update import Row
+
+
+class Accumulators:
+    """One group's accumulators, `(rows, s0, n0, s1, n1, ...)` as `values`."""
+
+    def __init__(self, reduce: rel.Reduce, values: Row | None = None) -> None:
+        self.reduce = reduce
+        self.types = reduce.input.desc.types
+        self.numeric = [
+            a.func is rel.AggregateFunc.SUM and a.typ(self.types).scalar_type is ScalarType.NUMERIC
+            for a in reduce.aggregates
+        ]
+        zero: list[Any] = [0]
+        for numeric in self.numeric:
+            zero += [decimal.Decimal(0) if numeric else 0, 0]
+        self.values: list[Any] = zero if values is None else list(values)
+
+    def add(self, row: Row, diff: int) -> None:
+        """Take in `diff` copies of `row` (a row of the Reduce's input)."""
+        values = self.values
+        values[0] += diff
+        for i, aggregate in enumerate(self.reduce.aggregates):
+            value = eval_scalar(aggregate.expr, row, self.types)
+            if value is None:
+                continue
+            values[2 + 2 * i] += diff
+            if aggregate.func is rel.AggregateFunc.SUM:
+                if self.numeric[i]:
+                    term = ARITHMETIC.multiply(decimal.Decimal(value), diff)
+                    values[1 + 2 * i] = ARITHMETIC.add(values[1 + 2 * i], term)
+                else:
+                    values[1 + 2 * i] += value * diff
+
+    def row(self) -> Row:
+        return tuple(self.values)
+
+    def is_empty(self) -> bool:
+        return not any(self.values)
+
+    def output(self, key: Row) -> Counter[Row]:
+        """The group's output row (none while its multiplicity is not positive)."""
+        values = self.values
+        if values[0] <= 0:
+            return Counter()
+        out: list[Any] = []
+        for i, aggregate in enumerate(self.reduce.aggregates):
+            total, count = values[1 + 2 * i], values[2 + 2 * i]
+            if aggregate.func is rel.AggregateFunc.COUNT:
+                out.append(count)
+            elif count == 0:
+                out.append(None)
+            elif self.numeric[i]:
+                out.append(to_numeric(total))
+            else:
+                out.append(check_range(total, aggregate.typ(self.types).scalar_type))
+        return Counter({key + tuple(out): 1})

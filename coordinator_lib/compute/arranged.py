@@ -3,12 +3,13 @@
 Each stateful operator of a view keeps its input arranged by key in the
 arrangement store (persist/arrangement_store.py): a join each input by its
 join key, a Reduce (and Distinct, Threshold) its input by its group key (a
-COUNT/SUM Reduce only each group's accumulators), TopK and Window theirs by
-group or partition key, and a temporal filter its future insertions and
-retractions by time. A step reads its inputs' updates in [lower, upper) and,
-for each stateful operator, only the keys its delta touches
-(`StepState.arrange*`), or the times the step reaches, never an input's old
-contents.
+COUNT/SUM/MIN/MAX Reduce only each group's accumulators and its MIN/MAX
+values in order), TopK its input by group key in its order, Window by
+partition key, and a temporal filter its future insertions and retractions
+by time. A step reads its inputs' updates in [lower, upper) and, for each
+stateful operator, only the keys its delta touches (`StepState.arrange*`;
+of a group in order, its first rows), or the times the step reaches, never
+an input's old contents.
 
 The state's upper follows the output's. A step computes the output from
 the state at `lower`, lands the output (compare_and_append), then moves the
@@ -50,6 +51,7 @@ from coordinator_lib.persist.arrangement_store import (
     ArrangementStore,
     DataflowState,
     KeyedUpdate,
+    OrderedUpdate,
     TimedUpdate,
 )
 from coordinator_lib.persist.shard import Shard
@@ -88,6 +90,7 @@ class StepState:
     reads: StepReads
     pending: dict[str, list[KeyedUpdate]] = field(default_factory=dict)
     pending_timed: dict[str, list[TimedUpdate]] = field(default_factory=dict)
+    pending_ordered: dict[str, list[OrderedUpdate]] = field(default_factory=dict)
     _operators: int = 0
 
     def _operator(self, kind: str) -> str:
@@ -142,6 +145,33 @@ class StepState:
         operator = self._operator("accumulators")
         pending = self.pending.setdefault(operator, [])
         return (None if self.hydrating else self._reader(operator)), pending
+
+    def arrange_in_order(
+        self,
+        delta: Iterable[tuple[Key, Row, int]],
+        ord_of: Callable[[Row], bytes],
+        keyed_old: Callable[[], Iterable[tuple[Key, Row, int]]] | None,
+    ) -> Callable[[Key, int | None], list[tuple[Row, int]]] | None:
+        """Rows arranged by key and, within a key, in the order `ord_of`
+        gives (compute/order_bytes.py): TopK's input, a MIN/MAX's values.
+        The reader gives a key's first `count` rows at lower and those tied
+        with the last (all for None), or is None when hydrating (then read
+        `keyed_old`, which this writes as the state)."""
+        operator = self._operator("in order")
+        pending = self.pending_ordered.setdefault(operator, [])
+        if self.hydrating and keyed_old is not None:
+            pending.extend((k, ord_of(r), r, d) for k, r, d in keyed_old())
+        pending.extend((k, ord_of(r), r, d) for k, r, d in delta)
+        if self.hydrating:
+            return None
+        arrangement = self.state.arrangement(operator)
+
+        def read(key: Key, count: int | None) -> list[tuple[Row, int]]:
+            found = arrangement.read_first(key, count)
+            self.reads.state += len(found)
+            return found
+
+        return read
 
     def arrange_by_time(self, later: Iterable[Update]) -> Callable[[int, int], list[Update]] | None:
         """A temporal filter's changes arranged by the time they are due:
@@ -316,7 +346,13 @@ def prepare(
         catch_up = StepState(state, upper, hydrating=False, reads=reads)
         render_step(expr, as_of, inputs, upper, lower, catch_up, reads)
         # False: another process caught it up (or moved it on) meanwhile.
-        state.apply(catch_up.pending, upper, lower, timed=catch_up.pending_timed)
+        state.apply(
+            catch_up.pending,
+            upper,
+            lower,
+            timed=catch_up.pending_timed,
+            ordered=catch_up.pending_ordered,
+        )
         upper = state.upper()
     return StepState(state, upper, hydrating=upper != lower, reads=reads)
 
@@ -339,6 +375,7 @@ def land(state: StepState, upper: int) -> bool:
         upper,
         replace=state.hydrating,
         timed=state.pending_timed,
+        ordered=state.pending_ordered,
     )
 
 

@@ -89,6 +89,8 @@ def _state(step: steps.Step) -> str:
     if isinstance(step, steps.Reduce) and isinstance(node, Reduce):
         keys = ", ".join(format_scalar(k) for k in node.group_key)
         if step.accumulators:  # a keyless Reduce has one group, key []
+            if any(a.func in steps.ORDERED_AGGREGATES for a in node.aggregates):
+                return f"accumulators and MIN/MAX values in order by group key [{keys}]"
             return f"accumulators by group key [{keys}]"
         return f"input by group key [{keys}]"
     if isinstance(step, steps.TemporalFilter):
@@ -96,7 +98,8 @@ def _state(step: steps.Step) -> str:
     if isinstance(step, steps.Distinct | steps.Threshold):
         return "input by row"
     if isinstance(step, steps.TopK) and isinstance(node, TopK):
-        return f"input by group key [{columns_list(node.group_key)}]"
+        order = ", ".join(repr(k) for k in node.order_key)
+        return f"input by group key [{columns_list(node.group_key)}] in order [{order}]"
     if isinstance(step, steps.Window) and isinstance(node, Window):
         return f"input by partition key [{columns_list(node.partition_key)}]"
     return "none"

@@ -24,9 +24,10 @@ from coordinator_lib.compute.budget import Tally, charge_list
 from coordinator_lib.compute.delta_rules import Keyed, Pair
 from coordinator_lib.compute.error_collection import error_update
 from coordinator_lib.compute.join_plan import JoinStep
-from coordinator_lib.compute.local_groups import Accumulators
+from coordinator_lib.compute.local_groups import Accumulators, ordered
 from coordinator_lib.compute.local_ordered import evaluate
 from coordinator_lib.compute.local_scalar import EvalError, aggregate_values, eval_scalar
+from coordinator_lib.compute.order_bytes import row_ord
 from coordinator_lib.compute.temporal import row_window
 from coordinator_lib.expr import relation as rel
 from coordinator_lib.expr.scalar import Column, Literal, ScalarExpr
@@ -274,6 +275,8 @@ class LocalBackend:
     ) -> Rows | None:
         if self.state is not None and isinstance(node, plan.Reduce) and node.accumulators:
             return self._touched_accumulators(keyed_old, keyed_delta, node)
+        if self.state is not None and isinstance(node, plan.TopK):
+            return self._touched_first_rows(keyed_old, keyed_delta, node)
         arranged = None
         if self.state is not None:  # arranged by the key: the touched groups' rows are there
             delta = None if keyed_delta is None else [Update(*u[1:]) for u in keyed_delta.get()]
@@ -293,13 +296,21 @@ class LocalBackend:
     def _touched_accumulators(
         self, keyed_old: Rows | None, keyed_delta: Rows | None, node: plan.Reduce
     ) -> Rows | None:
-        """The touched groups' accumulators at lower, read from the state
-        (one row per group); the state takes each touched group's new ones."""
+        """The touched groups' accumulators at lower (one state row per
+        group) and, per MIN/MAX, their first values in order (one more than
+        the delta retracts from the group): items `(key, ("acc", values), 1)`
+        and `(key, ("first", i, row), diff)`. The state takes each touched
+        group's new accumulators and the delta's rows in each order."""
         assert self.state is not None
         expr = node.expr
         assert isinstance(expr, rel.Reduce)
         read, changes = self.state.arrange_accumulators()
         delta = [] if keyed_delta is None else keyed_delta.get()
+        old_rows = None if keyed_old is None else keyed_old.get
+        firsts = [
+            (i, self.state.arrange_in_order([(k, r, d) for k, r, _, d in delta], place, old_rows))
+            for i, place in ordered(expr).items()
+        ]
         touched = {u[0] for u in delta}
         before: dict[Any, Accumulators] = {}
         if read is not None:
@@ -312,11 +323,13 @@ class LocalBackend:
                     found = before[key] = Accumulators(expr)
                 found.add(row, diff)
         after = {key: Accumulators(expr, acc.row()) for key, acc in before.items()}
+        retracted: Counter[Any] = Counter()
         for key, row, _, diff in delta:
             found = after.get(key)
             if found is None:
                 found = after[key] = Accumulators(expr)
             found.add(row, diff)
+            retracted[key] += max(-diff, 0)
         for key, acc in after.items():
             old = before.get(key)
             if read is not None and old is not None:
@@ -327,8 +340,49 @@ class LocalBackend:
                 changes.append((key, acc.row(), 1))
         if keyed_delta is None:
             return None
-        items = [(key, before[key].row(), 1) for key in touched if key in before]
+        items: list[Any] = [
+            (key, ("acc", before[key].row()), 1) for key in touched if key in before
+        ]
+        for i, first in firsts:
+            if first is not None:  # one value more than the delta may take away
+                for key in touched:
+                    items += [(key, ("first", i, r), d) for r, d in first(key, 1 + retracted[key])]
+            elif keyed_old is not None:
+                items += [(k, ("first", i, r), d) for k, r, d in keyed_old.get() if k in touched]
         return Rows(lambda: items, False, accumulated=True)
+
+    def _touched_first_rows(
+        self, keyed_old: Rows | None, keyed_delta: Rows | None, node: plan.TopK
+    ) -> Rows | None:
+        """A TopK's touched groups' first rows in its order: offset + limit
+        plus as many as the delta retracts from the group (those hold the
+        group's top at every time of the step), read from its input
+        arranged in order; the state takes the delta's rows."""
+        assert self.state is not None
+        expr = node.expr
+        assert isinstance(expr, rel.TopK)
+        delta = [] if keyed_delta is None else keyed_delta.get()
+        read = self.state.arrange_in_order(
+            [(k, r, d) for k, r, _, d in delta],
+            row_ord(expr.order_key),
+            None if keyed_old is None else keyed_old.get,
+        )
+        if keyed_delta is None:
+            return None
+        retracted: Counter[Any] = Counter()
+        for key, _, _, diff in delta:
+            retracted[key] += max(-diff, 0)
+        if read is None:  # hydrating: the old rows
+            if keyed_old is None:
+                return None
+            return Rows.old(lambda: [item for item in keyed_old.get() if item[0] in retracted])
+        need = None if expr.limit is None else expr.offset + expr.limit
+        found = [
+            (key, r, d)
+            for key, retracts in retracted.items()
+            for r, d in read(key, None if need is None else need + retracts)
+        ]
+        return Rows.old(lambda: found)
 
     def group_changes(self, touched_old: Rows | None, keyed_delta: Rows, node: Keyed) -> Rows:
         new_group = _group(node)
@@ -342,7 +396,7 @@ class LocalBackend:
                 group = before[key] = new_group(key)
             if touched_old is not None and touched_old.accumulated:
                 assert isinstance(group, _AccumulatedGroup)
-                group.accumulators = Accumulators(group.accumulators.reduce, row)
+                group.take(row, diff)
             else:
                 group.add(row, diff)
         changes: list[Update] = []
@@ -544,17 +598,28 @@ class _Group:
 
 
 class _AccumulatedGroup(_Group):
-    """A COUNT/SUM group as its accumulators (local_groups.py)."""
+    """A COUNT/SUM/MIN/MAX group as its accumulators and, per MIN/MAX, the
+    rows of its first values (local_groups.py)."""
 
     def __init__(self, key: Hashable, reduce: rel.Reduce) -> None:
         self.key, self.accumulators = key, Accumulators(reduce)
+        self.firsts: dict[int, Counter[Row]] = {i: Counter() for i in ordered(reduce)}
+
+    def take(self, item: tuple[Any, ...], diff: int) -> None:
+        """An item of the group's state (`_touched_accumulators`)."""
+        if item[0] == "acc":
+            self.accumulators = Accumulators(self.accumulators.reduce, item[1])
+        else:
+            self.firsts[item[1]][item[2]] += diff
 
     def add(self, row: Row, diff: int) -> None:
         self.accumulators.add(row, diff)
+        for rows in self.firsts.values():
+            rows[row] += diff
 
     def output(self) -> Counter[Row]:
         assert isinstance(self.key, tuple)
-        return self.accumulators.output(self.key)
+        return self.accumulators.output(self.key, self.firsts)
 
 
 def _group(node: Keyed) -> Callable[[Hashable], _Group]:

@@ -1,21 +1,32 @@
-"""A COUNT/SUM group in-process as its accumulators, not its rows.
+"""A COUNT/SUM/MIN/MAX group in-process as accumulators, not its rows.
 
-A Reduce whose aggregates are all COUNT or exact SUM (plan.Reduce.accumulators)
-has each group's output as a function of a few running sums: the group's
-multiplicity and, per aggregate, the sum of value x diff and the sum of diff
-over non-NULL values (a SUM of no non-NULL value is NULL, a COUNT is the
-latter). An in-process step over arrangements keeps that tuple per group key
-(compute/arranged.py), so a touched group costs one state row whatever its
-size; the accumulating reduce on Spark (accumulate.py) keeps the same sums.
+A Reduce whose aggregates are all MIN, MAX, COUNT or exact SUM
+(plan.Reduce.accumulators) has each group's output as a function of a few
+running sums: the group's multiplicity and, per COUNT/SUM, the sum of
+value x diff and the sum of diff over non-NULL values (a SUM of no non-NULL
+value is NULL, a COUNT is the latter); and per MIN/MAX, of its first values
+in order. An in-process step over arrangements keeps the sums as one row per
+group key and each MIN/MAX's values in order (compute/arranged.py), so a
+touched group costs one state row plus, per MIN/MAX, one row more than the
+delta retracts from it, whatever its size; the accumulating reduce on Spark
+(accumulate.py) keeps the same sums.
 """
 
 from __future__ import annotations
 
 import decimal
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
-from coordinator_lib.compute.local_scalar import check_range, eval_scalar, to_numeric
+from coordinator_lib.compute.local_scalar import (
+    aggregate_values,
+    check_range,
+    eval_scalar,
+    to_numeric,
+)
+from coordinator_lib.compute.order_bytes import ord_bytes
+from coordinator_lib.compute.plan import ORDERED_AGGREGATES
 from coordinator_lib.expr import relation as rel
 from coordinator_lib.repr.numeric import ARITHMETIC
 from coordinator_lib.repr.relation import ScalarType
@@ -42,6 +53,8 @@ class Accumulators:
         values = self.values
         values[0] += diff
         for i, aggregate in enumerate(self.reduce.aggregates):
+            if aggregate.func in ORDERED_AGGREGATES:
+                continue
             value = eval_scalar(aggregate.expr, row, self.types)
             if value is None:
                 continue
@@ -59,15 +72,20 @@ class Accumulators:
     def is_empty(self) -> bool:
         return not any(self.values)
 
-    def output(self, key: Row) -> Counter[Row]:
-        """The group's output row (none while its multiplicity is not positive)."""
+    def output(self, key: Row, firsts: dict[int, Counter[Row]]) -> Counter[Row]:
+        """The group's output row (none while its multiplicity is not
+        positive); `firsts`: per MIN/MAX aggregate (by position), rows
+        holding its first values in order (local_groups.ordered)."""
         values = self.values
         if values[0] <= 0:
             return Counter()
         out: list[Any] = []
         for i, aggregate in enumerate(self.reduce.aggregates):
             total, count = values[1 + 2 * i], values[2 + 2 * i]
-            if aggregate.func is rel.AggregateFunc.COUNT:
+            if aggregate.func in ORDERED_AGGREGATES:
+                present = [(row, n) for row, n in firsts[i].items() if n > 0]
+                out.append(aggregate_values(aggregate, present, self.types))
+            elif aggregate.func is rel.AggregateFunc.COUNT:
                 out.append(count)
             elif count == 0:
                 out.append(None)
@@ -76,3 +94,15 @@ class Accumulators:
             else:
                 out.append(check_range(total, aggregate.typ(self.types).scalar_type))
         return Counter({key + tuple(out): 1})
+
+
+def ordered(reduce: rel.Reduce) -> dict[int, Callable[[Row], bytes]]:
+    """Per MIN/MAX aggregate (by position), a row's place in its order:
+    its value first for MIN, last for MAX, NULLs after every value."""
+    types = reduce.input.desc.types
+
+    def place(aggregate: rel.AggregateExpr) -> Callable[[Row], bytes]:
+        desc = aggregate.func is rel.AggregateFunc.MAX
+        return lambda row: ord_bytes(eval_scalar(aggregate.expr, row, types), desc, True)
+
+    return {i: place(a) for i, a in enumerate(reduce.aggregates) if a.func in ORDERED_AGGREGATES}

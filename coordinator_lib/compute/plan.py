@@ -148,24 +148,31 @@ class Reduce(Unary):
     @property
     def accumulators(self) -> bool:
         """Whether an in-process step keeps each group as accumulators (its
-        multiplicity; per aggregate, the sum of value x diff and the count of
-        non-NULL values) instead of its rows: every aggregate is a COUNT or a
-        SUM, not DISTINCT, with an exact result (an integer or numeric sum:
-        a float sum kept running would drift from a recompute)."""
+        multiplicity; per COUNT/SUM, the sum of value x diff and the count
+        of non-NULL values) and each MIN/MAX's values in order, instead of
+        its rows: every aggregate is a MIN, a MAX, or a COUNT or SUM, not
+        DISTINCT, with an exact result (an integer or numeric sum: a float
+        sum kept running would drift from a recompute)."""
         node = self.expr
         assert isinstance(node, rel.Reduce)
         types = node.input.desc.types
         return bool(node.aggregates) and all(
-            not a.distinct
-            and (
-                a.func is rel.AggregateFunc.COUNT
-                or (
-                    a.func is rel.AggregateFunc.SUM
-                    and a.typ(types).scalar_type not in (ScalarType.REAL, ScalarType.DOUBLE)
+            a.func in ORDERED_AGGREGATES
+            or (
+                not a.distinct
+                and (
+                    a.func is rel.AggregateFunc.COUNT
+                    or (
+                        a.func is rel.AggregateFunc.SUM
+                        and a.typ(types).scalar_type not in (ScalarType.REAL, ScalarType.DOUBLE)
+                    )
                 )
             )
             for a in node.aggregates
         )
+
+
+ORDERED_AGGREGATES = (rel.AggregateFunc.MIN, rel.AggregateFunc.MAX)
 
 
 @dataclass(frozen=True, eq=False)

@@ -57,6 +57,8 @@ Row = tuple[Any, ...]
 KeyedUpdate = tuple[Key, Row, int]
 # (time, row, diff): a change of `row` due at `time` (an arrangement by time).
 TimedUpdate = tuple[int, Row, int]
+# (key, ord, row, diff): a change of `row` under `key`, `ord` its place there.
+OrderedUpdate = tuple[Key, bytes, Row, int]
 
 # The page cache of each connection (KiB): what bounds a process's memory
 # for state, whatever the state's size on disk.
@@ -96,6 +98,18 @@ _SCHEMA = (
         row BLOB NOT NULL,
         diff INTEGER NOT NULL,
         PRIMARY KEY (arrangement, time, rid)
+    ) WITHOUT ROWID""",
+    # Rows arranged by key and, within a key, by an order (`ord`, bytes whose
+    # order follows the operator's: compute/order_bytes.py): a step reads a
+    # touched group's first rows (TopK's, MIN/MAX's) instead of all of them.
+    """CREATE TABLE IF NOT EXISTS ordered (
+        arrangement INTEGER NOT NULL,
+        key BLOB NOT NULL,
+        ord BLOB NOT NULL,
+        rid BLOB NOT NULL,
+        row BLOB NOT NULL,
+        diff INTEGER NOT NULL,
+        PRIMARY KEY (arrangement, key, ord, rid)
     ) WITHOUT ROWID""",
 )
 
@@ -264,13 +278,15 @@ class DataflowState:
         new_upper: int,
         replace: bool = False,
         timed: Mapping[str, Iterable[TimedUpdate]] | None = None,
+        ordered: Mapping[str, Iterable[OrderedUpdate]] | None = None,
     ) -> bool:
-        """Add each operator's keyed updates (and `timed` ones, arranged by
-        time) and move the upper from `expected_upper` (None: no state yet)
-        to `new_upper`, all in one transaction; False, with nothing changed,
-        if the upper is not the expected one. `replace` first empties the
-        arrangements (hydration over a discarded state). Timed rows due
-        before `new_upper` are dropped: the steps up to it took them."""
+        """Add each operator's keyed updates (`timed` ones arranged by time,
+        `ordered` ones by key then order) and move the upper from
+        `expected_upper` (None: no state yet) to `new_upper`, all in one
+        transaction; False, with nothing changed, if the upper is not the
+        expected one. `replace` first empties the arrangements (hydration
+        over a discarded state). Timed rows due before `new_upper` are
+        dropped: the steps up to it took them."""
         if expected_upper is not None and new_upper < expected_upper:
             raise ValueError(f"state upper cannot go back from {expected_upper} to {new_upper}")
         consolidated = {op: _consolidate(updates, identity) for op, updates in changes.items()}
@@ -309,6 +325,10 @@ class DataflowState:
                     " WHERE arrangement = ? AND key = ? AND rid = ? AND diff = 0",
                     ((arr, k, r) for (k, r), v in entries.items() if v[1] != 0),
                 )
+            for operator, updates in (ordered or {}).items():
+                arr = self.store._id(conn, self.dataflow, operator, create=True)
+                assert arr is not None
+                self._apply_ordered(conn, arr, updates)
             for operator, entries in by_time.items():
                 arr = self.store._id(conn, self.dataflow, operator, create=True)
                 conn.executemany(
@@ -339,8 +359,33 @@ class DataflowState:
             conn.execute("COMMIT")
             return True
 
+    @staticmethod
+    def _apply_ordered(
+        conn: sqlite3.Connection, arr: int, updates: Iterable[OrderedUpdate]
+    ) -> None:
+        entries: dict[tuple[bytes, bytes, bytes], list[Any]] = {}
+        for key, ord, row, diff in updates:
+            ident = (identity(key), ord, identity(row))
+            entry = entries.get(ident)
+            if entry is None:
+                entries[ident] = [row, diff]
+            else:
+                entry[1] += diff
+        changed = [(arr, k, o, r, v) for (k, o, r), v in entries.items() if v[1] != 0]
+        conn.executemany(
+            "INSERT INTO ordered (arrangement, key, ord, rid, row, diff)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (arrangement, key, ord, rid)"
+            " DO UPDATE SET diff = diff + excluded.diff",
+            ((a, k, o, r, pickle.dumps(v[0], protocol=5), v[1]) for a, k, o, r, v in changed),
+        )
+        conn.executemany(
+            "DELETE FROM ordered"
+            " WHERE arrangement = ? AND key = ? AND ord = ? AND rid = ? AND diff = 0",
+            ((a, k, o, r) for a, k, o, r, _ in changed),
+        )
+
     def _delete_rows(self, conn: sqlite3.Connection) -> None:
-        for table in ("arranged", "pending"):
+        for table in ("arranged", "pending", "ordered"):
             conn.execute(
                 f"DELETE FROM {table} WHERE arrangement IN"
                 " (SELECT id FROM arrangement WHERE dataflow = ?)",
@@ -364,7 +409,8 @@ class DataflowState:
                 "SELECT a.operator, count(*), coalesce(sum(r.diff), 0),"
                 " coalesce(sum(length(r.row) + 32), 0)"
                 " FROM arrangement a JOIN (SELECT arrangement, row, diff FROM arranged"
-                " UNION ALL SELECT arrangement, row, diff FROM pending) r"
+                " UNION ALL SELECT arrangement, row, diff FROM pending"
+                " UNION ALL SELECT arrangement, row, diff FROM ordered) r"
                 " ON r.arrangement = a.id WHERE a.dataflow = ? GROUP BY a.operator",
                 (self.dataflow,),
             ).fetchall()
@@ -420,6 +466,27 @@ class Arrangement:
                 )
             ]
 
+    def read_first(self, key: Key, count: int | None) -> list[tuple[Row, int]]:
+        """The rows under `key` in order, up to the first `count` (by
+        multiplicity) and every row tied with the last of them in `ord`;
+        all of them if `count` is None."""
+        store = self.state.store
+        out: list[tuple[Row, int]] = []
+        with store._conn() as conn:
+            arr = store._id(conn, self.state.dataflow, self.operator, create=False)
+            if arr is None:
+                return out
+            taken, last = 0, None
+            for ord, blob, diff in conn.execute(
+                "SELECT ord, row, diff FROM ordered WHERE arrangement = ? AND key = ? ORDER BY ord",
+                (arr, identity(key)),
+            ):
+                if count is not None and taken >= count and ord != last:
+                    break
+                out.append((pickle.loads(blob), int(diff)))
+                taken, last = taken + max(int(diff), 0), ord
+        return out
+
     def scan(self) -> list[tuple[Row, int]]:
         """Every row (tests and size checks; a step reads by key)."""
         store = self.state.store
@@ -460,6 +527,7 @@ __all__ = [
     "ArrangementStore",
     "DataflowState",
     "KeyedUpdate",
+    "OrderedUpdate",
     "TimedUpdate",
     "identity",
 ]

@@ -137,7 +137,8 @@ def test_explain_physical_prints_the_step_plan_with_rules_and_state() -> None:
     top, catalog = _plan(JOIN_MAX)
     assert explain_steps(top.expr, catalog.names()).splitlines()[0] == (
         "Reduce group_by=[#3] aggregates=[max(#1)] kind=touched keys "
-        "[incremental: touched keys] state=input by group key [#3]"
+        "[incremental: touched keys] state=accumulators and MIN/MAX values in order"
+        " by group key [#3]"
     )
     counted, _ = _plan("CREATE MATERIALIZED VIEW c AS SELECT k, count(*) AS n FROM t GROUP BY k")
     assert (
@@ -146,6 +147,12 @@ def test_explain_physical_prints_the_step_plan_with_rules_and_state() -> None:
     )
     total, _ = _plan("CREATE MATERIALIZED VIEW s AS SELECT sum(v) AS s FROM t")
     assert "state=accumulators by group key []" in explain_steps(total.expr)
+    extremes, _ = _plan("CREATE MATERIALIZED VIEW x AS SELECT k, max(v) AS m FROM t GROUP BY k")
+    assert "state=accumulators and MIN/MAX values in order by group key [#0]" in (
+        explain_steps(extremes.expr)
+    )
+    top, _ = _plan("CREATE MATERIALIZED VIEW p AS SELECT k, v FROM t ORDER BY v DESC, k LIMIT 3")
+    assert "state=input by group key [] in order [#1 desc, #0]" in explain_steps(top.expr)
     timed, _ = _plan("CREATE MATERIALIZED VIEW f AS SELECT k FROM t WHERE mz_now() < v")
     assert "[incremental: temporal] state=pending insertions and retractions by time" in (
         explain_steps(timed.expr)

@@ -34,6 +34,7 @@ def _number(value: float) -> bytes:
     """A double's 8 bytes in numeric order (sign flipped, negatives inverted)."""
     if math.isnan(value):
         return _TOP
+    value += 0.0  # -0.0 equals 0.0: it must not come first
     (bits,) = struct.unpack(">Q", struct.pack(">d", value))
     bits = bits ^ 0xFFFFFFFFFFFFFFFF if bits >> 63 else bits | (1 << 63)
     return struct.pack(">Q", bits)
@@ -46,7 +47,7 @@ def _value(value: Any) -> bytes:
         except OverflowError:  # an int beyond a double's range
             return _number(math.inf if value > 0 else -math.inf)
     if isinstance(value, str):
-        return value.encode()[:8].ljust(8, b"\x00")
+        return value.encode("utf-8", "surrogatepass")[:8].ljust(8, b"\x00")
     if isinstance(value, bytes):
         return value[:8].ljust(8, b"\x00")
     if isinstance(value, dt.datetime):

@@ -29,8 +29,30 @@ from coordinator_lib.compute.order_bytes import ord_bytes
 from coordinator_lib.compute.plan import ORDERED_AGGREGATES
 from coordinator_lib.expr import relation as rel
 from coordinator_lib.repr.numeric import ARITHMETIC
-from coordinator_lib.repr.relation import ScalarType
+from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.repr.update import Row
+
+_Spec = tuple[tuple[ColumnType, ...], list[bool], list[ScalarType]]
+# id(reduce) -> (reduce, its spec): typing the aggregates once per plan,
+# not once per group (a step makes a few per touched group).
+_SPECS: dict[int, tuple[rel.Reduce, _Spec]] = {}
+
+
+def _spec(reduce: rel.Reduce) -> _Spec:
+    """(input types, whether each aggregate sums numerics, result types)."""
+    found = _SPECS.get(id(reduce))
+    if found is not None and found[0] is reduce:
+        return found[1]
+    types = reduce.input.desc.types
+    out_types = [a.typ(types).scalar_type for a in reduce.aggregates]
+    numeric = [
+        a.func is rel.AggregateFunc.SUM and t is ScalarType.NUMERIC
+        for a, t in zip(reduce.aggregates, out_types, strict=True)
+    ]
+    if len(_SPECS) > 1024:
+        _SPECS.clear()
+    _SPECS[id(reduce)] = (reduce, (types, numeric, out_types))
+    return types, numeric, out_types
 
 
 class Accumulators:
@@ -38,15 +60,13 @@ class Accumulators:
 
     def __init__(self, reduce: rel.Reduce, values: Row | None = None) -> None:
         self.reduce = reduce
-        self.types = reduce.input.desc.types
-        self.numeric = [
-            a.func is rel.AggregateFunc.SUM and a.typ(self.types).scalar_type is ScalarType.NUMERIC
-            for a in reduce.aggregates
-        ]
-        zero: list[Any] = [0]
-        for numeric in self.numeric:
-            zero += [decimal.Decimal(0) if numeric else 0, 0]
-        self.values: list[Any] = zero if values is None else list(values)
+        self.types, self.numeric, self.out_types = _spec(reduce)
+        if values is None:
+            zero: list[Any] = [0]
+            for numeric in self.numeric:
+                zero += [decimal.Decimal(0) if numeric else 0, 0]
+            values = tuple(zero)
+        self.values: list[Any] = list(values)
 
     def add(self, row: Row, diff: int) -> None:
         """Take in `diff` copies of `row` (a row of the Reduce's input)."""
@@ -92,7 +112,7 @@ class Accumulators:
             elif self.numeric[i]:
                 out.append(to_numeric(total))
             else:
-                out.append(check_range(total, aggregate.typ(self.types).scalar_type))
+                out.append(check_range(total, self.out_types[i]))
         return Counter({key + tuple(out): 1})
 
 

@@ -41,11 +41,13 @@ def test_arrangement_sizes_show_each_operators_state(tmp_path) -> None:  # type:
         conn.execute("INSERT INTO bid VALUES (1, 10), (1, 12), (2, 7), (3, 5)")
         _wait_for(conn, "SELECT * FROM best ORDER BY category", [("a", 12), ("b", 5)])
         sizes = conn.execute(SIZES).fetchall()
-        # The join's two inputs by item id, the Reduce's input by category.
+        # The join's two inputs by item id; the Reduce's accumulators (one
+        # per category) and its max's values in order.
         assert [(op, records) for op, records, _ in sizes] == [
             ("1.join left", 3),
             ("2.join right", 4),
-            ("3.by key", 4),
+            ("3.accumulators", 2),
+            ("4.in order", 4),
         ]
         assert all(size > 0 for _, _, size in sizes)
         conn.execute("DELETE FROM bid WHERE price > 6")
@@ -53,7 +55,8 @@ def test_arrangement_sizes_show_each_operators_state(tmp_path) -> None:  # type:
         assert [r[:2] for r in conn.execute(SIZES).fetchall()] == [
             ("1.join left", 3),
             ("2.join right", 1),
-            ("3.by key", 1),
+            ("3.accumulators", 1),
+            ("4.in order", 1),
         ]
         store = ArrangementStore(tmp_path / "env" / "blob" / "_arrangements" / "arrangements.db")
         assert len(store.dataflows()) == 1

@@ -464,14 +464,20 @@ class Shard:
         returns the shard's since afterwards. A hold never moves backwards."""
 
         def downgrade(state: ShardState, now: int) -> tuple[bool, Frontier]:
+            since_before = state.since
             state.expire_leases(now)
             reader = state.critical_readers.get(reader_id)
+            registered = reader is None
             if reader is None:
                 reader = CriticalReaderState(state.since)
                 state.critical_readers[reader_id] = reader
+            held_before = reader.since
             reader.since = max(Frontier(reader.since), new_since).time
             state.recompute_since()
-            return True, state.since_frontier
+            # A hold that did not move writes nothing: every step of every
+            # view downgrades its holds, and most steps leave them where they are.
+            changed = registered or reader.since != held_before or state.since != since_before
+            return changed, state.since_frontier
 
         return self.machine.apply(downgrade)
 

@@ -88,6 +88,9 @@ class DependencyHold:
         """Let the input's since advance up to `time` (never backwards)."""
         from coordinator_lib.repr.frontier import Frontier
 
+        if self.time is not None and time <= self.time:
+            return  # held there already: no consensus read or write
+
         with contextlib.suppress(IdentifierMissing):
             shard = self.controller.shard(self.id)
             shard.downgrade_critical_since(self.reader_id, Frontier.at(time))

@@ -419,3 +419,18 @@ def test_open_scope_heartbeats_its_holds_past_the_lease(client: PersistClient) -
         shard.collect_garbage()
         assert canonical(_read_planned(dirs)) == model_snapshot(written, 2)
     assert not shard.state().seqno_holds  # released at the end of the scope
+
+
+def test_a_critical_hold_that_does_not_move_writes_no_state(client: PersistClient) -> None:
+    """Every step of every view downgrades its holds on its inputs, and most
+    steps leave them where they were: such a downgrade must not write a new
+    shard state (it cost two thirds of an in-process step before)."""
+    shard = client.open_shard(new_shard_id(), DESC)
+    append_all(shard, [[Update((i, "x"), 0, 1)] for i in range(10)])
+    shard.downgrade_critical_since("c", Frontier(6))
+    seqno = shard.machine.state().seqno
+    assert shard.downgrade_critical_since("c", Frontier(6)) == Frontier(6)
+    assert shard.downgrade_critical_since("c", Frontier(3)) == Frontier(6)  # never backwards
+    assert shard.machine.state().seqno == seqno
+    assert shard.downgrade_critical_since("c", Frontier(7)) == Frontier(7)
+    assert shard.machine.state().seqno == seqno + 1

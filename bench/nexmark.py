@@ -61,6 +61,7 @@ from pyspark.sql import SparkSession
 from bench.ivm import ViewMismatch, _label
 from bench.nexmark_queries import QUERIES, Query
 from bench.nexmark_rss import PeakRss, process_tree
+from coordinator_lib.compute.arranged import state_sizes
 from coordinator_lib.compute.dataflow import DataflowDescription, step
 from coordinator_lib.persist import PersistClient, Shard
 from coordinator_lib.repr import Frontier, GlobalId
@@ -221,16 +222,22 @@ class Tidemark:
             inputs = {i: ids[i] for i in description.imports}
             self.views[query.name] = TidemarkView(query, description, inputs, output)
 
-    def step(self, spark: SparkSession, name: str) -> dict[str, Any]:
+    def step(self, spark: SparkSession | None, name: str) -> dict[str, Any]:
+        """One step of the view (without a Spark session: in-process, its
+        hydration included); what it wrote, read, and the view's state after."""
         view = self.views[name]
-        result = step(spark, view.description, view.inputs, view.output)
+        limit = {} if spark is not None else {"local_max_rows": 10**12}
+        result = step(spark, view.description, view.inputs, view.output, **limit)  # type: ignore[arg-type]
         if result is None or not result.landed:
             raise RuntimeError(f"Tidemark step of {name} did not advance the view")
         reads = result.reads  # in-process steps count what they read
+        sizes = state_sizes(view.output).values()
         return {
             "rows_written": result.rows_written,
             "where": str(getattr(result, "engine", "spark")),
             "rows_read": None if reads is None else dataclasses.asdict(reads),
+            "state_rows": sum(s.rows for s in sizes),
+            "state_bytes": sum(s.bytes for s in sizes),
         }
 
     def contents(self, name: str, as_of: int) -> Counter:
@@ -243,13 +250,17 @@ class Tidemark:
 class SparkRecompute:
     """The query in plain Spark SQL over the lake, written out as Parquet."""
 
-    def __init__(self, spark: SparkSession, lake: Lake, out: Path) -> None:
+    def __init__(self, spark: SparkSession | None, lake: Lake, out: Path) -> None:
         self.spark, self.lake, self.out = spark, lake, out
 
     def run(self, query: Query) -> None:
+        assert self.spark is not None, "the Spark recompute needs a session"
+        self._run(self.spark, query)
+
+    def _run(self, spark: SparkSession, query: Query) -> None:
         for name in DESCS:
-            self.spark.read.parquet(str(self.lake.path(name))).createOrReplaceTempView(name)
-        frame = self.spark.sql(query.render("spark"))
+            spark.read.parquet(str(self.lake.path(name))).createOrReplaceTempView(name)
+        frame = spark.sql(query.render("spark"))
         frame.write.mode("overwrite").parquet(str(self.out / query.name))
 
     def contents(self, query: Query) -> Counter:
@@ -415,6 +426,8 @@ class Cell:
     # Rows each in-process step read: deltas, inputs' old contents, state.
     rows_read: list[dict[str, int]] = field(default_factory=list)
     checked_rows: int | None = None
+    state_rows: int = 0  # the view's arranged state after its last step
+    state_bytes: int = 0
 
     def add(self, engine: str, seconds: float, peak: float, growth: float) -> None:
         self.seconds.setdefault(engine, []).append(seconds)
@@ -441,11 +454,13 @@ class Cell:
                 for k in (self.rows_read[0] if self.rows_read else {})
             },
             "checked_rows": self.checked_rows,
+            "state_rows": self.state_rows,
+            "state_bytes": self.state_bytes,
         }
 
 
 class Bench:
-    def __init__(self, args: argparse.Namespace, work: Path, spark: SparkSession) -> None:
+    def __init__(self, args: argparse.Namespace, work: Path, spark: SparkSession | None) -> None:
         self.args = args
         self.spark = spark
         self.queries = [q for q in QUERIES if q.name in args.queries]
@@ -519,6 +534,7 @@ class Bench:
                 cell.where.add(result["where"])
                 if result["rows_read"] is not None:
                     cell.rows_read.append(result["rows_read"])
+                cell.state_rows, cell.state_bytes = result["state_rows"], result["state_bytes"]
 
     def check(self, cell: Cell, name: str, t: int, what: str) -> None:
         """Every engine's view equals Tidemark's at time `t`."""
@@ -545,7 +561,8 @@ class Bench:
         names = list(self.tidemark.views)
         print(f"loaded {base.events:,} events; planned {names}", flush=True)
         # Warm the JVM and DuckDB's code paths before anything is timed.
-        self.spark_engine.run(self.tidemark.views[names[0]].query)
+        if self.spark is not None:
+            self.spark_engine.run(self.tidemark.views[names[0]].query)
         if self.duckdb is not None:
             self.duckdb.run(self.tidemark.views[names[0]].query)
         results: dict[str, dict[str, Any]] = {}
@@ -644,8 +661,8 @@ def markdown(document: dict[str, Any]) -> str:
         + " | ".join(ENGINE_NAMES[e] for e in engines)
         + " | memory MB ("
         + " / ".join(f"{e} {MEMORY[e]}" for e in engines)
-        + ") | Tidemark ran on | rows checked |",
-        "| --- | --- | " + " | ".join("---:" for _ in engines) + " | ---: | --- | ---: |",
+        + ") | Tidemark state rows / MB | Tidemark ran on | rows checked |",
+        "| --- | --- | " + " | ".join("---:" for _ in engines) + " | ---: | ---: | --- | ---: |",
     ]
     for name in run["planned"]:
         for label, cell in [("hydration", run["hydration"][name]), *run["results"][name].items()]:
@@ -662,6 +679,7 @@ def markdown(document: dict[str, Any]) -> str:
             checked = f"{cell['checked_rows']:,}" if cell["checked_rows"] is not None else "-"
             lines.append(
                 f"| {name} | {delta} | {' | '.join(parts)} | {peaks}"
+                f" | {cell.get('state_rows', 0):,} / {cell.get('state_bytes', 0) / 2**20:,.1f}"
                 f" | {cell['tidemark_ran_on']} | {checked} |"
             )
     lines.append("")
@@ -785,7 +803,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def run_bench(args: argparse.Namespace, work: Path, spark: SparkSession) -> dict[str, Any]:
+def run_bench(args: argparse.Namespace, work: Path, spark: SparkSession | None) -> dict[str, Any]:
     bench = Bench(args, work, spark)
     try:
         run = bench.run()
@@ -806,7 +824,9 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     check_plannable([q for q in QUERIES if q.name in args.queries])  # before Spark starts
     own_session = SparkContext._active_spark_context is None
-    spark = get_or_create_spark(args.master, shuffle_partitions=2)
+    # Without the Spark engines no JVM starts, and Tidemark steps in-process.
+    uses_spark = bool({"spark", "sdp"} & set(args.engines))
+    spark = get_or_create_spark(args.master, shuffle_partitions=2) if uses_spark else None
     try:
         if args.work is not None:
             args.work.mkdir(parents=True, exist_ok=True)
@@ -814,9 +834,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             with tempfile.TemporaryDirectory(prefix="tidemark-bench-nexmark-") as tmp:
                 document = run_bench(args, Path(tmp), spark)
-        version = spark.version
+        version = spark.version if spark is not None else "not started"
     finally:
-        if own_session:
+        if own_session and spark is not None:
             spark.stop()
     document["meta"] = {
         "command": command,

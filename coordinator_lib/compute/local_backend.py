@@ -150,6 +150,7 @@ class LocalBackend:
         node = step.expr
         assert isinstance(node, rel.FlatMap)
         types = node.input.desc.types
+        single = node.desc.arity - node.input.desc.arity - node.ordinality == 1
 
         def expanded() -> list[Any]:
             out: list[Any] = []
@@ -161,7 +162,8 @@ class LocalBackend:
                 except ValueError as error:
                     raise EvalError(str(error), getattr(error, "code", "22000")) from None
                 for position, value in enumerate(values, 1):
-                    new = (*row, value, position) if node.ordinality else (*row, value)
+                    new = (*row, *((value,) if single else value))
+                    new = (*new, position) if node.ordinality else new
                     out.append(Update(new, *rest) if c.timed else (new, *rest))
                 tally.add()
             tally.settle()

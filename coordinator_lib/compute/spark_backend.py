@@ -288,7 +288,9 @@ def _flat_map(df: DataFrame, node: rel.FlatMap) -> DataFrame:
     types = node.input.desc.types
     args = [to_spark(e, types) for e in node.exprs]
     arity = node.input.desc.arity
-    out = spark_type(node.desc.types[arity].scalar_type)
+    width = node.desc.arity - arity - node.ordinality
+    outs = [spark_type(t.scalar_type) for t in node.desc.types[arity : arity + width]]
+    out = outs[0] if width == 1 else _struct(outs)
     if node.func is TableFunc.GENERATE_SERIES and len(args) == 3:
         start, stop, step = args
         reaches = F.when(step > 0, start <= stop).otherwise(start >= stop)
@@ -299,13 +301,19 @@ def _flat_map(df: DataFrame, node: rel.FlatMap) -> DataFrame:
         func = node.func
         values = F.udf(lambda *values: expand(func, values), T.ArrayType(out))(*args)
     keep = [F.col(c) for c in data_columns(arity)]
-    value = F.col("__value").cast(out).alias(column_name(arity))
+    value = [F.col("__value").cast(out).alias(column_name(arity))]
+    if width > 1:  # a struct per row: its fields are the columns
+        value = [F.col(f"__value.f{i}").alias(column_name(arity + i)) for i in range(width)]
     if not node.ordinality:
         exploded = df.select(*keep, F.explode(values).alias("__value"), *bookkeeping(df))
-        return exploded.select(*keep, value, *bookkeeping(df))
+        return exploded.select(*keep, *value, *bookkeeping(df))
     exploded = df.select(*keep, F.posexplode(values).alias("__pos", "__value"), *bookkeeping(df))
-    position = (F.col("__pos") + 1).cast("long").alias(column_name(arity + 1))
-    return exploded.select(*keep, value, position, *bookkeeping(df))
+    position = (F.col("__pos") + 1).cast("long").alias(column_name(arity + width))
+    return exploded.select(*keep, *value, position, *bookkeeping(df))
+
+
+def _struct(types: list[T.DataType]) -> T.StructType:
+    return T.StructType([T.StructField(f"f{i}", t, True) for i, t in enumerate(types)])
 
 
 def _checked(df: DataFrame, exprs: list[ScalarExpr], types: tuple[ColumnType, ...]) -> Split:

@@ -15,7 +15,7 @@ from enum import StrEnum
 from functools import cached_property
 
 from coordinator_lib.expr.scalar import Column, ScalarExpr, is_integer
-from coordinator_lib.expr.table_functions import TableFunc, output_type
+from coordinator_lib.expr.table_functions import TableFunc, output_types
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import ColumnType, RelationDesc, ScalarType
 from coordinator_lib.repr.update import Row
@@ -144,8 +144,9 @@ class Map(RelationExpr):
 @dataclass(frozen=True)
 class FlatMap(RelationExpr):
     """The input's columns, then for each row every value `func(*exprs)`
-    gives (expr/table_functions.py), each its own row, with `ordinality`
-    its 1-based position after it; a row it gives no values for leaves."""
+    gives (expr/table_functions.py; one column or several), each its own
+    row, with `ordinality` its 1-based position after it; a row it gives no
+    values for leaves."""
 
     input: RelationExpr
     func: TableFunc
@@ -156,8 +157,7 @@ class FlatMap(RelationExpr):
     @cached_property
     def desc(self) -> RelationDesc:
         d = self.input.desc
-        value = output_type(self.func, [e.typ(d.types) for e in self.exprs])
-        types = [*d.types, value]
+        types = [*d.types, *output_types(self.func, [e.typ(d.types) for e in self.exprs])]
         if self.ordinality:
             types.append(ColumnType(ScalarType.BIGINT, False))
         added = len(types) - d.arity

@@ -11,7 +11,8 @@ operator, expr/relation.py), with PostgreSQL's meaning:
 - unnest(array): one row per element, NULL elements included; no rows for
   a NULL array;
 - jsonb_array_elements(jsonb) (as jsonb), jsonb_array_elements_text (as
-  text, a JSON null as NULL), jsonb_object_keys(jsonb): an array's elements,
+  text, a JSON null as NULL), jsonb_object_keys(jsonb), jsonb_each(jsonb)
+  and jsonb_each_text (two columns, key and value): an array's elements,
   an object's keys (in jsonb's key order); no rows for other values, as in
   Materialize (PostgreSQL raises 22023 there).
 
@@ -38,26 +39,32 @@ class TableFunc(StrEnum):
     JSONB_ARRAY_ELEMENTS = "jsonb_array_elements"
     JSONB_ARRAY_ELEMENTS_TEXT = "jsonb_array_elements_text"
     JSONB_OBJECT_KEYS = "jsonb_object_keys"
+    JSONB_EACH = "jsonb_each"
+    JSONB_EACH_TEXT = "jsonb_each_text"
 
 
-# jsonb functions: the type of what they give.
-JSONB_FUNCTIONS = {
-    TableFunc.JSONB_ARRAY_ELEMENTS: ScalarType.JSONB,
-    TableFunc.JSONB_ARRAY_ELEMENTS_TEXT: ScalarType.TEXT,
-    TableFunc.JSONB_OBJECT_KEYS: ScalarType.TEXT,
+_KEY = ColumnType(ScalarType.TEXT, False)
+# jsonb functions: the columns they give.
+JSONB_FUNCTIONS: dict[TableFunc, tuple[ColumnType, ...]] = {
+    TableFunc.JSONB_ARRAY_ELEMENTS: (ColumnType(ScalarType.JSONB, False),),
+    TableFunc.JSONB_ARRAY_ELEMENTS_TEXT: (ColumnType(ScalarType.TEXT, True),),
+    TableFunc.JSONB_OBJECT_KEYS: (_KEY,),
+    TableFunc.JSONB_EACH: (_KEY, ColumnType(ScalarType.JSONB, False)),
+    TableFunc.JSONB_EACH_TEXT: (_KEY, ColumnType(ScalarType.TEXT, True)),
 }
 
 
-def output_type(func: TableFunc, args: Sequence[ColumnType]) -> ColumnType:
-    """The type of the column the function gives (its arguments' types)."""
+def output_types(func: TableFunc, args: Sequence[ColumnType]) -> tuple[ColumnType, ...]:
+    """The columns the function gives (its arguments' types); `expand` gives
+    a tuple per row for more than one, else the value."""
     if func is TableFunc.GENERATE_SERIES:
-        return ColumnType(args[0].scalar_type, False)
+        return (ColumnType(args[0].scalar_type, False),)
     if func in JSONB_FUNCTIONS:
-        return ColumnType(JSONB_FUNCTIONS[func], func is not TableFunc.JSONB_OBJECT_KEYS)
+        return JSONB_FUNCTIONS[func]
     element = args[0].scalar_type.element
     if element is None:
         raise TypeError(f"unnest of a non-array {args[0].scalar_type.value}")
-    return ColumnType(element, True)
+    return (ColumnType(element, True),)
 
 
 class StepIsZero(ValueError):
@@ -100,11 +107,20 @@ def _timestamps(
 def _jsonb_values(func: TableFunc, value: Any) -> list[Any]:
     if func is TableFunc.JSONB_OBJECT_KEYS:
         return _keys(value)
+    if func is TableFunc.JSONB_EACH:
+        return [(k, canonical_jsonb(value[k])) for k in _keys(value)]
+    if func is TableFunc.JSONB_EACH_TEXT:
+        return [(k, _text(value[k])) for k in _keys(value)]
     if not isinstance(value, list):
         return []
     if func is TableFunc.JSONB_ARRAY_ELEMENTS:
         return [canonical_jsonb(e) for e in value]
-    return [e if isinstance(e, str) or e is None else canonical_jsonb(e) for e in value]
+    return [_text(e) for e in value]
+
+
+def _text(value: Any) -> str | None:
+    """A JSON value as `->>` gives it: a string as itself, null as NULL."""
+    return value if isinstance(value, str) or value is None else canonical_jsonb(value)
 
 
 def _keys(value: Any) -> list[str]:
@@ -114,4 +130,4 @@ def _keys(value: Any) -> list[str]:
     return sorted(value, key=lambda k: (len(k.encode()), k.encode()))
 
 
-__all__ = ["JSONB_FUNCTIONS", "StepIsZero", "TableFunc", "expand", "output_type"]
+__all__ = ["JSONB_FUNCTIONS", "StepIsZero", "TableFunc", "expand", "output_types"]

@@ -1,9 +1,10 @@
 """Table functions in FROM: `generate_series(start, stop [, step])` of
-integers, `unnest(array)`, `jsonb_array_elements[_text](jsonb)` and
-`jsonb_object_keys(jsonb)`, `[WITH ORDINALITY] [AS a (x [, n])]`, as the
-first FROM item, after a comma or JOIN (where, as in PostgreSQL, the
-arguments may read the items to their left: it is planned as a LATERAL
-subquery, sql/lateral.py), or after LATERAL.
+integers, `unnest(array)`, `jsonb_array_elements[_text](jsonb)`,
+`jsonb_object_keys(jsonb)` and `jsonb_each[_text](jsonb)` (columns key,
+value), `[WITH ORDINALITY] [AS a (x [, n])]`, as the first FROM item,
+after a comma or JOIN (where, as in PostgreSQL, the arguments may read
+the items to their left: it is planned as a LATERAL subquery,
+sql/lateral.py), or after LATERAL.
 
 A call is a FlatMap (expr/relation.py) over one row holding its arguments
 (a Map), so a view maintains it as it maintains a Map: linear, row by row.
@@ -37,6 +38,7 @@ S = ScalarType
 _ONE_ROW = Constant((((), 1),), RelationDesc((), ()))
 _INTEGERS = (S.SMALLINT, S.INTEGER, S.BIGINT)
 _JSONB = {f.value: f for f in JSONB_FUNCTIONS}
+_TWO_COLUMNS = (TableFunc.JSONB_EACH, TableFunc.JSONB_EACH_TEXT)
 
 
 def is_table_function(node: exp.Expr) -> bool:
@@ -79,8 +81,12 @@ def plan_table_function(node: exp.Expr, binder: ScalarBinder) -> tuple[RelationE
     else:
         written = call.name if isinstance(call, exp.Anonymous) else call.sql_name().lower()
         raise UnsupportedFeature(f"table function {written} is not supported", position_of(node))
-    default = alias.name if alias is not None and alias.name and not names else flat.func.value
-    columns = [default, "ordinality"] if ordinality else [default]
+    if flat.func in _TWO_COLUMNS:  # jsonb_each: (key, value)
+        columns = ["key", "value"]
+    else:
+        named = alias is not None and alias.name and not names
+        columns = [alias.name if named else flat.func.value]
+    columns += ["ordinality"] if ordinality else []
     columns[: len(names)] = names[: len(columns)]
     arity = flat.input.desc.arity
     return Project(flat, tuple(range(arity, flat.desc.arity)), tuple(columns)), columns

@@ -539,6 +539,12 @@ QUERIES: dict[str, tuple[str, str | None]] = {
         " CAST('2024-01-0' || (k + 1) AS timestamp), INTERVAL '1 day') AS s(g)",
         None,
     ),
+    "table_fn_jsonb_each": (
+        "SELECT k, e.key, e.value FROM t, jsonb_each_text(('{\"a\": ' || coalesce(v, 0)"
+        " || ', \"k\": ' || coalesce(k, -1) || '}')::jsonb) AS e",
+        "SELECT k, e.key, e.value::varchar FROM t, json_each(('{\"a\": ' || coalesce(v, 0)"
+        " || ', \"k\": ' || coalesce(k, -1) || '}')::JSON) AS e",
+    ),
     "table_fn_unnest": (
         "SELECT k, x, n FROM t, unnest(ARRAY[k, v, NULL]) WITH ORDINALITY AS u(x, n)",
         "SELECT k, x, n FROM t, unnest([k, v, NULL]) WITH ORDINALITY AS u(x, n)",

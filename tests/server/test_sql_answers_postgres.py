@@ -189,6 +189,9 @@ QUERIES = {
     " jsonb_array_elements(body -> 'items') WITH ORDINALITY AS e(x, n)",
     "jsonb_array_elements_text": "SELECT id, x FROM j CROSS JOIN LATERAL"
     " jsonb_array_elements_text(body -> 'items') AS x",
+    "jsonb_each": "SELECT id, key, value FROM j, jsonb_each(body -> 'k')",
+    "jsonb_each_text": "SELECT id, k, v, n FROM j, jsonb_each_text(body -> 'k')"
+    " WITH ORDINALITY AS e(k, v, n) WHERE k <> 'zz' OR n > 0",
     "jsonb_object_keys": "SELECT id, k FROM j, jsonb_object_keys(body -> 'k') AS k",
     # version() is a PostgreSQL version string (test_version_names_tidemark: Tidemark's)
     "version": "SELECT version() LIKE 'PostgreSQL %.% on %' AS pg, pg_catalog.version() = VERSION()"
@@ -267,9 +270,10 @@ def test_jsonb_table_functions_of_other_values_give_no_rows(
     query = (
         "SELECT (SELECT count(*) FROM jsonb_array_elements('{\"a\": 1}')),"
         " (SELECT count(*) FROM jsonb_array_elements_text('3')),"
-        " (SELECT count(*) FROM jsonb_object_keys('[1]'))"
+        " (SELECT count(*) FROM jsonb_object_keys('[1]')),"
+        " (SELECT count(*) FROM jsonb_each('null'))"
     )
-    assert tidemark.execute(query).fetchall() == [(0, 0, 0)]
+    assert tidemark.execute(query).fetchall() == [(0, 0, 0, 0)]
 
 
 def test_version_names_tidemark(tidemark: psycopg.Connection[Any]) -> None:
@@ -301,7 +305,7 @@ UNSUPPORTED = [
     "SELECT ARRAY[]",
     "SELECT (1, 2) = 1",
     "SELECT a FROM a WHERE a SIMILAR TO 'x'",
-    "SELECT * FROM jsonb_each('{}')",
+    "SELECT * FROM jsonb_to_record('{}')",
     "SELECT extract(dow from interval '1 day')",
     "SELECT * FROM generate_series(1.5, 3)",
     "SELECT 1 FROM a NATURAL JOIN (b CROSS JOIN c)",

@@ -259,10 +259,19 @@ def fingerprint(expr: RelationExpr) -> str:
     return digest(expr).hex()[:16]
 
 
+# What each operator keeps, and under which name. State kept by another
+# layout is another dataflow's: not read, rebuilt once from the inputs.
+# 2: COUNT/SUM/MIN/MAX Reduces keep accumulators and values in order, TopK
+# its input in order, temporal filters their pending changes by time.
+STATE_LAYOUT = 2
+
+
 def dataflow_state(output: Shard, expr: RelationExpr) -> DataflowState:
     """The arrangements of the dataflow writing `output` with plan `expr`
-    (another plan for the same shard gets other state)."""
-    return ArrangementStore.for_blob(output.blob).state(f"{output.shard_id}/{fingerprint(expr)}")
+    (another plan, or another STATE_LAYOUT, for the same shard gets other
+    state)."""
+    name = f"{output.shard_id}/{fingerprint(expr)}.{STATE_LAYOUT}"
+    return ArrangementStore.for_blob(output.blob).state(name)
 
 
 def state_sizes(output: Shard) -> dict[str, ArrangementStats]:

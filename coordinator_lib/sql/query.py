@@ -81,6 +81,7 @@ from coordinator_lib.sql.errors import (
     ReservedName,
     SqlError,
     TypeMismatch,
+    UnknownColumn,
     UnsupportedFeature,
     WrongObjectType,
 )
@@ -949,6 +950,12 @@ def _limit_offset(node: exp.Expr) -> tuple[int | None, int]:
     if isinstance(limit_node, exp.Limit):
         limit = _constant_int(limit_node.expression, "LIMIT")
     elif isinstance(limit_node, exp.Fetch):
+        options = limit_node.args.get("limit_options")
+        for option, what in (("with_ties", "WITH TIES"), ("percent", "PERCENT")):
+            if options is not None and options.args.get(option):  # not to be dropped
+                raise UnsupportedFeature(
+                    f"FETCH ... {what} not yet supported", position_of(limit_node)
+                )
         limit = _constant_int(limit_node.args.get("count"), "FETCH FIRST")
     offset_node = node.args.get("offset")
     offset = _constant_int(offset_node.expression, "OFFSET") if offset_node is not None else None
@@ -1251,6 +1258,11 @@ def _apply_outer_finishing(node: exp.Expr, query: BoundQuery) -> BoundQuery:
         index = _ordinal(target, query.arity)
         if index is None:
             index = _output_column_by_name(target, query.names, exprs)
+        if index is None and isinstance(target, exp.Column) and not target.table:
+            # a plain name that is no output column names nothing (PostgreSQL's 42703)
+            raise UnknownColumn(
+                f'column "{ident_name(target.this)}" does not exist', position_of(target)
+            )
         if index is None:
             raise UnsupportedFeature(
                 "ORDER BY on a UNION/INTERSECT/EXCEPT result must name an output column",

@@ -190,3 +190,18 @@ def test_fetch_zero_answers_at_once(tidemark: psycopg.Connection[Any]) -> None:
         assert tidemark.execute("FETCH 2 d").fetchall() == [(1,), (2,)]
         assert tidemark.execute("FETCH 0 d").fetchall() == []
         assert tidemark.execute("FETCH ALL d").fetchall() == [(3,), (4,), (5,)]
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SELECT v FROM t ORDER BY g FETCH FIRST 2 ROWS WITH TIES",
+        "SELECT v FROM t ORDER BY g FETCH FIRST 50 PERCENT ROWS ONLY",
+    ],
+)
+def test_fetch_first_options_not_dropped(tidemark: psycopg.Connection[Any], statement: str) -> None:
+    """WITH TIES and PERCENT are refused (0A000, Materialize's words), not
+    read as a plain FETCH FIRST n: that answered 2 rows where there are 3 ties."""
+    with pytest.raises(psycopg.errors.FeatureNotSupported) as caught:
+        tidemark.execute(statement)
+    assert "not yet supported" in str(caught.value)

@@ -193,6 +193,9 @@ QUERIES = {
     "jsonb_each_text": "SELECT id, k, v, n FROM j, jsonb_each_text(body -> 'k')"
     " WITH ORDINALITY AS e(k, v, n) WHERE k <> 'zz' OR n > 0",
     "jsonb_object_keys": "SELECT id, k FROM j, jsonb_object_keys(body -> 'k') AS k",
+    # ORDER BY of a set operation: a name that is no output column is 42703
+    "union_order_unknown": "(SELECT k FROM t1) UNION (SELECT k FROM t2) ORDER BY x",
+    "union_order_renamed": "(SELECT k + 1 FROM t1) UNION (SELECT k FROM t2) ORDER BY k",
     # version() is a PostgreSQL version string (test_version_names_tidemark: Tidemark's)
     "version": "SELECT version() LIKE 'PostgreSQL %.% on %' AS pg, pg_catalog.version() = VERSION()"
     " AS same FROM a",

@@ -26,7 +26,12 @@ from coordinator_lib.expr.relation import Constant, FlatMap, Map, Project, Relat
 from coordinator_lib.expr.scalar import BinaryFunc, CallBinary, Column, If, Literal, RaiseError
 from coordinator_lib.expr.table_functions import JSONB_FUNCTIONS, TableFunc
 from coordinator_lib.repr.relation import ColumnType, RelationDesc, ScalarType
-from coordinator_lib.sql.errors import InvalidParameter, UndefinedFunction, UnsupportedFeature
+from coordinator_lib.sql.errors import (
+    InvalidColumnReference,
+    InvalidParameter,
+    UndefinedFunction,
+    UnsupportedFeature,
+)
 from coordinator_lib.sql.function_calls import interval_constant
 from coordinator_lib.sql.positions import position_of
 from coordinator_lib.sql.typed import Typed
@@ -84,10 +89,16 @@ def plan_table_function(node: exp.Expr, binder: ScalarBinder) -> tuple[RelationE
     if flat.func in _TWO_COLUMNS:  # jsonb_each: (key, value)
         columns = ["key", "value"]
     else:
-        named = alias is not None and alias.name and not names
-        columns = [alias.name if named else flat.func.value]
+        columns = [
+            alias.name if alias is not None and alias.name and not names else flat.func.value
+        ]
     columns += ["ordinality"] if ordinality else []
-    columns[: len(names)] = names[: len(columns)]
+    if len(names) > len(columns):
+        raise InvalidColumnReference(
+            f"too many column aliases specified for function {flat.func.value}",
+            position_of(alias),
+        )
+    columns[: len(names)] = names
     arity = flat.input.desc.arity
     return Project(flat, tuple(range(arity, flat.desc.arity)), tuple(columns)), columns
 
@@ -175,4 +186,69 @@ def _unnest(node: exp.Unnest, binder: ScalarBinder, ordinality: bool) -> FlatMap
     )
 
 
-__all__ = ["as_lateral_subquery", "is_table_function", "plan_table_function"]
+# --- a table function in the SELECT list ---------------------------------------------
+_LIFTED = "__select_table_function"
+
+
+def _select_call(item: exp.Expr) -> tuple[exp.Expr, exp.Identifier | None] | None:
+    """The table function call of a select item (`f(...)` or `f(...) AS c`)."""
+    node = item.this if isinstance(item, exp.Alias) else item
+    alias = item.args.get("alias") if isinstance(item, exp.Alias) else None
+    if isinstance(node, exp.Explode):  # sqlglot's name for unnest(...) in a SELECT list
+        node = exp.Unnest(expressions=[node.this.copy()]).update_positions(node)
+    if isinstance(node, exp.ExplodingGenerateSeries | exp.Unnest) or (
+        isinstance(node, exp.Anonymous) and node.name.lower() in _JSONB
+    ):
+        return node, alias
+    return None
+
+
+def lift_select_table_function(select: exp.Select) -> exp.Select:
+    """`SELECT ..., f(...) [AS c], ... FROM items` as `SELECT ..., x.c, ...
+    FROM items, LATERAL f(...) AS x(c)`: a table function in the SELECT list
+    gives each row once per value, as PostgreSQL's set-returning functions
+    do (Materialize plans them the same way). One per SELECT, of an
+    ungrouped query; a two-column one (jsonb_each) is a record there: 0A000."""
+    calls = [
+        (i, found) for i, item in enumerate(select.expressions) if (found := _select_call(item))
+    ]
+    if not calls:
+        return select
+    i, (call, alias) = calls[0]
+    grouped = (
+        select.args.get("group")
+        or select.args.get("having")
+        or any(
+            isinstance(n, exp.AggFunc | exp.Window) for e in select.expressions for n in e.walk()
+        )
+    )
+    two_columns = isinstance(call, exp.Anonymous) and _JSONB[call.name.lower()] in _TWO_COLUMNS
+    if len(calls) > 1 or grouped or two_columns:
+        raise UnsupportedFeature(
+            "this table function in the SELECT list is not supported (one per ungrouped"
+            " SELECT, of one column; call it in FROM)",
+            position_of(call),
+        )
+    if alias is None:
+        name = "generate_series" if isinstance(call, exp.ExplodingGenerateSeries) else "unnest"
+        alias = exp.to_identifier(call.name.lower() if isinstance(call, exp.Anonymous) else name)
+    lifted = select.copy()
+    table = exp.TableAlias(this=exp.to_identifier(_LIFTED), columns=[alias.copy()])
+    lateral = exp.Lateral(this=call.copy(), alias=table)
+    column = exp.Column(this=alias.copy(), table=exp.to_identifier(_LIFTED))
+    items = list(lifted.expressions)
+    items[i] = exp.Alias(this=column, alias=alias.copy())
+    lifted.set("expressions", items)
+    if lifted.args.get("from_") is None:
+        lifted.set("from_", exp.From(this=lateral))
+    else:
+        lifted.set("joins", [*(lifted.args.get("joins") or []), exp.Join(this=lateral)])
+    return lifted
+
+
+__all__ = [
+    "as_lateral_subquery",
+    "is_table_function",
+    "lift_select_table_function",
+    "plan_table_function",
+]

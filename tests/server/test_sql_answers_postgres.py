@@ -181,6 +181,11 @@ QUERIES = {
     " '2020-05-01', INTERVAL '1 month') WITH ORDINALITY AS g(t, n)",
     "generate_series_timestamptz": "SELECT t, g FROM ts, generate_series(t::timestamptz,"
     " t::timestamptz + INTERVAL '1 hour', '25 minutes'::interval) AS g",
+    # a table function in the SELECT list: a LATERAL call per row
+    "select_list_table_function": "SELECT k, generate_series(k, 2), x FROM t1",
+    "select_list_unnest": "SELECT w.g, unnest(ARRAY[v, -v]) AS u FROM w WHERE g < 3",
+    "select_list_no_from": "SELECT jsonb_array_elements('[1, \"a\"]') AS e",
+    "too_many_aliases": "SELECT * FROM generate_series(1, 2) AS g(a, b)",
     "unnest_lateral": "SELECT k, v, n FROM t1 CROSS JOIN LATERAL"
     " unnest(ARRAY[k, x, NULL]) WITH ORDINALITY AS u(v, n)",
     "table_function_subquery": "SELECT g, v, (SELECT sum(s) FROM generate_series(1, w.v) s) AS t"
@@ -310,6 +315,7 @@ UNSUPPORTED = [
     "SELECT a FROM a WHERE a SIMILAR TO 'x'",
     "SELECT * FROM jsonb_to_record('{}')",
     "SELECT extract(dow from interval '1 day')",
+    "SELECT count(*), generate_series(1, 2) FROM a",
     "SELECT * FROM generate_series(1.5, 3)",
     "SELECT 1 FROM a NATURAL JOIN (b CROSS JOIN c)",
     "SELECT a::foo FROM a",

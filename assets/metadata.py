@@ -35,6 +35,7 @@ __all__ = [
     "pretty_sql",
     "recorded_frontiers",
     "served_index_metadata",
+    "step_cost_metadata",
     "step_kind",
 ]
 
@@ -255,9 +256,39 @@ def materialization_metadata(
         metadata["step_kind"] = step_kind(m)
     if obj.kind is ItemKind.INDEX:
         metadata["arrangement"] = INDEX_ARRANGEMENT
+    if obj.kind is ItemKind.MATERIALIZED_VIEW:
+        metadata.update(step_cost_metadata(m))
     lineage = column_lineage(obj, objects)
     if lineage is not None:
         metadata["dagster/column_lineage"] = lineage
+    return metadata
+
+
+def step_cost_metadata(m: Materialization) -> dict[str, Any]:
+    """Why a view's step cost what it did: the rows it read from its inputs'
+    updates (the delta), from inputs' whole old contents (snapshots: a
+    hydration, or state rebuilt) and from the view's arranged state (only
+    the keys the delta touches), and how big that state is after the step
+    (as mz_internal.mz_arrangement_sizes counts it)."""
+    metadata: dict[str, Any] = {}
+    if m.state is not None:
+        metadata["state_rows"] = dg.MetadataValue.int(m.state.rows)
+        metadata["state_bytes"] = dg.MetadataValue.int(m.state.bytes)
+    reads = m.reads
+    if reads is not None:
+        metadata["rows_read_from_delta"] = dg.MetadataValue.int(reads.delta)
+        metadata["rows_read_from_snapshots"] = dg.MetadataValue.int(reads.snapshot)
+        metadata["rows_read_from_state"] = dg.MetadataValue.int(reads.state)
+        metadata["step_reads"] = (
+            f"{reads.delta} input updates (the delta), {reads.snapshot} rows of inputs' "
+            f"whole contents (snapshots), {reads.state} rows of arranged state "
+            f"(the keys the delta touches), on the {m.engine} engine"
+        )
+    elif m.step_lower is not None:
+        metadata["step_reads"] = (
+            f"not counted: the step ran on {m.engine}, which reads its inputs' "
+            "snapshots and updates and keeps no arranged state"
+        )
     return metadata
 
 

@@ -25,9 +25,11 @@ from coordinator_lib.adapter.operations.timestamps import (
     seal_timestamp,
     writer_kind,
 )
+from coordinator_lib.compute.arranged import StepReads, state_sizes
 from coordinator_lib.compute.dataflow import input_upper
 from coordinator_lib.compute.explain import explain_view
 from coordinator_lib.expr import relation as rel
+from coordinator_lib.persist.arrangement_store import ArrangementStats
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.update import Row, Update, consolidate
@@ -62,6 +64,21 @@ class Materialization:
     hydrated: bool = False
     changes_from: int | None = None  # inserted/retracted count from here (compaction)
     updates: int = 0  # update records in [changes_from, upper)
+    # What an in-process step read (compute/arranged.py StepReads): its
+    # inputs' updates, rows of inputs' old contents, rows of arranged state.
+    # None on Spark (which does not count) or without a step.
+    reads: StepReads | None = None
+    # The view's arranged state after the step (mz_internal.mz_arrangement_sizes
+    # summed over its operators); None for an object that keeps none.
+    state: ArrangementStats | None = None
+
+
+def view_state(coordinator: Coordinator, id: GlobalId) -> ArrangementStats:
+    """A view's arranged state on this host, all operators together."""
+    sizes = state_sizes(coordinator.storage.shard(id)).values()
+    return ArrangementStats(
+        sum(s.rows for s in sizes), sum(s.updates for s in sizes), sum(s.bytes for s in sizes)
+    )
 
 
 def materialize(
@@ -277,6 +294,8 @@ def _materialize_view(
         hydrated=result is not None and result.lower == as_of,
         changes_from=lowers[item.id],
         updates=updates,
+        reads=result.reads if result is not None else None,
+        state=view_state(coordinator, item.id),
     )
 
 

@@ -172,6 +172,26 @@ _RELATIONS: list[tuple[str, str, RelationDesc]] = [
     ("pg_catalog", "pg_cursors", RelationDesc.of(*PG_CURSORS_COLUMNS)),
     # PostgreSQL sources' state (adapter/postgres_source.py).
     ("mz_internal", "mz_source_statuses", RelationDesc.of(*postgres_source.STATUS_COLUMNS)),
+    # The latest steps (up to RECENT_STEPS each) of the dataflows this
+    # process runs, and what each read: its inputs' updates (the delta), rows
+    # of inputs' whole contents (snapshots) and rows of arranged state. Null
+    # reads: a Spark step, which does not count them.
+    (
+        "mz_internal",
+        "mz_dataflow_step_reads",
+        RelationDesc.of(
+            ("object_id", "text", False),
+            ("name", "text", False),
+            ("lower", "bigint", False),
+            ("upper", "bigint", False),
+            ("engine", "text", False),
+            ("rows_from_delta", "bigint"),
+            ("rows_from_snapshot", "bigint"),
+            ("rows_from_state", "bigint"),
+            ("rows_written", "bigint", False),
+            ("seconds", "double precision", False),
+        ),
+    ),
 ]
 
 SYSTEM_ITEMS: list[CatalogItem] = [
@@ -250,6 +270,29 @@ def _arrangement_sizes(coord: Coordinator) -> list[Row]:
     return rows
 
 
+def _step_reads(coord: Coordinator) -> list[Row]:
+    steps = coord.compute.recent_steps()
+    rows = []
+    for item in coord.catalog.items():
+        for step in steps.get(item.id, ()):
+            reads = step.reads
+            rows.append(
+                (
+                    str(item.id),
+                    item.name.item,
+                    step.lower,
+                    step.upper,
+                    str(step.engine),
+                    None if reads is None else reads.delta,
+                    None if reads is None else reads.snapshot,
+                    None if reads is None else reads.state,
+                    step.rows_written,
+                    step.seconds,
+                )
+            )
+    return rows
+
+
 def _webhook_sources(coord: Coordinator) -> list[Row]:
     """Webhook sources and the path they take requests on (HTTP port 6876)."""
     plans = coord.catalog.index.plans
@@ -306,6 +349,7 @@ _ROWS: dict[str, Callable[[Coordinator], list[Row]]] = {
     "mz_frontiers": _frontiers,
     "mz_compute_error_counts": _error_counts,
     "mz_arrangement_sizes": _arrangement_sizes,
+    "mz_dataflow_step_reads": _step_reads,
     "mz_statement_log": _statement_log,
     "mz_sessions": _sessions,
     "mz_secrets": _of_kind(ItemKind.SECRET),

@@ -314,6 +314,16 @@ class ComputeController:
                 if reader.kind == "t" and id in dataflow.description.imports
             ]
 
+    def recent_steps(self) -> dict[GlobalId, list[StepResult]]:
+        """Each dataflow's latest step results (mz_internal). Read without
+        the lock, which a step holds for as long as it runs: copying a dict
+        or a deque is one operation under the GIL."""
+        return {
+            id: list(dataflow.steps)
+            for instance in list(self._instances.values())
+            for id, dataflow in list(instance.dataflows.items())
+        }
+
     def dataflow(self, instance_id: str, id: GlobalId) -> Dataflow:
         with self._lock:
             return self._dataflow(instance_id, id)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -86,6 +87,13 @@ class Machine:
         return False
 
 
+# Per consensus, the value this process last read or wrote of each key:
+# `apply_all` runs its transitions on it first, so a commit to a shard only
+# this process writes needs no consensus read before its compare-and-set; a
+# lost race, a transition that raises or changes nothing on it re-reads.
+_KNOWN: weakref.WeakKeyDictionary[Consensus, dict[str, VersionedData]] = weakref.WeakKeyDictionary()
+
+
 def apply_all(
     steps: Sequence[tuple[Machine, Transition[Any]]],
     *,
@@ -99,45 +107,71 @@ def apply_all(
     again; a transition or record change that raises writes nothing
     anywhere. Returns the transitions' results in order."""
     consensus = steps[0][0].consensus
+    known = _KNOWN.setdefault(consensus, {})
+    keys = [machine.key for machine, _ in steps] + [key for key, _ in records]
+    optimistic = all(key in known for key in keys)
+
+    def head_of(key: str) -> VersionedData | None:
+        if optimistic:
+            return known[key]
+        head = consensus.head(key)
+        if head is not None:
+            known[key] = head
+        return head
+
     while True:
         now = now_ms()
         op_id = uuid.uuid4().hex
         results: list[Any] = []
         changes: list[KeyChange] = []
         landed_on: Machine | None = None
-        for machine, transition in steps:
-            head = consensus.head(machine.key)
-            if head is None:
-                raise KeyError(f"shard {machine.shard_id} does not exist")
-            state = ShardState.from_bytes(head.data)
-            if state.finalized and not allow_finalized:
-                raise ShardFinalized(f"shard {machine.shard_id} is finalized")
-            changed, result = transition(state, now)
-            results.append(result)
-            if changed:
-                state.seqno = head.seqno + 1
-                state.op_id = op_id
-                new = VersionedData(state.seqno, state.to_bytes())
-                changes.append(KeyChange(machine.key, head.seqno, new))
-                landed_on = landed_on or machine
-        if landed_on is None:
-            if records:
-                raise ValueError("record changes need a shard change to land with")
-            return results
-        for key, change in records:
-            head = consensus.head(key)
-            data = change(None if head is None else head.data)
-            seqno = 1 if head is None else head.seqno + 1
-            changes.append(
-                KeyChange(key, None if head is None else head.seqno, VersionedData(seqno, data))
-            )
+        try:
+            for machine, transition in steps:
+                head = head_of(machine.key)
+                if head is None:
+                    raise KeyError(f"shard {machine.shard_id} does not exist")
+                state = ShardState.from_bytes(head.data)
+                if state.finalized and not allow_finalized:
+                    raise ShardFinalized(f"shard {machine.shard_id} is finalized")
+                changed, result = transition(state, now)
+                results.append(result)
+                if changed:
+                    state.seqno = head.seqno + 1
+                    state.op_id = op_id
+                    new = VersionedData(state.seqno, state.to_bytes())
+                    changes.append(KeyChange(machine.key, head.seqno, new))
+                    landed_on = landed_on or machine
+            if landed_on is None:
+                if optimistic:  # nothing to check the answer against: read
+                    optimistic = False
+                    continue
+                if records:
+                    raise ValueError("record changes need a shard change to land with")
+                return results
+            for key, change in records:
+                head = head_of(key)
+                data = change(None if head is None else head.data)
+                seqno = 1 if head is None else head.seqno + 1
+                changes.append(
+                    KeyChange(key, None if head is None else head.seqno, VersionedData(seqno, data))
+                )
+        except Exception:
+            if optimistic:  # perhaps refused a stale value: decide on the current one
+                optimistic = False
+                continue
+            raise
         try:
             if consensus.compare_and_set_all(changes):
+                for written in changes:
+                    known[written.key] = written.new
                 return results
         except ConsensusError:
+            for key in keys:
+                known.pop(key, None)
             # Unknown outcome: it landed iff a changed shard's head now
             # carries our op_id (one is enough: all landed or none did).
             if landed_on._landed(op_id):
                 return results
             raise
+        optimistic = False
         time.sleep(0)  # lost a race: re-read and retry

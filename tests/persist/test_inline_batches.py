@@ -98,3 +98,36 @@ def test_flushing_a_backlog_of_inline_batches_keeps_small_writes_inline(
     shard.compare_and_append([Update((3, "a"), 3, 1)], Frontier(3), Frontier(4))
     assert shard.state().batches[-1].inline is not None  # room again
     assert canonical(shard.snapshot(3)) == [((t, "a"), 1) for t in range(4)]
+
+
+def test_a_commit_reads_no_state_it_wrote_last(
+    client: PersistClient, consensus_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compare-and-set tries the state this process wrote last (one
+    consensus read fewer a commit: the upper's check before it is the only
+    one); a write from elsewhere in between makes it re-read, not fail."""
+    shard = client.open_shard(new_shard_id(), DESC)
+    shard.compare_and_append([Update((0, "a"), 0, 1)], Frontier(0), Frontier(1))
+    reads: list[str] = []
+    real_head = client.consensus.head
+
+    def counted(key: str) -> object:
+        reads.append(key)
+        return real_head(key)
+
+    monkeypatch.setattr(client.consensus, "head", counted)
+    shard.compare_and_append([Update((1, "a"), 1, 1)], Frontier(1), Frontier(2))
+    assert reads == [f"shard/{shard.shard_id}"]
+    other = PersistClient.open(consensus_url=consensus_url, blob_root=tmp_path / "blob")
+    try:
+        elsewhere = other.open_shard(shard.shard_id, DESC)
+        elsewhere.compare_and_append([Update((2, "b"), 2, 1)], Frontier(2), Frontier(3))
+    finally:
+        other.close()
+    shard.compare_and_append([Update((3, "a"), 3, 1)], Frontier(3), Frontier(4))
+    assert canonical(shard.snapshot(3)) == [
+        ((0, "a"), 1),
+        ((1, "a"), 1),
+        ((2, "b"), 1),
+        ((3, "a"), 1),
+    ]

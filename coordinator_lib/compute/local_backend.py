@@ -24,7 +24,7 @@ from coordinator_lib.compute.budget import Tally, charge_list
 from coordinator_lib.compute.delta_rules import Keyed, Pair
 from coordinator_lib.compute.error_collection import error_update
 from coordinator_lib.compute.join_plan import JoinStep
-from coordinator_lib.compute.local_groups import Accumulators, ordered
+from coordinator_lib.compute.local_groups import Accumulators, GroupError, ordered
 from coordinator_lib.compute.local_ordered import evaluate
 from coordinator_lib.compute.local_scalar import EvalError, aggregate_values, eval_scalar
 from coordinator_lib.compute.order_bytes import row_ord
@@ -526,17 +526,6 @@ def _rendered(pair: Pair[Rows]) -> LocalRendered:
 
 
 # --------------------------------------------------------- keyed operators
-@dataclass(frozen=True)
-class GroupError:
-    """A group's output when its aggregate fails (a sum beyond its type): in
-    place of the group's row, so a change of the group that makes it fail,
-    or stop failing, is an update of the step's errors (as Materialize's
-    reduce sends an aggregate's error to errs), not a stopped step."""
-
-    code: str
-    message: str
-
-
 def _key_function(node: Keyed) -> Callable[[Row], tuple[Any, ...]]:
     expr = node.expr
     if isinstance(expr, rel.Reduce):

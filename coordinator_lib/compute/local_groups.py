@@ -17,9 +17,11 @@ from __future__ import annotations
 import decimal
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 from coordinator_lib.compute.local_scalar import (
+    EvalError,
     aggregate_values,
     check_range,
     eval_scalar,
@@ -53,6 +55,17 @@ def _spec(reduce: rel.Reduce) -> _Spec:
         _SPECS.clear()
     _SPECS[id(reduce)] = (reduce, (types, numeric, out_types))
     return types, numeric, out_types
+
+
+@dataclass(frozen=True)
+class GroupError:
+    """A group's output when its aggregate fails (a sum beyond its type): in
+    place of the group's row, so a change of the group that makes it fail,
+    or stop failing, is an update of the step's errors (as Materialize's
+    reduce sends an aggregate's error to errs), not a stopped step."""
+
+    code: str
+    message: str
 
 
 class Accumulators:
@@ -96,9 +109,15 @@ class Accumulators:
         """The group's output row (none while its multiplicity is not
         positive); `firsts`: per MIN/MAX aggregate (by position), rows
         holding its first values in order (local_groups.ordered)."""
-        values = self.values
-        if values[0] <= 0:
+        if self.values[0] <= 0:
             return Counter()
+        try:
+            return Counter({key + self._aggregates(firsts): 1})
+        except EvalError as error:  # the aggregate's own failure (a sum's overflow)
+            return Counter({cast(Row, GroupError(error.code, error.message)): 1})
+
+    def _aggregates(self, firsts: dict[int, Counter[Row]]) -> Row:
+        values = self.values
         out: list[Any] = []
         for i, aggregate in enumerate(self.reduce.aggregates):
             total, count = values[1 + 2 * i], values[2 + 2 * i]
@@ -113,7 +132,7 @@ class Accumulators:
                 out.append(to_numeric(total))
             else:
                 out.append(check_range(total, self.out_types[i]))
-        return Counter({key + tuple(out): 1})
+        return tuple(out)
 
 
 def ordered(reduce: rel.Reduce) -> dict[int, Callable[[Row], bytes]]:

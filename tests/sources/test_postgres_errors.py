@@ -115,3 +115,24 @@ def test_bad_sources_create_nothing(
     # The name is free: a good statement creates the source.
     tidemark.execute("CREATE SOURCE s FROM POSTGRES CONNECTION pg (PUBLICATION 'p') FOR TABLES (a)")
     assert tidemark.execute("SHOW SOURCES").fetchall() == [("a", "quickstart"), ("s", "quickstart")]
+
+
+def test_ssl_mode_is_what_libpq_is_given(upstream: Conn, tidemark: Conn, upstream_url: str) -> None:
+    """SSL MODE reaches the upstream connection as libpq's sslmode: the test's
+    PostgreSQL serves no TLS, so 'require' is refused at CREATE with libpq's
+    reason, 'disable' and 'prefer' connect; an unknown mode names the modes."""
+    tidemark.execute(f"CREATE SECRET pgpass AS '{PASSWORD}'")
+    disabled = connection_sql(upstream_url)
+    with pytest.raises(psycopg.errors.SqlclientUnableToEstablishSqlconnection, match="SSL"):
+        tidemark.execute(disabled.replace("SSL MODE 'disable'", "SSL MODE 'require'"))
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="invalid SSL MODE 'sometimes'"):
+        tidemark.execute(disabled.replace("SSL MODE 'disable'", "SSL MODE 'sometimes'"))
+    assert tidemark.execute("SHOW CONNECTIONS").fetchall() == []
+    tidemark.execute(disabled.replace("SSL MODE 'disable'", "SSL MODE 'prefer'"))
+    tidemark.execute(connection_sql(upstream_url, name="plain"))
+    assert sorted(tidemark.execute("SHOW CONNECTIONS").fetchall()) == [
+        ("pg", "postgres"),
+        ("plain", "postgres"),
+    ]
+    tidemark.execute("DROP CONNECTION pg")
+    tidemark.execute("DROP CONNECTION plain")

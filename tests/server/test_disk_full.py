@@ -25,6 +25,7 @@ import requests
 from psycopg import errors
 
 from coordinator_lib.persist import batch as batch_io
+from coordinator_lib.persist.shard import INLINE_BATCH_BYTES
 from coordinator_lib.server.environment import Environment
 from tests.adapter.conftest import fast_config
 
@@ -98,12 +99,17 @@ def _dsn(env: Environment) -> str:
     return f"host=127.0.0.1 port={env.pgwire.port} user=materialize dbname=materialize"
 
 
+LARGE = 2 * INLINE_BATCH_BYTES  # a refused write: more than an inline batch holds
+
+
 @pytest.mark.parametrize("where", ["blob", "data_dir"])
 def test_disk_full_answers_53100_and_recovers(
     small_disk: SmallDisk, tmp_path: Path, where: str
 ) -> None:
     """`blob`: the batches' filesystem fills (Parquet writes fail); `data_dir`:
-    everything, consensus included, lives on the full disk."""
+    everything, consensus included, lives on the full disk. The refused
+    writes are larger than a batch kept inline in the shard's state (INLINE_BATCH_BYTES),
+    so they need the blob store in both cases."""
     if where == "blob":
         env = _start(tmp_path / "env", blob_root=str(small_disk.path / "blob"))
     else:
@@ -116,14 +122,14 @@ def test_disk_full_answers_53100_and_recovers(
             acknowledged = {1}
             webhook = f"http://127.0.0.1:{env.http.port}/api/webhook/materialize/public/wh"
             small_disk.fill()
-            refused = requests.post(webhook, data="x" * 2000, timeout=30)
+            refused = requests.post(webhook, data="x" * LARGE, timeout=30)
             assert (refused.status_code, refused.text) == (
                 507,
                 "insufficient storage: the disk is full",
             )
             for id in (2, 3):
                 with pytest.raises(errors.DiskFull) as full:
-                    conn.execute("INSERT INTO t VALUES (%s, %s)", (id, "x" * 2000))
+                    conn.execute("INSERT INTO t VALUES (%s, %s)", (id, "x" * LARGE))
                 assert full.value.diag.sqlstate == "53100"
                 assert "disk full" in str(full.value)
                 # The same session answers the next statement.

@@ -9,19 +9,20 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable
+from decimal import Decimal
 from functools import cmp_to_key
 from typing import TYPE_CHECKING, Any
 
 from coordinator_lib.compute.local_scalar import aggregate_values
 from coordinator_lib.expr.relation import (
-    AggregateExpr,
+    Frame,
+    FrameMode,
     OrderKey,
     TopK,
     Window,
     WindowExpr,
     WindowFunc,
 )
-from coordinator_lib.expr.scalar import Column
 from coordinator_lib.repr.relation import ColumnType
 from coordinator_lib.repr.update import Row
 
@@ -127,20 +128,71 @@ def window_rows(expr: Window, rows: Rows, types: tuple[ColumnType, ...]) -> Rows
         for p in range(i, j + 1):
             group_start[p], group_end[p], dense[p] = i, j, groups
         i = j + 1
-    columns = [
-        _window_column(f, flat, group_start, group_end, dense, types) for f in expr.functions
-    ]
+    peers = _Peers(flat, expr.order_key, group_start, group_end)
+    columns = [_window_column(f, flat, peers, dense, types) for f in expr.functions]
     out: Counter[Row] = Counter()
     for p, row in enumerate(flat):
         out[row + tuple(c[p] for c in columns)] += 1
     return list(out.items())
 
 
+class _Peers:
+    """One partition's rows in order with their peer groups: where each
+    function's frame starts and ends for each row."""
+
+    def __init__(
+        self,
+        flat: list[Row],
+        order_key: tuple[OrderKey, ...],
+        group_start: list[int],
+        group_end: list[int],
+    ) -> None:
+        self.flat = flat
+        self.order_key = order_key
+        self.group_start = group_start
+        self.group_end = group_end
+
+    def frame(self, frame: Frame, p: int) -> range:
+        """The positions in row `p`'s frame (empty when it ends before it starts)."""
+        last = len(self.flat) - 1
+        if frame.mode is FrameMode.ROWS:
+            lo = 0 if frame.start is None else max(p + int(frame.start), 0)
+            hi = last if frame.end is None else min(p + int(frame.end), last)
+            return range(lo, hi + 1)
+        lo = 0 if frame.start is None else self._range_bound(frame.start, p, True)
+        hi = last if frame.end is None else self._range_bound(frame.end, p, False)
+        return range(lo, hi + 1)
+
+    def _range_bound(self, offset: int | Decimal, p: int, start: bool) -> int:
+        """RANGE `offset` from row p: its peers' edge for 0 or a NULL value;
+        else the first (start) or last row whose one ORDER BY value is within
+        `offset` of p's, in the ORDER BY direction (NULLs are never within)."""
+        value = self.flat[p][self.order_key[0].column] if self.order_key else None
+        if offset == 0 or value is None:
+            return self.group_start[p] if start else self.group_end[p]
+        desc = self.order_key[0].desc
+        column = self.order_key[0].column
+        step = -offset if desc else offset
+        bound = value + (float(step) if isinstance(value, float) else step)
+        inside = [
+            q
+            for q, row in enumerate(self.flat)
+            if row[column] is not None
+            and (
+                (row[column] >= bound if start else row[column] <= bound)
+                if not desc
+                else (row[column] <= bound if start else row[column] >= bound)
+            )
+        ]
+        if not inside:
+            return len(self.flat) if start else -1
+        return inside[0] if start else inside[-1]
+
+
 def _window_column(
     func: WindowExpr,
     flat: list[Row],
-    group_start: list[int],
-    group_end: list[int],
+    peers: _Peers,
     dense: list[int],
     types: tuple[ColumnType, ...],
 ) -> list[Any]:
@@ -149,35 +201,40 @@ def _window_column(
     if kind is WindowFunc.ROW_NUMBER:
         return [p + 1 for p in range(n)]
     if kind is WindowFunc.RANK:
-        return [group_start[p] + 1 for p in range(n)]
+        return [peers.group_start[p] + 1 for p in range(n)]
     if kind is WindowFunc.DENSE_RANK:
         return list(dense)
     if kind in (WindowFunc.LAG, WindowFunc.LEAD):
-        step = -func.offset if kind is WindowFunc.LAG else func.offset
-        value, default = func.args[0], func.args[1] if len(func.args) > 1 else None
-        out = []
+        value, default = func.args[0], func.default_column()
+        by = func.offset_column()
+        out: list[Any] = []
         for p in range(n):
-            q = p + step
+            offset = func.offset if by is None else flat[p][by]
+            if offset is None:  # a NULL offset: NULL, as in PostgreSQL
+                out.append(None)
+                continue
+            q = p - offset if kind is WindowFunc.LAG else p + offset
             if 0 <= q < n:
                 out.append(flat[q][value])
             else:
                 out.append(None if default is None else flat[p][default])
         return out
-    if kind is WindowFunc.FIRST_VALUE:
-        return [flat[0][func.args[0]] for _ in range(n)]
-    if kind is WindowFunc.LAST_VALUE:
-        return [flat[group_end[p]][func.args[0]] for p in range(n)]
+    frames = [peers.frame(func.frame, p) for p in range(n)]
+    if kind in (WindowFunc.FIRST_VALUE, WindowFunc.LAST_VALUE, WindowFunc.NTH_VALUE):
+        at = {WindowFunc.FIRST_VALUE: 0, WindowFunc.LAST_VALUE: -1}.get(kind)
+        if at is None:
+            at = (func.offset or 1) - 1
+        value = func.args[0]
+        return [
+            flat[frame[at]][value] if -len(frame) <= at < len(frame) else None for frame in frames
+        ]
     aggregate = func.aggregate()
     assert aggregate is not None, kind
-    agg = AggregateExpr(aggregate, Column(func.args[0]))
-    by_end: dict[int, Any] = {}
-    out = []
-    for p in range(n):
-        end = group_end[p]
-        if end not in by_end:
-            by_end[end] = aggregate_values(agg, [(r, 1) for r in flat[: end + 1]], types)
-        out.append(by_end[end])
-    return out
+    by_frame: dict[range, Any] = {}
+    for frame in frames:
+        if frame not in by_frame:
+            by_frame[frame] = aggregate_values(aggregate, [(flat[q], 1) for q in frame], types)
+    return [by_frame[frame] for frame in frames]
 
 
 def evaluate(expr: TopK | Window, rows: Rows) -> Rows:

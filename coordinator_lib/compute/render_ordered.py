@@ -9,15 +9,29 @@ retracts exactly what a step on the other inserted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import Column as SparkColumn
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, WindowSpec
 from pyspark.sql import Window as SparkWindow
 from pyspark.sql import functions as F
 
 from coordinator_lib.compute.scalar import column_name
+from coordinator_lib.compute.spark_aggregates import aggregate_column, array_agg_column
 from coordinator_lib.compute.spark_frames import POINT, data_columns
-from coordinator_lib.expr.relation import OrderKey, RelationExpr, TopK, Window, WindowFunc
+from coordinator_lib.expr.relation import (
+    AggregateFunc,
+    Frame,
+    FrameMode,
+    OrderKey,
+    RelationExpr,
+    TopK,
+    Window,
+    WindowExpr,
+    WindowFunc,
+)
 from coordinator_lib.persist.spark_batches import spark_type
+from coordinator_lib.repr.relation import ColumnType
 
 COUNT = "__m"  # a row's multiplicity at a point
 OUT = "__c"  # an output row's multiplicity at a point
@@ -52,31 +66,57 @@ def _topk(expr: TopK, state: DataFrame, key_cols: list[str]) -> DataFrame:
     return kept.filter(F.col(OUT) > 0)
 
 
+NUMBER = "__n"  # a row copy's position in its partition (1-based)
+
+
+def _frame_spec(
+    expr: Window, frame: Frame, in_order: WindowSpec, partition: list[str]
+) -> WindowSpec:
+    """A function's frame over its partition, as local_ordered._Peers.frame
+    bounds it: ROWS over the row order (ties by the whole row), RANGE over
+    the ORDER BY values (peers), the whole partition without ORDER BY."""
+    lo = SparkWindow.unboundedPreceding if frame.start is None else int(frame.start)
+    hi = SparkWindow.unboundedFollowing if frame.end is None else int(frame.end)
+    if frame.mode is FrameMode.ROWS:
+        return in_order.rowsBetween(lo, hi)
+    if not expr.order_key:
+        return SparkWindow.partitionBy(*partition).rowsBetween(
+            SparkWindow.unboundedPreceding, SparkWindow.unboundedFollowing
+        )
+    by_value = SparkWindow.partitionBy(*partition).orderBy(
+        *[_sort_column(k) for k in expr.order_key]
+    )
+    return by_value.rangeBetween(lo, hi)
+
+
 def _window(expr: Window, state: DataFrame, key_cols: list[str]) -> DataFrame:
     arity = expr.input.desc.arity
     data = data_columns(arity)
-    # One row per copy: row_number, lag and lead count copies.
-    rows = state.withColumn("__copy", F.explode(F.array_repeat(F.lit(0), F.col(COUNT).cast("int"))))
+    # One row per copy: row_number, lag, lead and ROWS frames count copies.
+    rows = state.withColumn(
+        "__copy", F.explode(F.array_repeat(F.lit(0), F.col(COUNT).cast("int")))
+    ).withColumn(COUNT, F.lit(1).cast("long"))
     partition = [*key_cols, POINT]
     in_order = SparkWindow.partitionBy(*partition).orderBy(*_row_order(expr.order_key, arity))
-    order_cols = [column_name(k.column) for k in expr.order_key]
+    rows = rows.withColumn(NUMBER, F.row_number().over(in_order))
+    number = F.col(NUMBER)
+    whole = in_order.rowsBetween(SparkWindow.unboundedPreceding, SparkWindow.unboundedFollowing)
     peers = (
         SparkWindow.partitionBy(*partition).orderBy(*[_sort_column(k) for k in expr.order_key])
         if expr.order_key
         else SparkWindow.partitionBy(*partition)
     )
-    whole_peer_group = (
-        SparkWindow.partitionBy(*partition, *order_cols)
-        .orderBy(*[F.col(c).asc_nulls_last() for c in data])
-        .rowsBetween(SparkWindow.unboundedPreceding, SparkWindow.unboundedFollowing)
-    )
-    number = F.row_number().over(in_order)
     size = F.count(F.lit(1)).over(SparkWindow.partitionBy(*partition))
+
+    def at(position: SparkColumn, column: int, valid: SparkColumn) -> SparkColumn:
+        """`column`'s value in the partition's row at 1-based `position`."""
+        values = F.collect_list(F.struct(F.col(column_name(column)).alias("v"))).over(whole)
+        return F.when(valid, F.element_at(values, position.cast("int"))["v"])
+
     out_types = expr.desc.types[arity:]
     values: list[SparkColumn] = []
     for j, (func, out_type) in enumerate(zip(expr.functions, out_types, strict=True)):
         kind = func.func
-        arg = F.col(column_name(func.args[0])) if func.args else None
         value: SparkColumn
         if kind is WindowFunc.ROW_NUMBER:
             value = number
@@ -85,40 +125,71 @@ def _window(expr: Window, state: DataFrame, key_cols: list[str]) -> DataFrame:
         elif kind is WindowFunc.DENSE_RANK:
             value = F.dense_rank().over(peers) if expr.order_key else F.lit(1)
         elif kind in (WindowFunc.LAG, WindowFunc.LEAD):
-            assert arg is not None
-            default = F.col(column_name(func.args[1])) if len(func.args) > 1 else F.lit(None)
-            if kind is WindowFunc.LAG:
-                inside = number > func.offset
-                moved = F.lag(arg, func.offset).over(in_order)
+            value = _lag_lead(func, number, size, in_order, at)
+        elif func.frame.empty:  # Spark refuses such frames: what an empty frame gives
+            value = F.lit(0) if kind is WindowFunc.COUNT else F.lit(None)
+        elif kind in (WindowFunc.FIRST_VALUE, WindowFunc.LAST_VALUE, WindowFunc.NTH_VALUE):
+            frame = _frame_spec(expr, func.frame, in_order, partition)
+            lo, hi = F.min(number).over(frame), F.max(number).over(frame)
+            if kind is WindowFunc.FIRST_VALUE:
+                position = lo
+            elif kind is WindowFunc.LAST_VALUE:
+                position = hi
             else:
-                inside = number + func.offset <= size
-                moved = F.lead(arg, func.offset).over(in_order)
-            value = F.when(inside, moved).otherwise(default) if func.offset else arg
-        elif kind is WindowFunc.FIRST_VALUE:
-            assert arg is not None
-            first_rows = in_order.rowsBetween(SparkWindow.unboundedPreceding, 0)
-            value = F.first(arg, ignorenulls=False).over(first_rows)
-        elif kind is WindowFunc.LAST_VALUE:
-            assert arg is not None
-            value = F.last(arg, ignorenulls=False).over(whole_peer_group)
-        elif kind is WindowFunc.COUNT:
-            assert arg is not None
-            value = F.count(arg).over(peers)
-        elif kind is WindowFunc.SUM:
-            assert arg is not None
-            value = F.sum(arg.cast(spark_type(out_type.scalar_type))).over(peers)
-        elif kind is WindowFunc.MIN:
-            assert arg is not None
-            value = F.min(arg).over(peers)
-        elif kind is WindowFunc.MAX:
-            assert arg is not None
-            value = F.max(arg).over(peers)
-        else:  # pragma: no cover - every WindowFunc is handled above
-            raise TypeError(f"no rendering for window function {kind}")
+                position = lo + F.lit((func.offset or 1) - 1)
+            value = at(position, func.args[0], position.isNotNull() & (position <= hi))
+        else:
+            value = _aggregate(func, out_type, _frame_spec(expr, func.frame, in_order, partition))
         values.append(value.cast(spark_type(out_type.scalar_type)).alias(column_name(arity + j)))
     numbered = rows.select(*data, POINT, *values)
     out = data_columns(expr.desc.arity)
     return numbered.groupBy(*out, POINT).agg(F.count(F.lit(1)).cast("long").alias(OUT))
+
+
+def _lag_lead(
+    func: WindowExpr,
+    number: SparkColumn,
+    size: SparkColumn,
+    in_order: WindowSpec,
+    at: Callable[[SparkColumn, int, SparkColumn], SparkColumn],
+) -> SparkColumn:
+    """lag/lead: the value `offset` rows before/after, else the default (a
+    NULL offset column gives NULL, as local_ordered does)."""
+    arg = F.col(column_name(func.args[0]))
+    default_column = func.default_column()
+    default = F.col(column_name(default_column)) if default_column is not None else F.lit(None)
+    by = func.offset_column()
+    if by is not None:
+        offset = F.col(column_name(by))
+        target = number - offset if func.func is WindowFunc.LAG else number + offset
+        inside = (target >= 1) & (target <= size)
+        return (
+            F.when(offset.isNull(), F.lit(None))
+            .when(inside, at(target, func.args[0], F.lit(True)))
+            .otherwise(default)
+        )
+    n = func.offset or 0
+    if not n:
+        return arg
+    if func.func is WindowFunc.LAG:
+        return F.when(number > n, F.lag(arg, n).over(in_order)).otherwise(default)
+    return F.when(number + n <= size, F.lead(arg, n).over(in_order)).otherwise(default)
+
+
+def _aggregate(func: WindowExpr, out_type: ColumnType, frame: WindowSpec) -> SparkColumn:
+    """An aggregate over its frame, computed as Reduce computes it (spark_aggregates.py)."""
+    aggregate = func.aggregate()
+    assert aggregate is not None, func.func
+    value = F.col(column_name(func.args[0]))
+
+    def over(column: SparkColumn) -> SparkColumn:
+        return column.over(frame)
+
+    if aggregate.func is AggregateFunc.ARRAY_AGG:
+        return array_agg_column(aggregate, value, F.lit(True), over)
+    if aggregate.func is not AggregateFunc.COUNT:
+        value = value.cast(spark_type(out_type.scalar_type))
+    return aggregate_column(aggregate, value, F.lit(True), over)
 
 
 def ordered_values(expr: TopK | Window, state: DataFrame, key_cols: list[str]) -> DataFrame:

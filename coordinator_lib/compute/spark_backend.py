@@ -23,6 +23,7 @@ from coordinator_lib.compute.delta_rules import Keyed, Pair
 from coordinator_lib.compute.join_plan import JoinStep
 from coordinator_lib.compute.render_ordered import COUNT, OUT, ordered_values, stacked
 from coordinator_lib.compute.scalar import column_name, to_spark
+from coordinator_lib.compute.spark_aggregates import aggregate_column, array_agg_column
 from coordinator_lib.compute.spark_errors import ERROR, error_column, first_error, split_errors
 from coordinator_lib.compute.spark_frames import (
     DIFF,
@@ -531,87 +532,17 @@ def _values_at_points(
     for aggregate, col, out_type in zip(aggregates, agg_cols, output_types, strict=True):
         value = F.col(col)
         if aggregate.func is AggregateFunc.ARRAY_AGG:  # a struct (value, keys...)
-            column = _array_agg(aggregate, value, present)
+            column = array_agg_column(aggregate, value, present)
             aggs.append(column.cast(spark_type(out_type.scalar_type)).alias(col))
             continue
         if aggregate.func is not AggregateFunc.COUNT:
             # count's output type (bigint) is not its input's: count(text) counts text.
             value = value.cast(spark_type(out_type.scalar_type))
-        aggs.append(_aggregate_column(aggregate, value, present).alias(col))
+        aggs.append(aggregate_column(aggregate, value, present).alias(col))
     grouped = tuples.groupBy(*[f"__p{c}" for c in key_cols], POINT).agg(*aggs)
     return grouped.select(
         *[F.col(f"__p{c}").alias(c) for c in key_cols], POINT, "__rows", *agg_cols
     )
-
-
-def _compare_field(
-    left: SparkColumn, right: SparkColumn, descending: bool, nulls_first: bool
-) -> SparkColumn:
-    before, after = F.lit(-1), F.lit(1)
-    return (
-        F.when(left.isNull() & right.isNull(), F.lit(0))
-        .when(left.isNull(), before if nulls_first else after)
-        .when(right.isNull(), after if nulls_first else before)
-        .when(left < right, after if descending else before)
-        .when(left > right, before if descending else after)
-        .otherwise(F.lit(0))
-    )
-
-
-def _array_agg(aggregate: AggregateExpr, record: SparkColumn, present: SparkColumn) -> SparkColumn:
-    """array_agg over structs (f0 the value, f1... the ORDER BY keys): each
-    non-NULL struct as often as its multiplicity, sorted by the keys then the
-    value (ascending, NULLs last), as `local_scalar._array_agg` does; NULL
-    for no rows. Collecting structs keeps NULL values."""
-    m = F.col("__m")
-    items = F.flatten(
-        F.collect_list(F.when(present & record.isNotNull(), F.array_repeat(record, m.cast("int"))))
-    )
-    fields = [*[f"f{i + 1}" for i in range(len(aggregate.order))], "f0"]
-    directions = [*aggregate.order, (False, False)]
-
-    def compare(left: SparkColumn, right: SparkColumn) -> SparkColumn:
-        result: SparkColumn | None = None
-        for name, (descending, nulls_first) in reversed(list(zip(fields, directions, strict=True))):
-            this = _compare_field(left[name], right[name], descending, nulls_first)
-            result = this if result is None else F.when(this != 0, this).otherwise(result)
-        assert result is not None
-        return result
-
-    ordered = F.array_sort(items, compare)
-    return F.when(F.size(items) > 0, F.transform(ordered, lambda item: item["f0"]))
-
-
-def _aggregate_column(
-    aggregate: AggregateExpr, value: SparkColumn, present: SparkColumn
-) -> SparkColumn:
-    m = F.col("__m")
-    nonnull = value.isNotNull()
-    func = aggregate.func
-    if aggregate.distinct:
-        keep = present & nonnull
-        if func is AggregateFunc.COUNT:
-            return F.count_distinct(F.when(keep, value))
-        if func is AggregateFunc.SUM:
-            return F.sum_distinct(F.when(keep, value))
-        # min/max over distinct values is min/max over values
-    if func is AggregateFunc.COUNT:
-        return F.coalesce(F.sum(F.when(nonnull, m)), F.lit(0)).cast("long")
-    if func is AggregateFunc.SUM:
-        total = F.sum(F.when(nonnull, value * m))
-        return F.when(F.sum(F.when(nonnull, m)) > 0, total)
-    if func is AggregateFunc.MIN:
-        return F.min(F.when(present, value))
-    if func is AggregateFunc.MAX:
-        return F.max(F.when(present, value))
-    if func is AggregateFunc.STRING_AGG:
-        # Each value as often as its multiplicity (once with DISTINCT), sorted.
-        copies = F.lit(1) if aggregate.distinct else m.cast("int")
-        items = F.flatten(F.collect_list(F.when(present & nonnull, F.array_repeat(value, copies))))
-        ordered = F.sort_array(items, asc=not aggregate.descending)
-        joined = F.array_join(ordered, aggregate.separator or "")
-        return F.when(F.size(items) > 0, joined)
-    raise TypeError(f"no rendering for aggregate {func}")
 
 
 def _final_columns(key_cols: list[str], aggregates: tuple[AggregateExpr, ...]) -> list[SparkColumn]:

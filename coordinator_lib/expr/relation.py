@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from enum import StrEnum
 from functools import cached_property
 
@@ -411,14 +412,17 @@ class WindowFunc(StrEnum):
     DENSE_RANK = "dense_rank"
     LAG = "lag"
     LEAD = "lead"
+    # Values at a position of the function's frame (NULL when it is empty).
     FIRST_VALUE = "first_value"
     LAST_VALUE = "last_value"
-    # Aggregates over the default frame: the partition's rows up to the
-    # current row's last peer (the whole partition without ORDER BY).
+    NTH_VALUE = "nth_value"  # the row at `offset` (1-based)
+    # Aggregates over the function's frame, as `aggregate()` computes them.
     COUNT = "count"  # count of rows where `args[0]` is not NULL
     SUM = "sum"
     MIN = "min"
     MAX = "max"
+    STRING_AGG = "string_agg"
+    ARRAY_AGG = "array_agg"
 
 
 _WINDOW_AGGREGATES = {
@@ -426,41 +430,130 @@ _WINDOW_AGGREGATES = {
     WindowFunc.SUM: AggregateFunc.SUM,
     WindowFunc.MIN: AggregateFunc.MIN,
     WindowFunc.MAX: AggregateFunc.MAX,
+    WindowFunc.STRING_AGG: AggregateFunc.STRING_AGG,
+    WindowFunc.ARRAY_AGG: AggregateFunc.ARRAY_AGG,
 }
+# Functions whose value depends on the frame (PostgreSQL ignores the frame of
+# the others: ranking, lag, lead).
+FRAMED = frozenset(
+    {WindowFunc.FIRST_VALUE, WindowFunc.LAST_VALUE, WindowFunc.NTH_VALUE, *_WINDOW_AGGREGATES}
+)
+
+
+class FrameMode(StrEnum):
+    ROWS = "rows"  # bounds count rows (each copy of a row) from the current one
+    RANGE = "range"  # bounds are distances in the one ORDER BY value; 0 is the peers
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A window frame: `start` and `end` are signed offsets from the current
+    row (negative: PRECEDING, 0: CURRENT ROW, positive: FOLLOWING), None is
+    UNBOUNDED. The default, RANGE UNBOUNDED PRECEDING to CURRENT ROW, is the
+    partition up to the current row's last peer (all of it without ORDER BY)."""
+
+    mode: FrameMode = FrameMode.RANGE
+    start: int | Decimal | None = None
+    end: int | Decimal | None = 0
+
+    @property
+    def empty(self) -> bool:
+        """A ROWS frame that ends before it starts: no row's frame holds a row."""
+        return (
+            self.mode is FrameMode.ROWS
+            and self.start is not None
+            and self.end is not None
+            and self.start > self.end
+        )
+
+    @property
+    def name(self) -> str:
+        """The kind of frame an engine renders differently (EXPLAIN, test cover)."""
+        offsets = any(b not in (None, 0) for b in (self.start, self.end))
+        return f"{self.mode.value} {'offset' if offsets else 'unbounded'}"
+
+    def __repr__(self) -> str:
+        def bound(b: int | Decimal | None, side: str) -> str:
+            if b is None:
+                return f"unbounded {side}"
+            if b == 0:
+                return "current row"
+            return f"{abs(b)} {'preceding' if b < 0 else 'following'}"
+
+        start, end = bound(self.start, "preceding"), bound(self.end, "following")
+        return f"{self.mode.value} between {start} and {end}"
+
+
+DEFAULT_FRAME = Frame()
 
 
 @dataclass(frozen=True)
 class WindowExpr:
     """One window function over the input's columns `args`: the value for
-    lag/lead/first_value/last_value/aggregates, then for lag/lead the
-    default's column (optional); `offset` is lag/lead's constant offset."""
+    lag/lead/first_value/last_value/nth_value/aggregates; for lag/lead then
+    the offset's column when it is not the constant `offset`, then the
+    default's column (optional). `offset` is lag/lead's constant offset or
+    nth_value's n; `frame` applies to the FRAMED functions; `separator`,
+    `descending` and `order` are string_agg's and array_agg's (AggregateExpr)."""
 
     func: WindowFunc
     args: tuple[int, ...] = ()
-    offset: int = 1
+    offset: int | None = 1
+    frame: Frame = DEFAULT_FRAME
+    separator: str | None = None
+    descending: bool = False
+    order: tuple[tuple[bool, bool], ...] = ()
 
     def typ(self, input_types: tuple[ColumnType, ...]) -> ColumnType:
         if self.func in (WindowFunc.ROW_NUMBER, WindowFunc.RANK, WindowFunc.DENSE_RANK):
             return ColumnType(ScalarType.BIGINT, False)
-        aggregate = _WINDOW_AGGREGATES.get(self.func)
+        aggregate = self.aggregate()
         if aggregate is not None:
-            return AggregateExpr(aggregate, Column(self.args[0])).typ(input_types)
+            return aggregate.typ(input_types)
         return ColumnType(input_types[self.args[0]].scalar_type, True)
 
-    def aggregate(self) -> AggregateFunc | None:
-        return _WINDOW_AGGREGATES.get(self.func)
+    def aggregate(self) -> AggregateExpr | None:
+        """What an aggregate computes over its frame's rows."""
+        func = _WINDOW_AGGREGATES.get(self.func)
+        if func is None:
+            return None
+        return AggregateExpr(
+            func,
+            Column(self.args[0]),
+            separator=self.separator,
+            descending=self.descending,
+            order=self.order,
+        )
+
+    def offset_column(self) -> int | None:
+        """lag/lead's offset column, when the offset is not a constant."""
+        return self.args[1] if self.offset is None else None
+
+    def default_column(self) -> int | None:
+        """lag/lead's default column, if given."""
+        at = 1 if self.offset is not None else 2
+        return self.args[at] if len(self.args) > at else None
 
     def __repr__(self) -> str:
-        args = [f"#{a}" for a in self.args]
-        if self.func in (WindowFunc.LAG, WindowFunc.LEAD):
-            args.insert(1, str(self.offset))
-        return f"{self.func.value}({', '.join(args)})"
+        aggregate = self.aggregate()
+        if aggregate is not None and self.func in (WindowFunc.STRING_AGG, WindowFunc.ARRAY_AGG):
+            text = repr(aggregate)
+        else:
+            args = [f"#{a}" for a in self.args]
+            if self.func in (WindowFunc.LAG, WindowFunc.LEAD) and self.offset is not None:
+                args.insert(1, str(self.offset))
+            if self.func is WindowFunc.NTH_VALUE:
+                args.append(str(self.offset))
+            text = f"{self.func.value}({', '.join(args)})"
+        if self.func in FRAMED and self.frame != DEFAULT_FRAME:
+            text += f" {self.frame!r}"
+        return text
 
 
 @dataclass(frozen=True)
 class Window(RelationExpr):
-    """Window functions sharing one OVER (PARTITION BY `partition_key` ORDER
-    BY `order_key`) with the default frame: every input row (each copy of a
+    """Window functions sharing one PARTITION BY `partition_key` ORDER BY
+    `order_key` (each with its own frame): every input row (each copy of a
     row of multiplicity n) with one more column per function. Rows are
     numbered in `order_key` order, ties broken by the whole row as in TopK;
     rows with equal `order_key` values are peers."""

@@ -8,15 +8,25 @@ becomes `Window partition=[#0] order=[#1] [rank()]` over t, and the select
 list reads the new column. The arguments, PARTITION BY and ORDER BY
 expressions are computed by one Map below the Window operators (one per
 distinct OVER clause, stacked); avg is sum / count, as for GROUP BY.
-Only the default frame (RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
-is planned.
+Each framed function (aggregates, first/last/nth_value) carries its frame:
+ROWS or RANGE with UNBOUNDED, CURRENT ROW or integer offsets (RANGE offsets
+on one numeric ORDER BY column), PostgreSQL's default frame when none is
+given; GROUPS and EXCLUDE are refused (0A000). string_agg, array_agg and
+bool_and/bool_or are planned as GROUP BY plans them (sql/aggregates.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from sqlglot import exp
 
 from coordinator_lib.expr.relation import (
+    DEFAULT_FRAME,
+    FRAMED,
+    AggregateExpr,
+    Frame,
+    FrameMode,
     Map,
     OrderKey,
     Project,
@@ -33,9 +43,12 @@ from coordinator_lib.expr.scalar import (
     If,
     Literal,
     ScalarExpr,
+    is_integer,
+    is_numeric,
 )
 from coordinator_lib.repr.relation import ColumnType, ScalarType
-from coordinator_lib.sql.errors import SqlError, UnsupportedFeature
+from coordinator_lib.sql.aggregates import EXTRA_AGGREGATES, bool_result, plan_extra_aggregate
+from coordinator_lib.sql.errors import InvalidColumnReference, SqlError, UnsupportedFeature
 from coordinator_lib.sql.positions import position_of
 from coordinator_lib.sql.scalar import (
     ScalarBinder,
@@ -54,6 +67,12 @@ class WindowingError(SqlError):
     """A window function where none is allowed, or nested (42P20)."""
 
     code = "42P20"
+
+
+class NthValueError(SqlError):
+    """nth_value's n below 1 (PostgreSQL's 22016)."""
+
+    code = "22016"
 
 
 def _is_subquery(node: exp.Expr) -> bool:
@@ -130,23 +149,105 @@ def _order_direction(ordered: exp.Ordered) -> tuple[bool, bool]:
     return desc, nulls_last
 
 
-def _check_frame(window: exp.Window) -> None:
+class FrameOffsetError(SqlError):
+    """A negative frame offset (PostgreSQL's 22013)."""
+
+    code = "22013"
+
+
+def _frame_offset(node: exp.Expr, mode: FrameMode) -> int:
+    """A frame bound's `n` of n PRECEDING / FOLLOWING: an integer constant."""
+    if node.find(exp.Column) is not None:
+        raise InvalidColumnReference(
+            f"argument of {mode.value.upper()} must not contain variables", position_of(node)
+        )
+    value, sign = node, 1
+    if isinstance(value, exp.Neg):
+        value, sign = value.this, -1
+    if isinstance(value, exp.Literal) and not value.is_string and value.this.isdigit():
+        if sign < 0 and int(value.this):
+            raise FrameOffsetError("frame offset must not be negative", position_of(node))
+        return int(value.this)
+    raise UnsupportedFeature(
+        f"{mode.value.upper()} frame offsets other than integer constants are not supported",
+        position_of(node),
+    )
+
+
+def _frame_bound(window: exp.Window, which: str, mode: FrameMode) -> int | None:
+    """One bound as Frame holds it: None for UNBOUNDED, else signed rows or
+    distance (negative for PRECEDING)."""
+    spec = window.args["spec"]
+    bound = spec.args.get(which)
+    side = str(spec.args.get(f"{which}_side") or "").upper()
+    if bound is None:  # a frame given by its start only ends at the current row
+        return 0
+    if isinstance(bound, str):
+        word = bound.upper()
+        if word == "CURRENT ROW":
+            return 0
+        if word == "UNBOUNDED":
+            if (which == "start") == (side == "FOLLOWING"):
+                edge = "start" if which == "start" else "end"
+                raise WindowingError(
+                    f"frame {edge} cannot be UNBOUNDED {side}",
+                    position_of(spec) or position_of(window),
+                )
+            return None
+        raise UnsupportedFeature(f"window frame bound {bound} is not supported", position_of(spec))
+    n = _frame_offset(bound, mode)
+    return -n if side == "PRECEDING" else n
+
+
+def _frame(window: exp.Window, order_key: list[OrderKey], order_types: list[ScalarType]) -> Frame:
+    """The call's frame (PostgreSQL's default without one); GROUPS and
+    EXCLUDE are refused with 0A000."""
     spec = window.args.get("spec")
     if spec is None:
-        return
-    default = (
-        str(spec.args.get("kind") or "").upper() == "RANGE"
-        and str(spec.args.get("start") or "").upper() == "UNBOUNDED"
-        and str(spec.args.get("start_side") or "").upper() == "PRECEDING"
-        and str(spec.args.get("end") or "").upper() == "CURRENT ROW"
-        and not spec.args.get("exclude")
-    )
-    if not default:
+        return DEFAULT_FRAME
+    kind = str(spec.args.get("kind") or "").upper()
+    if kind not in ("ROWS", "RANGE"):
         raise UnsupportedFeature(
-            "window frames other than the default (RANGE BETWEEN UNBOUNDED PRECEDING "
-            "AND CURRENT ROW) are not supported",
+            f"{kind or 'this'} window frames are not supported (only ROWS and RANGE)",
             position_of(spec) or position_of(window),
         )
+    exclude = spec.args.get("exclude")
+    excluded = exclude.this if isinstance(exclude, exp.Var) else exclude
+    if exclude is not None and str(excluded).upper() != "NO OTHERS":
+        raise UnsupportedFeature(
+            "EXCLUDE in window frames is not supported", position_of(spec) or position_of(window)
+        )
+    mode = FrameMode(kind.lower())
+    start, end = _frame_bound(window, "start", mode), _frame_bound(window, "end", mode)
+    if start is not None and start > 0 and end is not None and end <= 0:
+        raise WindowingError(
+            "frame starting from following row cannot have preceding rows"
+            if end < 0
+            else "frame starting from following row cannot end with current row",
+            position_of(spec),
+        )
+    if start == 0 and end is not None and end < 0:
+        raise WindowingError(
+            "frame starting from current row cannot have preceding rows", position_of(spec)
+        )
+    offsets = any(b not in (None, 0) for b in (start, end))
+    if mode is FrameMode.RANGE and start is not None and end is not None and start > end:
+        raise UnsupportedFeature(
+            "RANGE frames that end before they start are not supported", position_of(spec)
+        )
+    if mode is FrameMode.RANGE and offsets:
+        if len(order_key) != 1:
+            raise WindowingError(
+                "RANGE with offset PRECEDING/FOLLOWING requires exactly one ORDER BY column",
+                position_of(spec),
+            )
+        if not is_numeric(order_types[0]):
+            raise UnsupportedFeature(
+                f"RANGE with offset PRECEDING/FOLLOWING is not supported for column type "
+                f"{order_types[0].value}",
+                position_of(spec),
+            )
+    return Frame(mode, start, end)
 
 
 def _constant_offset(node: exp.Expr | None, name: str) -> int:
@@ -158,6 +259,16 @@ def _constant_offset(node: exp.Expr | None, name: str) -> int:
     if isinstance(value, exp.Literal) and not value.is_string and value.this.isdigit():
         return sign * int(value.this)
     raise UnsupportedFeature(f"the offset of {name} must be an integer constant", position_of(node))
+
+
+def _is_constant(node: exp.Expr) -> bool:
+    value = node.this if isinstance(node, exp.Neg) else node
+    return isinstance(value, exp.Literal) and not value.is_string and value.this.isdigit()
+
+
+# What `_Planner.functions` returns per call: each function with its
+# arguments still to be numbered (WindowExpr.args is filled in from them).
+Planned = list[tuple[WindowExpr, list[Typed]]]
 
 
 class _Planner:
@@ -177,13 +288,17 @@ class _Planner:
         return self.base + self.scalars.index(expr)
 
     def bind(self, node: exp.Expr) -> Typed:
+        self.check_not_nested(node)
+        return self.binder.bind(node)
+
+    @staticmethod
+    def check_not_nested(node: exp.Expr) -> None:
         nested = windows_in(node)
         if nested:
             raise WindowingError("window function calls cannot be nested", position_of(nested[0]))
-        return self.binder.bind(node)
 
-    def functions(self, window: exp.Window) -> tuple[list[tuple[WindowFunc, list, int]], str]:
-        """[(func, [Typed args], offset)] for one call (two for avg), and its kind."""
+    def functions(self, window: exp.Window) -> tuple[Planned, str]:
+        """The WindowExprs of one call (two for avg) with their arguments, and its kind."""
         call = window.this
         if isinstance(call, exp.IgnoreNulls | exp.RespectNulls):
             raise UnsupportedFeature("IGNORE/RESPECT NULLS is not supported", position_of(call))
@@ -192,27 +307,34 @@ class _Planner:
                 "FILTER is not supported for window functions", position_of(window)
             )
         name = call.sql_name().lower() if isinstance(call, exp.Func) else str(call)
+        if isinstance(call, exp.Anonymous):
+            name = call.name.lower()
         if type(call) in _RANKING:
             if list(call.iter_expressions()):
                 raise self.binder.no_function(
                     call, name, [self.bind(a) for a in call.iter_expressions()]
                 )
-            return [(_RANKING[type(call)], [], 1)], "plain"
+            return [(WindowExpr(_RANKING[type(call)]), [])], "plain"
         if isinstance(call, exp.Lag | exp.Lead):
-            value = finalize(self.bind(call.this))
-            offset = _constant_offset(call.args.get("offset"), name)
-            func = WindowFunc.LAG if isinstance(call, exp.Lag) else WindowFunc.LEAD
-            if offset < 0:
-                func = WindowFunc.LEAD if func is WindowFunc.LAG else WindowFunc.LAG
-                offset = -offset
-            default_node = call.args.get("default")
-            args = [value]
-            if default_node is not None:
-                nodes: list[exp.Expr | None] = [call.this, default_node]
-                args, _ = self.binder.unify([value, self.bind(default_node)], nodes, name)
-            return [(func, args, offset)], "plain"
+            return self._lag_lead(call, name), "plain"
         if type(call) in _VALUE:
-            return [(_VALUE[type(call)], [finalize(self.bind(call.this))], 1)], "plain"
+            return [(WindowExpr(_VALUE[type(call)]), [finalize(self.bind(call.this))])], "plain"
+        if isinstance(call, exp.NthValue):
+            value = finalize(self.bind(call.this))
+            n_node = call.args.get("offset")
+            if n_node is None or not _is_constant(n_node):
+                raise UnsupportedFeature(
+                    "the second argument of nth_value must be an integer constant",
+                    position_of(n_node) or position_of(call),
+                )
+            n = _constant_offset(n_node, name)
+            if n <= 0:
+                raise NthValueError(
+                    "argument of nth_value must be greater than zero", position_of(n_node)
+                )
+            return [(WindowExpr(WindowFunc.NTH_VALUE, offset=n), [value])], "plain"
+        if isinstance(call, EXTRA_AGGREGATES):
+            return self._extra_aggregate(self._in_frame_order(call, window), name)
         if isinstance(call, exp.Avg) or type(call) in _AGGREGATES:
             arg = call.this
             if isinstance(arg, exp.Distinct):
@@ -224,14 +346,95 @@ class _Planner:
                 raise self.binder.no_function(call, name, args)
             if isinstance(call, exp.Count) and isinstance(arg, exp.Star):
                 true = ColumnType(S.BOOLEAN, False)
-                return [(WindowFunc.COUNT, [Typed(Literal(True, true), true)], 1)], "plain"
+                return [(WindowExpr(WindowFunc.COUNT), [Typed(Literal(True, true), true)])], "plain"
             value = check_aggregate_argument(name, self.bind(arg), arg)
             if isinstance(call, exp.Avg):
-                return [(WindowFunc.SUM, [value], 1), (WindowFunc.COUNT, [value], 1)], "avg"
-            return [(_AGGREGATES[type(call)], [value], 1)], "plain"
+                return [
+                    (WindowExpr(WindowFunc.SUM), [value]),
+                    (WindowExpr(WindowFunc.COUNT), [value]),
+                ], "avg"
+            return [(WindowExpr(_AGGREGATES[type(call)]), [value])], "plain"
         raise UnsupportedFeature(
             f"window function {name} is not supported", position_of(call) or position_of(window)
         )
+
+    def _lag_lead(self, call: exp.Lag | exp.Lead, name: str) -> Planned:
+        """lag/lead(value [, offset [, default]]): a constant offset is
+        folded into the function (a negative one swaps lag and lead); any
+        other offset is an integer column read per row."""
+        value = finalize(self.bind(call.this))
+        func = WindowFunc.LAG if isinstance(call, exp.Lag) else WindowFunc.LEAD
+        offset_node = call.args.get("offset")
+        args = [value]
+        offset: int | None
+        if offset_node is None or _is_constant(offset_node):
+            offset = _constant_offset(offset_node, name)
+            if offset < 0:
+                func = WindowFunc.LEAD if func is WindowFunc.LAG else WindowFunc.LAG
+                offset = -offset
+        else:
+            by = self.bind(offset_node)
+            if by.unknown:  # NULL or a quoted integer: PostgreSQL reads it as an integer
+                by = Typed(Cast(by.expr, S.BIGINT), ColumnType(S.BIGINT, True))
+            by = finalize(by)
+            if not is_integer(by.scalar):
+                raise self.binder.no_function(call, name, [value, by])
+            args.append(Typed(Cast(by.expr, S.BIGINT), ColumnType(S.BIGINT, by.type.nullable)))
+            offset = None
+        default_node = call.args.get("default")
+        if default_node is not None:
+            nodes: list[exp.Expr | None] = [call.this, default_node]
+            unified, _ = self.binder.unify([value, self.bind(default_node)], nodes, name)
+            args = [unified[0], *args[1:], unified[1]]
+        return [(WindowExpr(func, offset=offset), args)]
+
+    @staticmethod
+    def _in_frame_order(call: exp.Expr, window: exp.Window) -> exp.Expr:
+        """array_agg / string_agg without an ORDER BY of their own collect
+        their frame's rows in the window's ORDER BY order, as in PostgreSQL:
+        the call with that ORDER BY (string_agg orders by its value only)."""
+        order = window.args.get("order")
+        if (
+            not isinstance(call, exp.ArrayAgg | exp.GroupConcat)
+            or order is None
+            or isinstance(call.this, exp.Order)
+        ):
+            return call
+        call = call.copy()
+        keys = [key.copy() for key in order.expressions]
+        if isinstance(call, exp.GroupConcat) and (len(keys) != 1 or keys[0].this != call.this):
+            raise UnsupportedFeature(
+                "string_agg over a window ordered by anything but the aggregated value is "
+                "not supported",
+                position_of(order) or position_of(window),
+            )
+        call.set("this", exp.Order(this=call.this, expressions=keys))
+        return call
+
+    def _extra_aggregate(self, call: exp.Expr, name: str) -> tuple[Planned, str]:
+        """bool_and/bool_or, string_agg and array_agg as GROUP BY plans them
+        (sql/aggregates.py), each aggregate a window function over its frame."""
+        self.check_not_nested(call)
+        planned: Planned = []
+
+        def add(aggregate: AggregateExpr) -> int:
+            if aggregate.distinct:
+                raise UnsupportedFeature(
+                    "DISTINCT is not implemented for window functions", position_of(call)
+                )
+            func = WindowFunc(aggregate.func.value)
+            value = Typed(aggregate.expr, aggregate.expr.typ(self.rel.desc.types))
+            window = WindowExpr(
+                func,
+                separator=aggregate.separator,
+                descending=aggregate.descending,
+                order=aggregate.order,
+            )
+            planned.append((window, [value]))
+            return len(planned) - 1
+
+        kind, _, _ = plan_extra_aggregate(call, self.binder, add, None)
+        return planned, "bool" if kind == "bool" else "plain"
 
 
 def plan_windows(
@@ -245,28 +448,34 @@ def plan_windows(
     planner = _Planner(rel, binder)
     clause = binder.clause
     binder.clause = "window functions"
-    # (partition columns, order keys) -> [(call id, funcs, kind, arg types)]
-    specs: dict[tuple, list[tuple[int, list[tuple[WindowFunc, list[int], int]], str, list]]] = {}
+    # (partition columns, order keys) -> [(call id, functions, kind, arg types)]
+    specs: dict[tuple, list[tuple[int, list[WindowExpr], str, list]]] = {}
     try:
         for window in calls:
             if window.args.get("alias") is not None:
                 raise UnsupportedFeature("named windows are not supported", position_of(window))
-            _check_frame(window)
             partition = tuple(
                 planner.column(planner.bind(p).expr) for p in window.args.get("partition_by") or []
             )
             order = window.args.get("order")
             keys = []
+            key_types = []
             for ordered in order.expressions if order is not None else []:
                 desc, nulls_last = _order_direction(ordered)
-                keys.append(
-                    OrderKey(
-                        planner.column(finalize(planner.bind(ordered.this)).expr), desc, nulls_last
-                    )
-                )
+                key = finalize(planner.bind(ordered.this))
+                keys.append(OrderKey(planner.column(key.expr), desc, nulls_last))
+                key_types.append(key.scalar)
+            frame = _frame(window, keys, key_types)
             funcs, kind = planner.functions(window)
-            planned = [(f, [planner.column(a.expr) for a in args], off) for f, args, off in funcs]
-            types = [a.type for _, args, _ in funcs for a in args]
+            planned = [
+                dataclasses.replace(
+                    f,
+                    args=tuple(planner.column(a.expr) for a in args),
+                    frame=frame if f.func in FRAMED else DEFAULT_FRAME,
+                )
+                for f, args in funcs
+            ]
+            types = [a.type for _, args in funcs for a in args]
             entry = (id(window), planned, kind, types)
             specs.setdefault((partition, tuple(keys)), []).append(entry)
     finally:
@@ -278,7 +487,7 @@ def plan_windows(
         where: list[tuple[int, str, list[int], list]] = []
         for call_id, planned, kind, types in entries:
             start = out.desc.arity + len(functions)
-            functions += [WindowExpr(f, tuple(args), off) for f, args, off in planned]
+            functions += planned
             where.append((call_id, kind, list(range(start, start + len(planned))), types))
         out = Window(out, partition, keys, tuple(functions), tuple(f.func.value for f in functions))
         for call_id, kind, columns, types in where:
@@ -305,6 +514,8 @@ def _value(rel: RelationExpr, kind: str, columns: list[int], arg_types: list) ->
     types = rel.desc.types
     if kind == "plain":
         return Typed(Column(columns[0]), types[columns[0]])
+    if kind == "bool":
+        return Typed(bool_result(columns[0]), ColumnType(S.BOOLEAN, True))
     total, count = Column(columns[0]), Column(columns[1])
     result = avg_result_type(arg_types[0].scalar_type)
     numerator: ScalarExpr = total

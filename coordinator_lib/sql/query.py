@@ -643,9 +643,19 @@ def figure_colname(node: exp.Expr) -> str:
         return figure_colname(node.this)
     if isinstance(node, exp.Anonymous):
         return ident_name(node.this) if isinstance(node.this, exp.Identifier) else str(node.this)
+    if type(node) in _POSTGRES_NAMES:
+        return _POSTGRES_NAMES[type(node)]
     if isinstance(node, exp.Func):
         return node.sql_name().lower()
     return "?column?"
+
+
+# Functions sqlglot names after another dialect's spelling of them.
+_POSTGRES_NAMES: dict[type[exp.Expr], str] = {
+    exp.GroupConcat: "string_agg",
+    exp.LogicalAnd: "bool_and",
+    exp.LogicalOr: "bool_or",
+}
 
 
 @dataclass

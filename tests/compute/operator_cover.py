@@ -52,8 +52,8 @@ def _label(node: object) -> str:
 
 
 def features(expr: RelationExpr) -> set[Feature]:
-    """(operator, EXPLAIN mark), aggregate and window functions, and scalar
-    (node, function) pairs of one view's plan."""
+    """(operator, EXPLAIN mark), aggregate and window functions (and their
+    frames' kinds), and scalar (node, function) pairs of one view's plan."""
     mark = view_annotator(expr)
     out: set[Feature] = set()
     for node in _operators(expr):
@@ -65,6 +65,11 @@ def features(expr: RelationExpr) -> set[Feature]:
                     item, ScalarExpr | RelationExpr
                 ):
                     out.add((type(item).__name__, _label(item)))
+                    # and what it holds (a window function's frame)
+                    for inner in dataclasses.fields(item):
+                        part = getattr(item, inner.name)
+                        if dataclasses.is_dataclass(part) and not isinstance(part, ScalarExpr):
+                            out.add((type(part).__name__, _label(part)))
             for scalar in _scalars(value):
                 out.add((type(scalar).__name__, _label(scalar)))
     return out

@@ -26,6 +26,8 @@ from coordinator_lib.expr.relation import (
     AggregateFunc,
     Distinct,
     Filter,
+    Frame,
+    FrameMode,
     Join,
     Map,
     Negate,
@@ -89,6 +91,24 @@ PLANS: dict[str, RelationExpr] = {
         (0,),
         (OrderKey(1),),
         (WindowExpr(WindowFunc.ROW_NUMBER), WindowExpr(WindowFunc.SUM, (1,))),
+    ),
+    # frames: RANGE offsets over a descending key with NULLs (NULL rows are
+    # their own peers), ROWS offsets, value functions at frame positions,
+    # lag by a per-row offset (k, NULL included)
+    "window_frames": Window(
+        A,
+        (),
+        (OrderKey(1, desc=True),),
+        (
+            WindowExpr(WindowFunc.SUM, (1,), frame=Frame(FrameMode.RANGE, -1, 1)),
+            WindowExpr(WindowFunc.COUNT, (0,), frame=Frame(FrameMode.RANGE, None, -1)),
+            WindowExpr(WindowFunc.FIRST_VALUE, (1,), frame=Frame(FrameMode.RANGE, 1, None)),
+            WindowExpr(WindowFunc.LAST_VALUE, (0,), frame=Frame(FrameMode.ROWS, -2, -1)),
+            WindowExpr(WindowFunc.NTH_VALUE, (0,), 2, frame=Frame(FrameMode.ROWS, None, 0)),
+            WindowExpr(WindowFunc.MAX, (0,), frame=Frame(FrameMode.ROWS, 1, 2)),
+            WindowExpr(WindowFunc.LAG, (1, 0), offset=None),
+            WindowExpr(WindowFunc.COUNT, (0,), frame=Frame(FrameMode.ROWS, -1, -2)),  # empty
+        ),
     ),
     # present from v until v + 2 (ms), the times of the history
     "temporal": TemporalFilter(

@@ -408,6 +408,53 @@ QUERIES: dict[str, tuple[str, str | None]] = {
         " lag(name) OVER (PARTITION BY w ORDER BY k, name) AS prev FROM u",
         None,
     ),
+    # window frames (ROWS ordered by every column shown, so tied rows are
+    # equal rows; RANGE offsets on one ORDER BY column and value functions of
+    # that column only, which peers share)
+    "win_rows_frames": (
+        "SELECT k, v, s,"
+        " sum(v) OVER (PARTITION BY k ORDER BY v NULLS FIRST, s NULLS FIRST"
+        " ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS s3,"
+        " count(*) OVER (PARTITION BY k ORDER BY v NULLS FIRST, s NULLS FIRST"
+        " ROWS UNBOUNDED PRECEDING) AS n,"
+        " first_value(s) OVER (PARTITION BY k ORDER BY v NULLS FIRST, s NULLS FIRST"
+        " ROWS BETWEEN 1 FOLLOWING AND 2 FOLLOWING) AS fs,"
+        " last_value(s) OVER (PARTITION BY k ORDER BY v NULLS FIRST, s NULLS FIRST"
+        " ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS ls,"
+        " nth_value(v, 2) OVER (PARTITION BY k ORDER BY v NULLS FIRST, s NULLS FIRST"
+        " ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS nv,"
+        " max(s) OVER (PARTITION BY k ORDER BY v NULLS FIRST, s NULLS FIRST"
+        " ROWS BETWEEN 2 PRECEDING AND 1 PRECEDING) AS mx,"
+        " lag(v, k, -1) OVER (PARTITION BY k ORDER BY v NULLS FIRST, s NULLS FIRST) AS back FROM t",
+        None,
+    ),
+    "win_range_frames": (
+        "SELECT k, v, s,"
+        " sum(v) OVER (PARTITION BY k ORDER BY v RANGE BETWEEN 1 PRECEDING AND 1 FOLLOWING)"
+        " AS near,"
+        " count(*) OVER (PARTITION BY k ORDER BY v DESC RANGE BETWEEN 2 PRECEDING AND CURRENT ROW)"
+        " AS above,"
+        " min(s) OVER (PARTITION BY k ORDER BY v RANGE BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)"
+        " AS rest,"
+        " count(v) OVER (ORDER BY v NULLS FIRST RANGE BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+        " AS below,"
+        " first_value(v) OVER (PARTITION BY k ORDER BY v RANGE BETWEEN 2 PRECEDING AND 2 FOLLOWING)"
+        " AS fv,"
+        " last_value(v) OVER (PARTITION BY k ORDER BY v RANGE BETWEEN 2 PRECEDING AND 1 PRECEDING)"
+        " AS lv FROM t",
+        None,
+    ),
+    # aggregates beyond count/sum/min/max as window functions
+    "win_more_aggregates": (
+        "SELECT k, v, s, string_agg(s, ',' ORDER BY s) OVER (PARTITION BY k) AS names,"
+        " array_agg(s ORDER BY s) OVER (PARTITION BY k ORDER BY v NULLS FIRST, s NULLS FIRST"
+        " ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS pair,"
+        " bool_and(v > 0) OVER (PARTITION BY k ORDER BY v) AS all_pos,"
+        " bool_or(v > 3) OVER (PARTITION BY s) AS any_big,"
+        " avg(v) OVER (PARTITION BY k ORDER BY v RANGE BETWEEN 1 PRECEDING AND CURRENT ROW)"
+        " AS av FROM t",
+        None,
+    ),
     "win_distinct": ("SELECT DISTINCT k, count(*) OVER (PARTITION BY k) AS n FROM t", None),
     "win_ordered_limit": (
         "SELECT k, v, rank() OVER (ORDER BY v DESC NULLS LAST) AS rk FROM t"

@@ -112,6 +112,40 @@ QUERIES = {
         " lead(v) OVER (PARTITION BY (SELECT count(*) FROM t1 WHERE t1.k = w.g)"
         " ORDER BY (SELECT -w.v)) AS f FROM w"
     ),
+    # Window frames (sql/ordered.py): ROWS and RANGE with offsets, UNBOUNDED
+    # and CURRENT ROW; value functions and aggregates over their frames.
+    "window_rows_frames": (
+        "SELECT g, v, sum(v) OVER (PARTITION BY g ORDER BY v ROWS BETWEEN 1 PRECEDING"
+        " AND 1 FOLLOWING) AS s, first_value(v) OVER (ORDER BY v ROWS BETWEEN 1 FOLLOWING"
+        " AND 2 FOLLOWING) AS f, nth_value(v, 2) OVER (ORDER BY v ROWS BETWEEN UNBOUNDED"
+        " PRECEDING AND UNBOUNDED FOLLOWING) AS n, count(*) OVER (ORDER BY v ROWS 2 PRECEDING)"
+        " AS c, max(v) OVER (ORDER BY v ROWS BETWEEN 3 PRECEDING AND 2 PRECEDING) AS m,"
+        " count(v) OVER (ORDER BY v ROWS BETWEEN 2 PRECEDING AND 3 PRECEDING) AS none FROM w"
+    ),
+    "window_range_frames": (
+        "SELECT g, v, count(*) OVER (ORDER BY v RANGE BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS c,"
+        " sum(v) OVER (ORDER BY g DESC RANGE BETWEEN CURRENT ROW AND 1 FOLLOWING) AS s,"
+        " last_value(v) OVER (PARTITION BY g ORDER BY v RANGE BETWEEN UNBOUNDED PRECEDING"
+        " AND UNBOUNDED FOLLOWING) AS l, min(v) OVER (ORDER BY g RANGE BETWEEN 1 FOLLOWING"
+        " AND UNBOUNDED FOLLOWING) AS after, avg(v) OVER (ORDER BY g) AS running FROM w"
+    ),
+    # Aggregates as window functions, lag/lead with a per-row offset.
+    "window_aggregates": (
+        "SELECT g, v, string_agg(v::text, ',') OVER (PARTITION BY g ORDER BY v::text DESC),"
+        " array_agg(v) OVER (ORDER BY g DESC, v ROWS 1 PRECEDING) AS a,"
+        " bool_and(v > 1) OVER (ORDER BY v), bool_or(v > 4) OVER (PARTITION BY g) AS o FROM w"
+    ),
+    "window_lag_offsets": (
+        "SELECT g, v, lag(v, g) OVER (ORDER BY v) AS l, lead(v, g - 1, -1) OVER (ORDER BY v) AS d,"
+        " lag(v, NULL) OVER (ORDER BY v) AS n, lag(v, nullif(g, 2), 0) OVER (ORDER BY v) AS z"
+        " FROM w"
+    ),
+    # Frames PostgreSQL refuses.
+    "window_range_two_keys": (
+        "SELECT sum(v) OVER (ORDER BY g, v RANGE BETWEEN 1 PRECEDING AND CURRENT ROW) FROM w"
+    ),
+    "window_negative_offset": "SELECT sum(v) OVER (ORDER BY v ROWS -1 PRECEDING) FROM w",
+    "window_nth_value_zero": "SELECT nth_value(v, 0) OVER (ORDER BY v) FROM w",
     # timestamp(p) rounds to p fractional digits; input beyond microseconds rounds.
     "timestamp_3": "SELECT '2020-01-01 00:00:00.666666666'::timestamp(3) AS t",
     "timestamp_micro_input": "SELECT '2020-01-01 23:59:59.9999996'::timestamp AS t",
@@ -322,7 +356,9 @@ UNSUPPORTED = [
     "SELECT OVERLAY('abc' PLACING 'x' FROM 2)",
     "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY a) FROM a",
     "SELECT ntile(2) OVER () FROM a",
-    "SELECT sum(a) OVER (ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM a",
+    "SELECT sum(a) OVER (ORDER BY a GROUPS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM a",
+    "SELECT sum(a) OVER (ORDER BY a ROWS UNBOUNDED PRECEDING EXCLUDE CURRENT ROW) FROM a",
+    "SELECT sum(a) OVER (ORDER BY a RANGE BETWEEN '1 day' PRECEDING AND CURRENT ROW) FROM a",
     "SELECT a FROM a, LATERAL unnest(ARRAY[a], ARRAY[1]) g",
     "SELECT 'x'::jsonb #- '{a}'",
     "SELECT JSON_OBJECT('a': 1)",

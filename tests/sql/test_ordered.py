@@ -110,6 +110,25 @@ def test_negative_lag_offset_is_lead() -> None:
     assert node.functions[0].func is WindowFunc.LEAD and node.functions[0].offset == 1
 
 
+def test_explain_shows_frames_and_the_window_rule() -> None:
+    """Each framed function prints its frame; the default frame prints
+    nothing; the Window is maintained by its touched partitions."""
+    p = _view(
+        "SELECT a, sum(c) OVER (PARTITION BY a ORDER BY c ROWS BETWEEN 1 PRECEDING"
+        " AND 1 FOLLOWING) AS s, lag(c, a) OVER (PARTITION BY a ORDER BY c) AS l,"
+        " max(c) OVER (PARTITION BY a ORDER BY c) AS m FROM t"
+    )
+    window = next(
+        line
+        for line in explain_view(p.expr, make_catalog().names()).splitlines()
+        if "Window" in line
+    )
+    assert window.strip() == (
+        "Window partition_by=[#0] order_by=[#2] functions=[sum(#2) rows between 1 preceding"
+        " and 1 following, lag(#2, #13), max(#2)] [incremental: touched keys]"
+    )
+
+
 @pytest.mark.parametrize(
     ("sql", "code", "message", "near"),
     [
@@ -138,18 +157,73 @@ def test_negative_lag_offset_is_lead() -> None:
             "c, a",
         ),
         (
-            "SELECT sum(c) OVER (ORDER BY a ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM t",
+            "SELECT sum(c) OVER (ORDER BY a GROUPS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM t",
             "0A000",
-            "window frames other than the default",
+            "GROUPS window frames are not supported",
             "1 PRECEDING",
+        ),
+        (
+            "SELECT sum(c) OVER (ORDER BY a ROWS UNBOUNDED PRECEDING EXCLUDE TIES) FROM t",
+            "0A000",
+            "EXCLUDE in window frames is not supported",
+            "sum",
+        ),
+        (
+            "SELECT sum(c) OVER (ORDER BY a, c RANGE BETWEEN 1 PRECEDING AND CURRENT ROW) FROM t",
+            "42P20",
+            "RANGE with offset PRECEDING/FOLLOWING requires exactly one ORDER BY column",
+            "1 PRECEDING",
+        ),
+        (
+            "SELECT sum(c) OVER (ORDER BY b RANGE BETWEEN 1 PRECEDING AND CURRENT ROW) FROM t",
+            "0A000",
+            "RANGE with offset PRECEDING/FOLLOWING is not supported for column type text",
+            "1 PRECEDING",
+        ),
+        (
+            "SELECT sum(c) OVER (ORDER BY a ROWS BETWEEN a PRECEDING AND CURRENT ROW) FROM t",
+            "42P10",
+            "argument of ROWS must not contain variables",
+            "a PRECEDING",
+        ),
+        (
+            "SELECT sum(c) OVER (ORDER BY a ROWS BETWEEN 1 FOLLOWING AND 1 PRECEDING) FROM t",
+            "42P20",
+            "frame starting from following row cannot have preceding rows",
+            "1 FOLLOWING",
+        ),
+        (
+            "SELECT sum(c) OVER (ORDER BY a ROWS BETWEEN UNBOUNDED FOLLOWING AND CURRENT ROW)"
+            " FROM t",
+            "42P20",
+            "frame start cannot be UNBOUNDED FOLLOWING",
+            "sum",
+        ),
+        (
+            "SELECT sum(c) OVER (ORDER BY a ROWS -1 PRECEDING) FROM t",
+            "22013",
+            "frame offset must not be negative",
+            "-1",
+        ),
+        (
+            "SELECT nth_value(c, 0) OVER (ORDER BY a) FROM t",
+            "22016",
+            "argument of nth_value must be greater than zero",
+            "0)",
+        ),
+        (
+            "SELECT string_agg(b, ',') OVER (ORDER BY a) FROM t",
+            "0A000",
+            "string_agg over a window ordered by anything but the aggregated value",
+            "a) FROM",
         ),
         ("SELECT ntile(2) OVER () FROM t", "0A000", "window function ntile", "ntile"),
         ("SELECT rank(c) OVER () FROM t", "42883", "function rank(bigint) does not exist", "rank"),
         (
-            "SELECT lag(c, a) OVER () FROM t",
-            "0A000",
-            "the offset of lag must be an integer constant",
-            "a) OVER",
+            "SELECT lag(c, b) OVER () FROM t",
+            "42883",
+            "function lag(bigint, text) does not exist",
+            "lag",
         ),
         (
             "SELECT count(DISTINCT c) OVER () FROM t",

@@ -1,0 +1,101 @@
+"""The aggregates of Reduce and of Window, as Spark columns: written once,
+for a group (spark_backend.py's grouped aggregation) or a window frame
+(render_ordered.py), so both compute bit-identical values. Each row counts
+`__m` times (its multiplicity at a point; 1 per exploded copy in a window).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import functions as F
+
+from coordinator_lib.expr.relation import AggregateExpr, AggregateFunc
+
+# Puts one Spark aggregate call over a window frame (identity when grouped).
+Over = Callable[[SparkColumn], SparkColumn]
+
+
+def _grouped(column: SparkColumn) -> SparkColumn:
+    return column
+
+
+def _compare_field(
+    left: SparkColumn, right: SparkColumn, descending: bool, nulls_first: bool
+) -> SparkColumn:
+    before, after = F.lit(-1), F.lit(1)
+    return (
+        F.when(left.isNull() & right.isNull(), F.lit(0))
+        .when(left.isNull(), before if nulls_first else after)
+        .when(right.isNull(), after if nulls_first else before)
+        .when(left < right, after if descending else before)
+        .when(left > right, before if descending else after)
+        .otherwise(F.lit(0))
+    )
+
+
+def array_agg_column(
+    aggregate: AggregateExpr, record: SparkColumn, present: SparkColumn, over: Over = _grouped
+) -> SparkColumn:
+    """array_agg over structs (f0 the value, f1... the ORDER BY keys): each
+    non-NULL struct as often as its multiplicity, sorted by the keys then the
+    value (ascending, NULLs last), as `local_scalar._array_agg` does; NULL
+    for no rows. Collecting structs keeps NULL values."""
+    m = F.col("__m")
+    items = F.flatten(
+        over(
+            F.collect_list(
+                F.when(present & record.isNotNull(), F.array_repeat(record, m.cast("int")))
+            )
+        )
+    )
+    fields = [*[f"f{i + 1}" for i in range(len(aggregate.order))], "f0"]
+    directions = [*aggregate.order, (False, False)]
+
+    def compare(left: SparkColumn, right: SparkColumn) -> SparkColumn:
+        result: SparkColumn | None = None
+        for name, (descending, nulls_first) in reversed(list(zip(fields, directions, strict=True))):
+            this = _compare_field(left[name], right[name], descending, nulls_first)
+            result = this if result is None else F.when(this != 0, this).otherwise(result)
+        assert result is not None
+        return result
+
+    ordered = F.array_sort(items, compare)
+    return F.when(F.size(items) > 0, F.transform(ordered, lambda item: item["f0"]))
+
+
+def aggregate_column(
+    aggregate: AggregateExpr, value: SparkColumn, present: SparkColumn, over: Over = _grouped
+) -> SparkColumn:
+    """One aggregate over the rows (`__m` copies each) of a group, or of a
+    window frame when `over` puts each Spark aggregate over it."""
+    m = F.col("__m")
+    nonnull = value.isNotNull()
+    func = aggregate.func
+    if aggregate.distinct:
+        keep = present & nonnull
+        if func is AggregateFunc.COUNT:
+            return over(F.count_distinct(F.when(keep, value)))
+        if func is AggregateFunc.SUM:
+            return over(F.sum_distinct(F.when(keep, value)))
+        # min/max over distinct values is min/max over values
+    if func is AggregateFunc.COUNT:
+        return F.coalesce(over(F.sum(F.when(nonnull, m))), F.lit(0)).cast("long")
+    if func is AggregateFunc.SUM:
+        total = over(F.sum(F.when(nonnull, value * m)))
+        return F.when(over(F.sum(F.when(nonnull, m))) > 0, total)
+    if func is AggregateFunc.MIN:
+        return over(F.min(F.when(present, value)))
+    if func is AggregateFunc.MAX:
+        return over(F.max(F.when(present, value)))
+    if func is AggregateFunc.STRING_AGG:
+        # Each value as often as its multiplicity (once with DISTINCT), sorted.
+        copies = F.lit(1) if aggregate.distinct else m.cast("int")
+        items = F.flatten(
+            over(F.collect_list(F.when(present & nonnull, F.array_repeat(value, copies))))
+        )
+        ordered = F.sort_array(items, asc=not aggregate.descending)
+        joined = F.array_join(ordered, aggregate.separator or "")
+        return F.when(F.size(items) > 0, joined)
+    raise TypeError(f"no rendering for aggregate {func}")

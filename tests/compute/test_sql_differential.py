@@ -413,15 +413,15 @@ QUERIES: dict[str, tuple[str, str | None]] = {
     # that column only, which peers share)
     "win_rows_frames": (
         "SELECT k, v, s,"
-        " sum(v) OVER (PARTITION BY k ORDER BY v NULLS FIRST, s NULLS FIRST"
+        " sum(v) OVER (ORDER BY k NULLS FIRST, v NULLS FIRST, s NULLS FIRST"
         " ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS s3,"
         " count(*) OVER (PARTITION BY k ORDER BY v NULLS FIRST, s NULLS FIRST"
         " ROWS UNBOUNDED PRECEDING) AS n,"
-        " first_value(s) OVER (PARTITION BY k ORDER BY v NULLS FIRST, s NULLS FIRST"
+        " first_value(s) OVER (ORDER BY k NULLS FIRST, v NULLS FIRST, s NULLS FIRST"
         " ROWS BETWEEN 1 FOLLOWING AND 2 FOLLOWING) AS fs,"
         " last_value(s) OVER (PARTITION BY k ORDER BY v NULLS FIRST, s NULLS FIRST"
         " ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS ls,"
-        " nth_value(v, 2) OVER (PARTITION BY k ORDER BY v NULLS FIRST, s NULLS FIRST"
+        " nth_value(v, 2) OVER (ORDER BY k NULLS FIRST, v NULLS FIRST, s NULLS FIRST"
         " ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS nv,"
         " max(s) OVER (PARTITION BY k ORDER BY v NULLS FIRST, s NULLS FIRST"
         " ROWS BETWEEN 2 PRECEDING AND 1 PRECEDING) AS mx,"
@@ -447,7 +447,7 @@ QUERIES: dict[str, tuple[str, str | None]] = {
     # aggregates beyond count/sum/min/max as window functions
     "win_more_aggregates": (
         "SELECT k, v, s, string_agg(s, ',' ORDER BY s) OVER (PARTITION BY k) AS names,"
-        " array_agg(s ORDER BY s) OVER (PARTITION BY k ORDER BY v NULLS FIRST, s NULLS FIRST"
+        " array_agg(s ORDER BY s) OVER (ORDER BY k NULLS FIRST, v NULLS FIRST, s NULLS FIRST"
         " ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS pair,"
         " bool_and(v > 0) OVER (PARTITION BY k ORDER BY v) AS all_pos,"
         " bool_or(v > 3) OVER (PARTITION BY s) AS any_big,"

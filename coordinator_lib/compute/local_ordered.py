@@ -6,6 +6,7 @@ is the Spark evaluation, and both order ties the same way: by the whole row.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter
 from collections.abc import Callable
@@ -151,6 +152,19 @@ class _Peers:
         self.order_key = order_key
         self.group_start = group_start
         self.group_end = group_end
+        # RANGE offsets: the one ORDER BY value of each row, negated when
+        # descending so the non-NULL ones [a, b) ascend (NULLs sort together
+        # before or after them).
+        self.keys: list[Any] = []
+        self.a = self.b = 0
+        if len(order_key) == 1:
+            key = order_key[0]
+            self.keys = [
+                None if row[key.column] is None else (-1 if key.desc else 1) * row[key.column]
+                for row in flat
+            ]
+            present = [q for q, k in enumerate(self.keys) if k is not None]
+            self.a, self.b = (present[0], present[-1] + 1) if present else (0, 0)
 
     def frame(self, frame: Frame, p: int) -> range:
         """The positions in row `p`'s frame (empty when it ends before it starts)."""
@@ -164,29 +178,18 @@ class _Peers:
         return range(lo, hi + 1)
 
     def _range_bound(self, offset: int | Decimal, p: int, start: bool) -> int:
-        """RANGE `offset` from row p: its peers' edge for 0 or a NULL value;
-        else the first (start) or last row whose one ORDER BY value is within
-        `offset` of p's, in the ORDER BY direction (NULLs are never within)."""
-        value = self.flat[p][self.order_key[0].column] if self.order_key else None
+        """RANGE `offset` (signed, in the ORDER BY direction) from row p: its
+        peers' edge for 0 or a NULL value; else the first (start) or last
+        (end) row at or past / at or before p's value plus the offset in sort
+        order, where NULLs sort as the ORDER BY puts them (so NULLS FIRST rows
+        are before every bound, NULLS LAST rows after), as PostgreSQL does."""
+        value = self.keys[p] if self.keys else None
         if offset == 0 or value is None:
             return self.group_start[p] if start else self.group_end[p]
-        desc = self.order_key[0].desc
-        column = self.order_key[0].column
-        step = -offset if desc else offset
-        bound = value + (float(step) if isinstance(value, float) else step)
-        inside = [
-            q
-            for q, row in enumerate(self.flat)
-            if row[column] is not None
-            and (
-                (row[column] >= bound if start else row[column] <= bound)
-                if not desc
-                else (row[column] <= bound if start else row[column] >= bound)
-            )
-        ]
-        if not inside:
-            return len(self.flat) if start else -1
-        return inside[0] if start else inside[-1]
+        bound = value + (float(offset) if isinstance(value, float) else offset)
+        if start:
+            return bisect.bisect_left(self.keys, bound, self.a, self.b)
+        return bisect.bisect_right(self.keys, bound, self.a, self.b) - 1
 
 
 def _window_column(

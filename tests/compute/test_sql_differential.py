@@ -408,36 +408,41 @@ QUERIES: dict[str, tuple[str, str | None]] = {
         " lag(name) OVER (PARTITION BY w ORDER BY k, name) AS prev FROM u",
         None,
     ),
-    # window frames (ROWS ordered by every column shown, so tied rows are
-    # equal rows; RANGE offsets on one ORDER BY column and value functions of
-    # that column only, which peers share)
+    # window frames (ROWS frames and lag of one view share one OVER clause
+    # ordered by every column shown, as above; RANGE offsets on one ORDER BY
+    # column and value functions of that column only, which peers share)
     "win_rows_frames": (
         "SELECT k, v, s,"
         " sum(v) OVER (ORDER BY k NULLS FIRST, v NULLS FIRST, s NULLS FIRST"
         " ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS s3,"
-        " count(*) OVER (PARTITION BY k ORDER BY v NULLS FIRST, s NULLS FIRST"
+        " count(*) OVER (ORDER BY k NULLS FIRST, v NULLS FIRST, s NULLS FIRST"
         " ROWS UNBOUNDED PRECEDING) AS n,"
         " first_value(s) OVER (ORDER BY k NULLS FIRST, v NULLS FIRST, s NULLS FIRST"
         " ROWS BETWEEN 1 FOLLOWING AND 2 FOLLOWING) AS fs,"
-        " last_value(s) OVER (PARTITION BY k ORDER BY v NULLS FIRST, s NULLS FIRST"
+        " last_value(s) OVER (ORDER BY k NULLS FIRST, v NULLS FIRST, s NULLS FIRST"
         " ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS ls,"
         " nth_value(v, 2) OVER (ORDER BY k NULLS FIRST, v NULLS FIRST, s NULLS FIRST"
         " ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS nv,"
-        " max(s) OVER (PARTITION BY k ORDER BY v NULLS FIRST, s NULLS FIRST"
+        " max(s) OVER (ORDER BY k NULLS FIRST, v NULLS FIRST, s NULLS FIRST"
         " ROWS BETWEEN 2 PRECEDING AND 1 PRECEDING) AS mx,"
-        " lag(v, k, -1) OVER (PARTITION BY k ORDER BY v NULLS FIRST, s NULLS FIRST) AS back FROM t",
+        " lag(v, k, -1) OVER (ORDER BY k NULLS FIRST, v NULLS FIRST, s NULLS FIRST) AS back"
+        " FROM t",
         None,
     ),
     "win_range_frames": (
         "SELECT k, v, s,"
         " sum(v) OVER (PARTITION BY k ORDER BY v RANGE BETWEEN 1 PRECEDING AND 1 FOLLOWING)"
         " AS near,"
-        " count(*) OVER (PARTITION BY k ORDER BY v DESC RANGE BETWEEN 2 PRECEDING AND CURRENT ROW)"
+        " count(*) OVER (PARTITION BY k ORDER BY v DESC NULLS FIRST RANGE BETWEEN 2 PRECEDING"
+        " AND CURRENT ROW)"
         " AS above,"
         " min(s) OVER (PARTITION BY k ORDER BY v RANGE BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)"
         " AS rest,"
-        " count(v) OVER (ORDER BY v NULLS FIRST RANGE BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+        " count(*) OVER (ORDER BY v NULLS FIRST RANGE BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
         " AS below,"
+        " count(*) OVER (ORDER BY v DESC NULLS LAST RANGE BETWEEN 1 FOLLOWING AND UNBOUNDED"
+        " FOLLOWING)"
+        " AS under,"
         " first_value(v) OVER (PARTITION BY k ORDER BY v RANGE BETWEEN 2 PRECEDING AND 2 FOLLOWING)"
         " AS fv,"
         " last_value(v) OVER (PARTITION BY k ORDER BY v RANGE BETWEEN 2 PRECEDING AND 1 PRECEDING)"

@@ -127,7 +127,10 @@ QUERIES = {
         " sum(v) OVER (ORDER BY g DESC RANGE BETWEEN CURRENT ROW AND 1 FOLLOWING) AS s,"
         " last_value(v) OVER (PARTITION BY g ORDER BY v RANGE BETWEEN UNBOUNDED PRECEDING"
         " AND UNBOUNDED FOLLOWING) AS l, min(v) OVER (ORDER BY g RANGE BETWEEN 1 FOLLOWING"
-        " AND UNBOUNDED FOLLOWING) AS after, avg(v) OVER (ORDER BY g) AS running FROM w"
+        " AND UNBOUNDED FOLLOWING) AS after, avg(v) OVER (ORDER BY g) AS running,"
+        " count(*) OVER (ORDER BY nullif(v, 3) NULLS FIRST RANGE BETWEEN UNBOUNDED PRECEDING"
+        " AND 1 PRECEDING) AS nf, count(*) OVER (ORDER BY nullif(g, 2) DESC NULLS LAST RANGE"
+        " BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS nl FROM w"
     ),
     # Aggregates as window functions, lag/lead with a per-row offset.
     "window_aggregates": (

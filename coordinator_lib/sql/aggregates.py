@@ -72,7 +72,7 @@ VARIANCES: dict[type[exp.Expr], str] = {
     exp.Variance: "var_samp",
     exp.VariancePop: "var_pop",
 }
-EXTRA_AGGREGATES = (
+EXTRA_AGGREGATES: tuple[type[exp.Expr], ...] = (
     exp.LogicalAnd,
     exp.LogicalOr,
     exp.GroupConcat,

@@ -47,7 +47,8 @@ from coordinator_lib.expr.scalar import (
     is_numeric,
 )
 from coordinator_lib.repr.relation import ColumnType, ScalarType
-from coordinator_lib.sql.aggregates import EXTRA_AGGREGATES, bool_result, plan_extra_aggregate
+from coordinator_lib.sql.aggregate_syntax import JsonbAgg, JsonbObjectAgg
+from coordinator_lib.sql.aggregates import EXTRA_AGGREGATES, extra_result, plan_extra_aggregate
 from coordinator_lib.sql.errors import InvalidColumnReference, SqlError, UnsupportedFeature
 from coordinator_lib.sql.positions import position_of
 from coordinator_lib.sql.scalar import (
@@ -269,6 +270,9 @@ def _is_constant(node: exp.Expr) -> bool:
 # What `_Planner.functions` returns per call: each function with its
 # arguments still to be numbered (WindowExpr.args is filled in from them).
 Planned = list[tuple[WindowExpr, list[Typed]]]
+# How a call's value is read from its functions' columns: ("plain", None),
+# ("avg", None), or plan_extra_aggregate's kind and result type.
+Kind = tuple[str, ScalarType | None]
 
 
 class _Planner:
@@ -297,7 +301,7 @@ class _Planner:
         if nested:
             raise WindowingError("window function calls cannot be nested", position_of(nested[0]))
 
-    def functions(self, window: exp.Window) -> tuple[Planned, str]:
+    def functions(self, window: exp.Window) -> tuple[Planned, Kind]:
         """The WindowExprs of one call (two for avg) with their arguments, and its kind."""
         call = window.this
         if isinstance(call, exp.IgnoreNulls | exp.RespectNulls):
@@ -314,11 +318,14 @@ class _Planner:
                 raise self.binder.no_function(
                     call, name, [self.bind(a) for a in call.iter_expressions()]
                 )
-            return [(WindowExpr(_RANKING[type(call)]), [])], "plain"
+            return [(WindowExpr(_RANKING[type(call)]), [])], ("plain", None)
         if isinstance(call, exp.Lag | exp.Lead):
-            return self._lag_lead(call, name), "plain"
+            return self._lag_lead(call, name), ("plain", None)
         if type(call) in _VALUE:
-            return [(WindowExpr(_VALUE[type(call)]), [finalize(self.bind(call.this))])], "plain"
+            return [(WindowExpr(_VALUE[type(call)]), [finalize(self.bind(call.this))])], (
+                "plain",
+                None,
+            )
         if isinstance(call, exp.NthValue):
             value = finalize(self.bind(call.this))
             n_node = call.args.get("offset")
@@ -332,9 +339,9 @@ class _Planner:
                 raise NthValueError(
                     "argument of nth_value must be greater than zero", position_of(n_node)
                 )
-            return [(WindowExpr(WindowFunc.NTH_VALUE, offset=n), [value])], "plain"
+            return [(WindowExpr(WindowFunc.NTH_VALUE, offset=n), [value])], ("plain", None)
         if isinstance(call, EXTRA_AGGREGATES):
-            return self._extra_aggregate(self._in_frame_order(call, window), name)
+            return self._extra_aggregate(self._in_frame_order(call, window), window, name)
         if isinstance(call, exp.Avg) or type(call) in _AGGREGATES:
             arg = call.this
             if isinstance(arg, exp.Distinct):
@@ -346,14 +353,17 @@ class _Planner:
                 raise self.binder.no_function(call, name, args)
             if isinstance(call, exp.Count) and isinstance(arg, exp.Star):
                 true = ColumnType(S.BOOLEAN, False)
-                return [(WindowExpr(WindowFunc.COUNT), [Typed(Literal(True, true), true)])], "plain"
+                return [(WindowExpr(WindowFunc.COUNT), [Typed(Literal(True, true), true)])], (
+                    "plain",
+                    None,
+                )
             value = check_aggregate_argument(name, self.bind(arg), arg)
             if isinstance(call, exp.Avg):
                 return [
                     (WindowExpr(WindowFunc.SUM), [value]),
                     (WindowExpr(WindowFunc.COUNT), [value]),
-                ], "avg"
-            return [(WindowExpr(_AGGREGATES[type(call)]), [value])], "plain"
+                ], ("avg", None)
+            return [(WindowExpr(_AGGREGATES[type(call)]), [value])], ("plain", None)
         raise UnsupportedFeature(
             f"window function {name} is not supported", position_of(call) or position_of(window)
         )
@@ -411,9 +421,12 @@ class _Planner:
         call.set("this", exp.Order(this=call.this, expressions=keys))
         return call
 
-    def _extra_aggregate(self, call: exp.Expr, name: str) -> tuple[Planned, str]:
-        """bool_and/bool_or, string_agg and array_agg as GROUP BY plans them
-        (sql/aggregates.py), each aggregate a window function over its frame."""
+    def _extra_aggregate(
+        self, call: exp.Expr, window: exp.Window, name: str
+    ) -> tuple[Planned, Kind]:
+        """bool_and/bool_or, string_agg, array_agg, jsonb_agg, stddev,
+        variance, ... as GROUP BY plans them (sql/aggregates.py), each of
+        their aggregates a window function over the frame."""
         self.check_not_nested(call)
         planned: Planned = []
 
@@ -433,8 +446,12 @@ class _Planner:
             planned.append((window, [value]))
             return len(planned) - 1
 
-        kind, _, _ = plan_extra_aggregate(call, self.binder, add, None)
-        return planned, "bool" if kind == "bool" else "plain"
+        if isinstance(call, JsonbAgg | JsonbObjectAgg) and window.args.get("order") is not None:
+            raise UnsupportedFeature(
+                f"{name} over an ordered window is not supported", position_of(window)
+            )
+        kind, _, result = plan_extra_aggregate(call, self.binder, add, None)
+        return planned, (kind, result)
 
 
 def plan_windows(
@@ -449,7 +466,7 @@ def plan_windows(
     clause = binder.clause
     binder.clause = "window functions"
     # (partition columns, order keys) -> [(call id, functions, kind, arg types)]
-    specs: dict[tuple, list[tuple[int, list[WindowExpr], str, list]]] = {}
+    specs: dict[tuple, list[tuple[int, list[WindowExpr], Kind, list]]] = {}
     try:
         for window in calls:
             if window.args.get("alias") is not None:
@@ -484,7 +501,7 @@ def plan_windows(
     values: dict[int, Typed] = {}
     for (partition, keys), entries in specs.items():
         functions: list[WindowExpr] = []
-        where: list[tuple[int, str, list[int], list]] = []
+        where: list[tuple[int, Kind, list[int], list]] = []
         for call_id, planned, kind, types in entries:
             start = out.desc.arity + len(functions)
             functions += planned
@@ -510,12 +527,13 @@ def _with_scalars(rel: RelationExpr, scalars: list[ScalarExpr]) -> RelationExpr:
     return Project(out, tuple(range(arity)) + tuple(range(width, width + len(scalars))))
 
 
-def _value(rel: RelationExpr, kind: str, columns: list[int], arg_types: list) -> Typed:
+def _value(rel: RelationExpr, kind: Kind, columns: list[int], arg_types: list) -> Typed:
     types = rel.desc.types
-    if kind == "plain":
+    if kind[0] == "plain":
         return Typed(Column(columns[0]), types[columns[0]])
-    if kind == "bool":
-        return Typed(bool_result(columns[0]), ColumnType(S.BOOLEAN, True))
+    if kind[0] != "avg":  # an aggregate of sql/aggregates.py
+        expr = extra_result(kind[0], tuple(columns), types, kind[1])
+        return Typed(expr, expr.typ(types))
     total, count = Column(columns[0]), Column(columns[1])
     result = avg_result_type(arg_types[0].scalar_type)
     numerator: ScalarExpr = total

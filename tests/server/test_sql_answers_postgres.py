@@ -138,6 +138,10 @@ QUERIES = {
         " array_agg(v) OVER (ORDER BY g DESC, v ROWS 1 PRECEDING) AS a,"
         " bool_and(v > 1) OVER (ORDER BY v), bool_or(v > 4) OVER (PARTITION BY g) AS o FROM w"
     ),
+    "window_jsonb_variance": (
+        "SELECT g, v, jsonb_agg(v) OVER (PARTITION BY g) AS j, round(stddev(v) OVER (ORDER BY v"
+        " ROWS 2 PRECEDING), 6) AS sd, var_pop(v) OVER (PARTITION BY g) AS vp FROM w"
+    ),
     "window_lag_offsets": (
         "SELECT g, v, lag(v, g) OVER (ORDER BY v) AS l, lead(v, g - 1, -1) OVER (ORDER BY v) AS d,"
         " lag(v, NULL) OVER (ORDER BY v) AS n, lag(v, nullif(g, 2), 0) OVER (ORDER BY v) AS z"

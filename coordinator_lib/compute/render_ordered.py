@@ -79,10 +79,8 @@ def _frame_spec(
     hi = SparkWindow.unboundedFollowing if frame.end is None else int(frame.end)
     if frame.mode is FrameMode.ROWS:
         return in_order.rowsBetween(lo, hi)
-    if not expr.order_key:
-        return SparkWindow.partitionBy(*partition).rowsBetween(
-            SparkWindow.unboundedPreceding, SparkWindow.unboundedFollowing
-        )
+    if not expr.order_key:  # every row a peer: the whole partition
+        return SparkWindow.partitionBy(*partition)
     by_value = SparkWindow.partitionBy(*partition).orderBy(
         *[_sort_column(k) for k in expr.order_key]
     )

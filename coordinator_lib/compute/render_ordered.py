@@ -183,8 +183,9 @@ def _aggregate(func: WindowExpr, out_type: ColumnType, frame: WindowSpec) -> Spa
     def over(column: SparkColumn) -> SparkColumn:
         return column.over(frame)
 
-    if aggregate.func is AggregateFunc.ARRAY_AGG:
-        return array_agg_column(aggregate, value, F.lit(True), over)
+    if aggregate.func is AggregateFunc.ARRAY_AGG:  # a struct (f0 the value, f1... the keys)
+        fields = [F.col(column_name(a)).alias(f"f{i}") for i, a in enumerate(func.args)]
+        return array_agg_column(aggregate, F.struct(*fields), F.lit(True), over)
     if aggregate.func is not AggregateFunc.COUNT:
         value = value.cast(spark_type(out_type.scalar_type))
     return aggregate_column(aggregate, value, F.lit(True), over)

@@ -15,7 +15,7 @@ from decimal import Decimal
 from enum import StrEnum
 from functools import cached_property
 
-from coordinator_lib.expr.scalar import Column, ScalarExpr, is_integer
+from coordinator_lib.expr.scalar import Column, Record, ScalarExpr, is_integer
 from coordinator_lib.expr.table_functions import TableFunc, output_types
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import ColumnType, RelationDesc, ScalarType
@@ -517,9 +517,13 @@ class WindowExpr:
         func = _WINDOW_AGGREGATES.get(self.func)
         if func is None:
             return None
+        # array_agg's args are its record's fields: the value, then its ORDER BY keys
+        expr: ScalarExpr = Column(self.args[0])
+        if func is AggregateFunc.ARRAY_AGG:
+            expr = Record(tuple(Column(a) for a in self.args))
         return AggregateExpr(
             func,
-            Column(self.args[0]),
+            expr,
             separator=self.separator,
             descending=self.descending,
             order=self.order,

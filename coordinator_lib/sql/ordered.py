@@ -42,6 +42,7 @@ from coordinator_lib.expr.scalar import (
     Column,
     If,
     Literal,
+    Record,
     ScalarExpr,
     is_integer,
     is_numeric,
@@ -436,14 +437,18 @@ class _Planner:
                     "DISTINCT is not implemented for window functions", position_of(call)
                 )
             func = WindowFunc(aggregate.func.value)
-            value = Typed(aggregate.expr, aggregate.expr.typ(self.rel.desc.types))
+            # array_agg's record is built from its fields' columns (WindowExpr.aggregate)
+            fields = (
+                aggregate.expr.fields if isinstance(aggregate.expr, Record) else (aggregate.expr,)
+            )
+            values = [Typed(f, f.typ(self.rel.desc.types)) for f in fields]
             window = WindowExpr(
                 func,
                 separator=aggregate.separator,
                 descending=aggregate.descending,
                 order=aggregate.order,
             )
-            planned.append((window, [value]))
+            planned.append((window, values))
             return len(planned) - 1
 
         if isinstance(call, JsonbAgg | JsonbObjectAgg) and window.args.get("order") is not None:

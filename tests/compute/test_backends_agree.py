@@ -108,6 +108,13 @@ PLANS: dict[str, RelationExpr] = {
             WindowExpr(WindowFunc.MAX, (0,), frame=Frame(FrameMode.ROWS, 1, 2)),
             WindowExpr(WindowFunc.LAG, (1, 0), offset=None),
             WindowExpr(WindowFunc.COUNT, (0,), frame=Frame(FrameMode.ROWS, -1, -2)),  # empty
+            # array_agg(v ORDER BY k DESC NULLS LAST): its record built from (v, k)
+            WindowExpr(
+                WindowFunc.ARRAY_AGG,
+                (1, 0),
+                order=((True, False),),
+                frame=Frame(FrameMode.ROWS, -1, 1),
+            ),
         ),
     ),
     # present from v until v + 2 (ms), the times of the history

@@ -263,7 +263,8 @@ def fingerprint(expr: RelationExpr) -> str:
 # layout is another dataflow's: not read, rebuilt once from the inputs.
 # 2: COUNT/SUM/MIN/MAX Reduces keep accumulators and values in order, TopK
 # its input in order, temporal filters their pending changes by time.
-STATE_LAYOUT = 2
+# 3: a TopK's rows in order by their first ORDER BY value (order_bytes.row_ord).
+STATE_LAYOUT = 3
 
 
 def dataflow_state(output: Shard, expr: RelationExpr) -> DataflowState:

@@ -10,6 +10,12 @@ n. So each value is 9 bytes: where NULL goes, then 8 bytes of its order as
 a number (a double: rounding is monotone), or of a text's first 8 UTF-8
 bytes (byte order is code point order); a value of another type is 0 (all
 tied: the group is read whole, still exact).
+
+A row's bytes (`row_ord`) are those of its first ORDER BY value only: a
+value's bytes may tie with another's (texts sharing 8 bytes, integers past
+a double's precision), and a next column appended after them would decide
+between rows the first column orders the other way, putting a greater row
+first. Rows tied on the first value are read together instead.
 """
 
 from __future__ import annotations
@@ -75,9 +81,11 @@ def ord_bytes(value: Any, desc: bool, nulls_last: bool) -> bytes:
 
 
 def row_ord(order_key: Sequence[OrderKey]) -> Callable[[Row], bytes]:
-    """A row's place in `order_key`'s order (TopK's)."""
-    keys = list(order_key)
-    return lambda row: b"".join(ord_bytes(row[k.column], k.desc, k.nulls_last) for k in keys)
+    """A row's place in `order_key`'s order (TopK's), by its first key."""
+    if not order_key:
+        return lambda row: b""
+    first = order_key[0]
+    return lambda row: ord_bytes(row[first.column], first.desc, first.nulls_last)
 
 
 __all__ = ["ord_bytes", "row_ord"]

@@ -399,3 +399,32 @@ def test_a_keyless_min_max_and_top_k_read_their_first_rows(tmp_path: Path) -> No
             _check(session, views, KEYLESS)
     finally:
         session.close()
+
+
+@pytest.mark.parametrize(
+    ("first", "late"),
+    [
+        (["abcdefghZ", "abcdefghA"], "abcdefghM"),  # texts sharing their first 8 bytes
+        ([2**60 + 1, 2**60], 2**60 + 1),  # bigints a double cannot tell apart
+    ],
+)
+def test_a_top_k_by_two_columns_keeps_its_first_row(
+    tmp_path: Path, first: list[Any], late: Any
+) -> None:
+    """ORDER BY a, b LIMIT 1 where the first rows' a values tie in the
+    arrangement's order bytes and b orders them the other way: a later row
+    must not replace the true first one (it did, leaving a row at -1)."""
+    session = _session(tmp_path)
+    try:
+        kind = "text" if isinstance(late, str) else "bigint"
+        session.execute(f"CREATE TABLE x (a {kind}, b int)")
+        table = next(id for id, name in session.tables.items() if name == "x")
+        session._write(table, Counter({(first[0], 1): 1, (first[1], 2): 1}))
+        session.execute("CREATE MATERIALIZED VIEW top1 AS SELECT a, b FROM x ORDER BY a, b LIMIT 1")
+        view = next(id for id, name in session.views.items() if name == "top1")
+        session.step()
+        session._write(table, Counter({(late, 0): 1}))
+        session.step()
+        assert session.snapshot(view, session.now) == [((first[1], 2), 1)]
+    finally:
+        session.close()

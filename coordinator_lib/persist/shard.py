@@ -591,10 +591,13 @@ class Shard:
             state.retired += [RetiredBatch(k, state.seqno + 1) for k in keys]
             return True, True
 
-        landed = self.machine.apply(replace)
-        if not landed:
-            if new_meta is not None:
+        landed = False
+        try:
+            landed = self.machine.apply(replace)
+        finally:  # lost, or raised (the shard finalized meanwhile by a DROP)
+            if new_meta is not None and not landed:
                 self.blob.delete_batch(self.shard_id, new_meta.key)
+        if not landed:
             return 0
         self.delete_retired()
         return len(run)

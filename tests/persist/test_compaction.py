@@ -434,3 +434,27 @@ def test_a_critical_hold_that_does_not_move_writes_no_state(client: PersistClien
     assert shard.machine.state().seqno == seqno
     assert shard.downgrade_critical_since("c", Frontier(7)) == Frontier(7)
     assert shard.machine.state().seqno == seqno + 1
+
+
+def test_a_compaction_racing_a_drop_leaves_no_batch_behind(
+    client: PersistClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compaction runs outside the storage controller's lock, so a DROP can
+    finalize the shard while a compactor writes its merged batch: the
+    compactor's state update then raises ShardFinalized, and the batch it
+    wrote must be deleted (nothing else would ever collect it)."""
+    shard = client.open_shard(new_shard_id(), DESC)
+    append_all(shard, [[Update((1, "a"), 0, 1)], [Update((2, "b"), 1, 1)]])
+    dropping = client.open_shard(shard.shard_id, DESC)
+    real_write = shard_module.batch_io.write_batch_table
+
+    def write_after_a_drop(table: Any, path: Path) -> int:
+        dropping.compare_and_append([], shard.upper(), Frontier.empty())
+        dropping.downgrade_critical_since("c", Frontier.empty())
+        assert dropping.finalize() is True
+        return real_write(table, path)
+
+    monkeypatch.setattr(shard_module.batch_io, "write_batch_table", write_after_a_drop)
+    with pytest.raises(ShardFinalized):
+        shard.compact(max_batches=1)
+    assert not blob_files(client.blob.root, shard.shard_id)

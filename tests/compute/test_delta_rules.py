@@ -119,8 +119,14 @@ def _collect(frames: list[DataFrame], arity: int) -> dict[int, Counter]:
         union = union.unionByName(frame)
     out: dict[int, Counter] = {}
     for r in union.collect():
-        out.setdefault(r[TIME], Counter())[tuple(r[c] for c in data_columns(arity))] += r[DIFF]
+        row = tuple(_as_value(r[c]) for c in data_columns(arity))
+        out.setdefault(r[TIME], Counter())[row] += r[DIFF]
     return out
+
+
+def _as_value(value: Any) -> Any:
+    """A Spark value as the in-process engine holds it (arrays as tuples)."""
+    return tuple(_as_value(v) for v in value) if isinstance(value, list) else value
 
 
 def _contents(updates: list[Update], t: int) -> list[Update]:

@@ -186,6 +186,11 @@ def test_writes_and_subscribes_racing_drops(environment: Environment) -> None:
             and any("dropped" in label for _, label in outcomes)
             and rounds >= 10
         ):
+            if rounds >= 10 and any("dropped" in label for _, label in outcomes):
+                # The race was run; let every kind also finish twice undisturbed
+                # (on a loaded machine a SUBSCRIBE can lose every race).
+                time.sleep(0.1)
+                continue
             time.sleep(rng.uniform(0.0, 0.4))
             drop(ddl)
             time.sleep(rng.uniform(0.0, 0.05))

@@ -1,13 +1,13 @@
 """SQLite consensus: the embedded default, one file shared by every process of
 an environment on one host.
 
-Why it is safe across processes: every change runs in a `BEGIN IMMEDIATE`
-transaction, which takes SQLite's single write lock before reading the
-current seqnos, so two racing compare_and_sets are serialized and exactly one
-sees the expected seqno; a change of several keys commits as one
-transaction. Why it is durable: WAL journal with `synchronous=FULL` fsyncs
-the log before a commit returns, so an acknowledged change survives SIGKILL
-and power loss (as far as the disk honours fsync).
+Why it is safe across processes: a compare-and-set is one SQL statement,
+which checks the expected seqnos and writes under SQLite's single write lock,
+so two racing compare_and_sets are serialized and exactly one sees the
+expected seqno; a change of several keys is that one statement too. Why it is
+durable: WAL journal with `synchronous=FULL` fsyncs the log before a commit
+returns, so an acknowledged change survives SIGKILL and power loss (as far as
+the disk honours fsync).
 """
 
 from __future__ import annotations
@@ -44,6 +44,20 @@ CREATE TABLE IF NOT EXISTS consensus (
     seqno INTEGER NOT NULL,
     data BLOB NOT NULL
 )
+"""
+
+
+# Inserts or updates every row of `changes` iff each key's current seqno is
+# the expected one (NULL: the key is absent); otherwise writes nothing.
+_CAS_SQL = """
+WITH change(key, expected, seqno, data) AS (VALUES {rows})
+INSERT INTO consensus (key, seqno, data)
+SELECT key, seqno, data FROM change
+WHERE NOT EXISTS (
+    SELECT 1 FROM change LEFT JOIN consensus ON consensus.key = change.key
+    WHERE consensus.seqno IS NOT change.expected
+)
+ON CONFLICT (key) DO UPDATE SET seqno = excluded.seqno, data = excluded.data
 """
 
 
@@ -152,33 +166,37 @@ class SqliteConsensus(Consensus):
 
     def compare_and_set_all(self, changes: Sequence[KeyChange]) -> bool:
         check_changes(changes)
+        # One statement checks every expected seqno and writes every row, so
+        # SQLite's write lock is held only inside that statement's C code,
+        # never across Python: a worker frozen (SIGSTOP) or starved of the GIL
+        # between two calls of a multi-statement transaction would otherwise
+        # hold every process of the environment off consensus.
+        sql = _CAS_SQL.format(rows=", ".join(["(?, ?, ?, ?)"] * len(changes)))
+        params: list[object] = []
+        for change in changes:
+            params += [change.key, change.expected, change.new.seqno, bytes(change.new.data)]
 
         def cas(conn: sqlite3.Connection) -> bool:
-            # IMMEDIATE takes the write lock before the reads, so no other
-            # process can change a row between our check and our write, and
-            # COMMIT makes every row's change visible at once, or none.
-            conn.execute("BEGIN IMMEDIATE")
-            for change in changes:
-                row = conn.execute(
-                    "SELECT seqno FROM consensus WHERE key = ?", (change.key,)
-                ).fetchone()
-                if (None if row is None else int(row[0])) != change.expected:
-                    conn.execute("ROLLBACK")
-                    return False
-            for change in changes:
-                data = bytes(change.new.data)
-                if change.expected is None:
-                    conn.execute(
-                        "INSERT INTO consensus (key, seqno, data) VALUES (?, ?, ?)",
-                        (change.key, change.new.seqno, data),
+            deadline = time.monotonic() + self.busy_timeout_s
+            while True:
+                before = conn.total_changes  # rowcount is -1 for a WITH statement
+                try:
+                    conn.execute(sql, params)
+                except sqlite3.OperationalError as exc:
+                    # A statement that reads and then writes in WAL mode fails
+                    # at once (SQLITE_BUSY_SNAPSHOT, no busy handler) when
+                    # another process committed after its read began; it wrote
+                    # nothing, so running it again is safe.
+                    if _is_busy(exc) and time.monotonic() < deadline:
+                        time.sleep(0.001)
+                        continue
+                    raise
+                written = conn.total_changes - before
+                if written not in (0, len(changes)):
+                    raise ConsensusError(
+                        f"compare_and_set_all wrote {written} of {len(changes)} rows"
                     )
-                else:
-                    conn.execute(
-                        "UPDATE consensus SET seqno = ?, data = ? WHERE key = ?",
-                        (change.new.seqno, data, change.key),
-                    )
-            conn.execute("COMMIT")
-            return True
+                return written == len(changes)
 
         return self._run(cas)
 

@@ -507,6 +507,61 @@ def test_sqlite_lock_timeout_is_a_consensus_error(tmp_path: Path) -> None:
         c.close()
 
 
+def test_sqlite_compare_and_set_paused_between_statements_holds_no_one_off(
+    tmp_path: Path,
+) -> None:
+    """A process stopped (SIGSTOP, a long GC or GIL wait) at any point of its
+    compare-and-set must not hold other processes off consensus: the write
+    lock may be held only inside one statement. The old CaS (BEGIN IMMEDIATE,
+    SELECT, UPDATE, COMMIT) stalled a whole cluster when the frozen-worker
+    test froze a worker between two of those statements."""
+    import sqlite3
+
+    path = tmp_path / "c.db"
+    pause = threading.Event()
+    paused = threading.Event()
+
+    class Paused(SqliteConsensus):
+        """Stops before each statement but the first of a compare-and-set."""
+
+        statements = 0
+
+        def _connect(self) -> sqlite3.Connection:
+            conn = super()._connect()
+
+            def trace(sql: str) -> None:
+                if pause.is_set():
+                    Paused.statements += 1
+                    if Paused.statements > 1:
+                        paused.set()
+                        while pause.is_set():
+                            time.sleep(0.01)
+
+            conn.set_trace_callback(trace)
+            return conn
+
+    frozen = Paused(path)
+    other = SqliteConsensus(path, busy_timeout_s=0.5)
+    try:
+        assert frozen.compare_and_set("k", None, vd(1))
+        pause.set()
+        writer = threading.Thread(
+            target=frozen.compare_and_set_all,
+            args=([KeyChange("k", 1, vd(2)), KeyChange("j", None, vd(1))],),
+        )
+        writer.start()
+        # Old code pauses holding the lock; the one statement never pauses.
+        paused.wait(timeout=1)
+        assert other.compare_and_set("elsewhere", None, vd(1))
+        pause.clear()
+        writer.join(timeout=10)
+        assert other.head("k") == vd(2) and other.head("j") == vd(1)
+    finally:
+        pause.clear()
+        frozen.close()
+        other.close()
+
+
 # -- PostgreSQL specifics -----------------------------------------------------------
 
 

@@ -91,6 +91,15 @@ QUERIES = {
         "SELECT * FROM a, b LEFT JOIN c ON b = c,"
         " t1 RIGHT JOIN (SELECT k, x AS y FROM t2) s USING (k)"
     ),
+    # ... also when the group starts with or holds a LATERAL item, which may
+    # read the items before the comma (the group is evaluated per their row)
+    "comma_lateral_natural_right": "SELECT * FROM generate_series(1, 2),"
+    " LATERAL (SELECT * FROM t1) _ NATURAL RIGHT JOIN t2",
+    "comma_lateral_reads_left": "SELECT l.k, s.q, t2.x FROM t1 l,"
+    " LATERAL (SELECT l.k + x AS q FROM t2) s RIGHT JOIN t2 ON s.q = t2.x + 1",
+    "comma_table_function_left_join": "SELECT t1.*, g, t2.x AS y FROM t1,"
+    " generate_series(1, t1.k + 1) g LEFT JOIN t2 ON g = t2.k",
+    "comma_full_join_lateral": "SELECT * FROM t1, b FULL JOIN LATERAL (SELECT 1 AS one) s ON false",
     # NATURAL merges the common columns in the left side's order.
     "natural_full_order": (
         "SELECT * FROM (SELECT 1 AS a, 2 AS b) l NATURAL FULL JOIN (SELECT 3 AS b, 4 AS a) r"

@@ -60,6 +60,7 @@ from coordinator_lib.expr.scalar import (
     conjuncts,
 )
 from coordinator_lib.repr.relation import RESERVED_COLUMNS, ColumnType, RelationDesc, ScalarType
+from coordinator_lib.sql import function_calls
 from coordinator_lib.sql.aggregates import EXTRA_AGGREGATES, extra_result, plan_extra_aggregate
 from coordinator_lib.sql.catalog import ItemKind
 from coordinator_lib.sql.coercion import (
@@ -71,6 +72,7 @@ from coordinator_lib.sql.coercion import (
     scalar_type_of,
 )
 from coordinator_lib.sql.context import CteBinding, PlanContext
+from coordinator_lib.sql.dialect import WRITTEN_NAME
 from coordinator_lib.sql.errors import (
     AmbiguousColumn,
     DuplicateAlias,
@@ -658,6 +660,12 @@ def figure_colname(node: exp.Expr) -> str:
         return figure_colname(node.this)
     if isinstance(node, exp.Anonymous):
         return ident_name(node.this) if isinstance(node.this, exp.Identifier) else str(node.this)
+    if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Func):
+        return figure_colname(node.expression)  # pg_catalog.f(...)
+    if isinstance(node, exp.Func) and node.meta.get(WRITTEN_NAME):
+        return str(node.meta[WRITTEN_NAME])
+    if isinstance(node, exp.Trim):  # btrim, ltrim or rtrim, as PostgreSQL calls it
+        return function_calls.called_name(node)
     if type(node) in _POSTGRES_NAMES:
         return _POSTGRES_NAMES[type(node)]
     if isinstance(node, exp.Func):
@@ -670,6 +678,7 @@ _POSTGRES_NAMES: dict[type[exp.Expr], str] = {
     exp.GroupConcat: "string_agg",
     exp.LogicalAnd: "bool_and",
     exp.LogicalOr: "bool_or",
+    exp.StrPosition: "position",
 }
 
 

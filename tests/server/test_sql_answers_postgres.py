@@ -251,6 +251,10 @@ QUERIES = {
     # ORDER BY of a set operation: a name that is no output column is 42703
     "union_order_unknown": "(SELECT k FROM t1) UNION (SELECT k FROM t2) ORDER BY x",
     "union_order_renamed": "(SELECT k + 1 FROM t1) UNION (SELECT k FROM t2) ORDER BY k",
+    # an unaliased call is named as written (substr, not sqlglot's substring)
+    "function_column_names": "SELECT substr('abc', k), ceiling(x / 3.0), pow(k, 2),"
+    " char_length('ab'), trim(' a '), trim(leading 'a' from 'ab'), position('a' in 'ba'),"
+    " pg_catalog.length('ab'), substring('abc' from k) FROM t1",
     # version() is a PostgreSQL version string (test_version_names_tidemark: Tidemark's)
     "version": "SELECT version() LIKE 'PostgreSQL %.% on %' AS pg, pg_catalog.version() = VERSION()"
     " AS same FROM a",

@@ -650,6 +650,8 @@ def figure_colname(node: exp.Expr) -> str:
             target = scalar_type_of(node.to)
         except SqlError:
             return "?column?"
+        if node.to.this in (exp.DType.VARCHAR, exp.DType.NVARCHAR):
+            return "varchar"  # text, named after the type written
         # `'{1}'::int[]` is named as PostgreSQL names it: after the element type.
         return INTERNAL_NAMES.get(target.element or target, "?column?")
     if isinstance(node, exp.Boolean):

@@ -168,6 +168,11 @@ QUERIES = {
     "timestamptz_2": "SELECT '2020-01-01 00:00:00.6666'::timestamptz(2) AS t",
     "timestamp_before_2000": "SELECT '1999-01-01 00:00:00.5'::timestamp(0) AS t",
     "timestamp_column": "SELECT t::timestamp(1) AS r, t::timestamp(0) AS s FROM ts",
+    # varchar(n): an explicit cast cuts to n characters; n is 1 to 10485760
+    "varchar_cast": "SELECT k, ('abc' || x)::varchar(2) AS v, x::varchar AS w,"
+    " 'é€x'::varchar(2) AS u, NULL::varchar(1) AS n, 'xyz'::varchar(1) FROM t1",
+    "varchar_zero": "SELECT ''::VARCHAR(0)",
+    "varchar_too_long": "SELECT k::character varying(10485761) FROM t1",
     # A WITH name given twice is 42712.
     "duplicate_cte": "WITH c AS (SELECT 1), c AS (SELECT 2) SELECT * FROM c",
     # gcd, declared only in the function registry (expr/functions/math.py).

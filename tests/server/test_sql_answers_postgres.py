@@ -100,6 +100,10 @@ QUERIES = {
     "comma_table_function_left_join": "SELECT t1.*, g, t2.x AS y FROM t1,"
     " generate_series(1, t1.k + 1) g LEFT JOIN t2 ON g = t2.k",
     "comma_full_join_lateral": "SELECT * FROM t1, b FULL JOIN LATERAL (SELECT 1 AS one) s ON false",
+    "comma_full_join_lateral_reads_left": "SELECT t1.k, b, r FROM t1, b FULL JOIN LATERAL"
+    " (SELECT t1.k + c AS r FROM c) s ON s.r = b + 2",
+    "comma_right_join_lateral_reads_left": "SELECT t1.k, b, r FROM t1, b RIGHT JOIN LATERAL"
+    " (SELECT t1.x + c AS r FROM c) s ON s.r = b + 11",
     # NATURAL merges the common columns in the left side's order.
     "natural_full_order": (
         "SELECT * FROM (SELECT 1 AS a, 2 AS b) l NATURAL FULL JOIN (SELECT 3 AS b, 4 AS a) r"

@@ -52,6 +52,7 @@ from coordinator_lib.adapter.session_functions import substitute_session_functio
 from coordinator_lib.adapter.subscribe import subscribe_columns
 from coordinator_lib.compute import budget
 from coordinator_lib.compute.local_scalar import EvalError
+from coordinator_lib.persist import ConsensusBusy, ConsensusError
 from coordinator_lib.persist.errors import DiskFull
 from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.sql.depth import too_deep
@@ -265,6 +266,16 @@ class SessionClient:
                 code="53100",
                 hint="Free space where the data directory lives; no restart is needed.",
             ) from None
+        except ConsensusBusy as error:  # the change was refused: nothing written
+            self._finish(record, kind, "error", str(error))
+            raise AdapterError(
+                f"could not write: {error}; nothing was written",
+                code="55P03",
+                hint="Try again; another process of the environment holds the lock.",
+            ) from None
+        except ConsensusError as error:  # the store failed; a write's outcome was checked
+            self._finish(record, kind, "error", str(error))
+            raise AdapterError(f"the consensus store failed: {error}", code="58000") from None
         except EvalError as error:  # a runtime error evaluating the query (in-process)
             self._finish(record, kind, "error", error.message)
             raise AdapterError(error.message, code=error.code) from None

@@ -3,7 +3,12 @@ changed only by compare-and-set (Materialize's persist, in miniature)."""
 
 from coordinator_lib.persist.blob import BlobStore
 from coordinator_lib.persist.client import PersistClient
-from coordinator_lib.persist.consensus import Consensus, ConsensusError, open_consensus
+from coordinator_lib.persist.consensus import (
+    Consensus,
+    ConsensusBusy,
+    ConsensusError,
+    open_consensus,
+)
 from coordinator_lib.persist.errors import (
     InvalidUpdates,
     LeaseExpired,
@@ -19,6 +24,7 @@ from coordinator_lib.persist.shard import LeasedReader, Listen, ListenEvent, Sha
 __all__ = [
     "BlobStore",
     "Consensus",
+    "ConsensusBusy",
     "ConsensusError",
     "InvalidUpdates",
     "LeaseExpired",

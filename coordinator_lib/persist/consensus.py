@@ -36,6 +36,11 @@ class ConsensusError(RuntimeError):
     that raised this is unknown: callers must re-read `head` to learn it."""
 
 
+class ConsensusBusy(ConsensusError):
+    """Another process held the store's write lock past the busy timeout;
+    the refused change wrote nothing."""
+
+
 def check_key(key: str) -> None:
     """Refuse keys (and prefixes) every backend cannot store: PostgreSQL text
     cannot hold NUL, so no backend accepts it and all of them agree."""

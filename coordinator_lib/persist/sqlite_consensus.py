@@ -23,6 +23,7 @@ from typing import TypeVar
 from coordinator_lib.persist.connection_pool import ConnectionPool
 from coordinator_lib.persist.consensus import (
     Consensus,
+    ConsensusBusy,
     ConsensusError,
     KeyChange,
     SeqNo,
@@ -146,6 +147,11 @@ class SqliteConsensus(Consensus):
             if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
                 # Rolled back: the outcome is known (nothing written).
                 raise DiskFull(f"SQLite consensus {self.path}: {exc}") from exc
+            if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+                raise ConsensusBusy(
+                    f"SQLite consensus {self.path} stayed locked by another process"
+                    f" for {self.busy_timeout_s:g} s"
+                ) from exc
             raise ConsensusError(f"SQLite consensus {self.path}: {exc}") from exc
         finally:
             self._pool.release(conn, healthy=not conn.in_transaction)

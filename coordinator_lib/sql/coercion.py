@@ -81,9 +81,11 @@ _DTYPES: dict[exp.DType, ScalarType] = {
 
 def scalar_type_of(data_type: exp.DataType) -> ScalarType:
     """The ScalarType for a parsed SQL type. Length/precision modifiers are
-    accepted and ignored (`varchar(10)` is text, `numeric(10,2)` is numeric)."""
+    checked (`varchar_length`) but not kept in the type (`varchar(10)` is text,
+    `numeric(10,2)` is numeric): a cast applies them (sql/scalar.py)."""
     kind = data_type.this
     if kind in _DTYPES:
+        varchar_length(data_type)
         return _DTYPES[kind]
     if kind is exp.DType.ARRAY and len(data_type.expressions) == 1:  # `integer[]`
         element = data_type.expressions[0]
@@ -93,6 +95,25 @@ def scalar_type_of(data_type: exp.DataType) -> ScalarType:
         raise UnknownType(f'type "{data_type.args["kind"].name}" does not exist')
     name = data_type.sql(dialect="postgres").lower()
     raise UnsupportedFeature(f"type {name} is not supported")
+
+
+VARCHAR_MAX_LENGTH = 10_485_760
+
+
+def varchar_length(data_type: exp.DataType) -> int | None:
+    """The `n` of `varchar(n)` (1 to 10485760, as in Materialize and
+    PostgreSQL), None when not given or for other types."""
+    if data_type.this not in (exp.DType.VARCHAR, exp.DType.NVARCHAR):
+        return None
+    params = data_type.expressions
+    if len(params) != 1 or not isinstance(params[0].this, exp.Literal):
+        return None
+    length = int(params[0].this.this)
+    if not 1 <= length <= VARCHAR_MAX_LENGTH:
+        raise InvalidParameter(
+            f"length for type character varying must be between 1 and {VARCHAR_MAX_LENGTH}"
+        )
+    return length
 
 
 def timestamp_precision(data_type: exp.DataType) -> int | None:

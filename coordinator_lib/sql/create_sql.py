@@ -21,7 +21,13 @@ from collections.abc import Mapping
 from sqlglot import exp
 
 from coordinator_lib.sql.catalog import QualifiedName, quote_ident
-from coordinator_lib.sql.dialect import CreateSource, InCluster, Tidemark, parse_sql
+from coordinator_lib.sql.dialect import (
+    WRITTEN_NAME,
+    CreateSource,
+    InCluster,
+    Tidemark,
+    parse_sql,
+)
 from coordinator_lib.sql.errors import DuplicateAlias, InvalidParameter, UnsupportedFeature
 from coordinator_lib.sql.scope import ident_name, table_parts
 
@@ -67,7 +73,22 @@ def render_create_sql(
         copy.set("replace", False)
     if index_name is not None and isinstance(copy, exp.Create) and copy.kind == "INDEX":
         copy.this.set("this", identifier(index_name))
+    _alias_written_calls(copy)
     return copy.sql(dialect=Tidemark)
+
+
+def _alias_written_calls(statement: exp.Expr) -> None:
+    """An unaliased call in a select list is named as it was written
+    (`substr`), which sqlglot does not write back (SUBSTRING(... FROM ...)):
+    the name becomes an alias, as in PostgreSQL's stored view definitions."""
+    for select in list(statement.find_all(exp.Select)):
+        for item in list(select.expressions):
+            call = item
+            while isinstance(call, exp.Window | exp.Filter):
+                call = call.this
+            name = call.meta.get(WRITTEN_NAME) if isinstance(call, exp.Func) else None
+            if name is not None:
+                item.replace(exp.alias_(item.copy(), identifier(str(name))))
 
 
 def _parse_one(create_sql: str) -> exp.Expr:

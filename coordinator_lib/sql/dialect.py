@@ -108,6 +108,9 @@ class Explain(exp.Expression):
     arg_types: ClassVar[dict[str, bool]] = {"this": True, "stage": False, "kind": False}
 
 
+# The meta key of the name a function call was written with (figure_colname).
+WRITTEN_NAME = "written_name"
+
 # Longest first, so MATERIALIZED VIEW wins over VIEW.
 _DROP_KINDS: tuple[tuple[str, ...], ...] = (
     ("MATERIALIZED", "VIEW"),
@@ -192,6 +195,29 @@ class TidemarkParser(StatementParser):
                 self.raise_error("syntax error", tokens[i + 1])
             i += 1
         return super()._parse_primary()
+
+    def _parse_function_call(
+        self,
+        functions: dict[str, Any] | None = None,
+        anonymous: bool = False,
+        optional_parens: bool = True,
+        any_token: bool = False,
+    ) -> exp.Expr | None:
+        """Remember the name a plain call was written with: PostgreSQL names
+        an unaliased column after it (`substr`, which sqlglot makes a
+        Substring). Calls with a syntax of their own (SUBSTRING(x FROM y),
+        TRIM, EXTRACT, ...) are named after their node."""
+        token = self._curr
+        call = super()._parse_function_call(functions, anonymous, optional_parens, any_token)
+        if (
+            isinstance(call, exp.Func)
+            and not isinstance(call, exp.Anonymous)
+            and token is not None
+            and token.text.upper() not in self.FUNCTION_PARSERS
+        ):
+            quoted = token.token_type == TokenType.IDENTIFIER
+            call.meta[WRITTEN_NAME] = token.text if quoted else token.text.lower()
+        return call
 
     def _parse_type(
         self, parse_interval: bool = True, fallback_to_identifier: bool = False

@@ -637,6 +637,11 @@ def bind_node(b: ScalarBinder, node: exp.Expr) -> Typed:
     return resolve_call(b, node, name(node), nodes(node))
 
 
+def called_name(node: exp.Expr) -> str:
+    """The function a node of `_SYNTAX` calls: `TRIM(LEADING ...)` calls ltrim."""
+    return _SYNTAX[type(node)][0](node)
+
+
 def binds_name(name: str) -> bool:
     """Whether `name(...)` (sqlglot's Anonymous) is a registered function."""
     return name in _BESPOKE_NAMED or bool(functions_named(name))

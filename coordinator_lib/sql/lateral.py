@@ -101,7 +101,9 @@ def plan_lateral_join(
     if side in ("RIGHT", "FULL"):
         if refs:
             raise _bad_reference(node, left_names)
-        return outer_join(left, plan, predicates, side, build)
+        # it may still read the items before a comma (`a, b FULL JOIN
+        # LATERAL (SELECT a.a)`): those references move one level in
+        return outer_join(left, apply_outer(plan, None, {}), predicates, side, build)
     inner = build([lateral_join(left, plan)], predicates)
     if side != "LEFT":
         return inner

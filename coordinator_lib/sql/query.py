@@ -60,6 +60,7 @@ from coordinator_lib.expr.scalar import (
     conjuncts,
 )
 from coordinator_lib.repr.relation import RESERVED_COLUMNS, ColumnType, RelationDesc, ScalarType
+from coordinator_lib.sql import function_calls
 from coordinator_lib.sql.aggregates import EXTRA_AGGREGATES, extra_result, plan_extra_aggregate
 from coordinator_lib.sql.catalog import ItemKind
 from coordinator_lib.sql.coercion import (
@@ -71,6 +72,7 @@ from coordinator_lib.sql.coercion import (
     scalar_type_of,
 )
 from coordinator_lib.sql.context import CteBinding, PlanContext
+from coordinator_lib.sql.dialect import WRITTEN_NAME
 from coordinator_lib.sql.errors import (
     AmbiguousColumn,
     DuplicateAlias,
@@ -346,8 +348,19 @@ def _plan_join_tree(
         group = _comma_group(join, joins)
         if group:  # `, b FULL JOIN c`: the comma binds looser than JOIN
             del joins[: len(group)]
-            rel, _ = _add_join_group(join.this, group, ctx, scope, join)
-            inputs.append(rel)
+            if not any(_is_lateral(j.this) for j in [join, *group]):
+                rel, _ = _add_join_group(join.this, group, ctx, scope, join)
+                inputs.append(rel)
+                continue
+            # a LATERAL item in the group may read the items before the comma:
+            # the group is evaluated for each of their rows
+            ctx.outer.append(ScalarBinder(scope, "FROM"))
+            try:
+                rel, _ = _add_join_group(join.this, group, ctx, scope, join)
+            finally:
+                ctx.outer.pop()
+            inputs = [lateral_join(build_join(inputs, predicates), rel)]
+            predicates = []
             continue
         side = (join.args.get("side") or "").upper()
         kind = (join.args.get("kind") or "").upper()
@@ -357,7 +370,7 @@ def _plan_join_tree(
         left_star = scope.star(None)
         left_arity = scope.arity
         left_items = list(scope.items)
-        lateral = isinstance(join.this, exp.Lateral) or is_table_function(join.this)
+        lateral = _is_lateral(join.this)
         if lateral:
             rel, item = plan_lateral(join.this, ctx, scope)
             items = [item]
@@ -427,17 +440,20 @@ def _comma_group(join: exp.Expr, rest: list[exp.Expr]) -> list[exp.Expr]:
     """The JOINs after the comma item `join` up to the next comma, when one
     of them is an outer join: `a, b FULL JOIN c` is `a, (b FULL JOIN c)`, so
     the outer join must not see `a`. Empty when grouping changes nothing (no
-    outer join) or when a LATERAL item may refer to the items before."""
-    if not _is_comma(join) or isinstance(join.this, exp.Lateral) or is_table_function(join.this):
+    outer join)."""
+    if not _is_comma(join):
         return []
     group: list[exp.Expr] = []
     for other in rest:
         if _is_comma(other):
             break
-        if isinstance(other.this, exp.Lateral) or is_table_function(other.this):
-            return []
         group.append(other)
     return group if any(j.args.get("side") for j in group) else []
+
+
+def _is_lateral(node: exp.Expr) -> bool:
+    """A FROM item that may read the items to its left."""
+    return isinstance(node, exp.Lateral) or is_table_function(node)
 
 
 def _is_comma(join: exp.Expr) -> bool:
@@ -448,8 +464,9 @@ def _add_join_group(
     first: exp.Expr, joins: list[exp.Expr], ctx: PlanContext, scope: Scope, node: exp.Expr
 ) -> tuple[RelationExpr, list[ScopeItem]]:
     """`first JOIN ... JOIN ...` planned on its own and added to `scope` as
-    one input whose items all become visible."""
-    sub = Scope(outer=scope.outer, context=ctx)
+    one input whose items all become visible (a lateral group's enclosing
+    query, ctx.outer[-1], is the items before it)."""
+    sub = Scope(outer=ctx.outer[-1] if ctx.outer else None, context=ctx)
     inputs, predicates = _plan_join_tree(first, joins, ctx, sub)
     rel = build_join(inputs, predicates)
     star = scope.star(None)
@@ -633,6 +650,8 @@ def figure_colname(node: exp.Expr) -> str:
             target = scalar_type_of(node.to)
         except SqlError:
             return "?column?"
+        if node.to.this in (exp.DType.VARCHAR, exp.DType.NVARCHAR):
+            return "varchar"  # text, named after the type written
         # `'{1}'::int[]` is named as PostgreSQL names it: after the element type.
         return INTERNAL_NAMES.get(target.element or target, "?column?")
     if isinstance(node, exp.Boolean):
@@ -643,6 +662,12 @@ def figure_colname(node: exp.Expr) -> str:
         return figure_colname(node.this)
     if isinstance(node, exp.Anonymous):
         return ident_name(node.this) if isinstance(node.this, exp.Identifier) else str(node.this)
+    if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Func):
+        return figure_colname(node.expression)  # pg_catalog.f(...)
+    if isinstance(node, exp.Func) and node.meta.get(WRITTEN_NAME):
+        return str(node.meta[WRITTEN_NAME])
+    if isinstance(node, exp.Trim):  # btrim, ltrim or rtrim, as PostgreSQL calls it
+        return function_calls.called_name(node)
     if type(node) in _POSTGRES_NAMES:
         return _POSTGRES_NAMES[type(node)]
     if isinstance(node, exp.Func):
@@ -655,6 +680,7 @@ _POSTGRES_NAMES: dict[type[exp.Expr], str] = {
     exp.GroupConcat: "string_agg",
     exp.LogicalAnd: "bool_and",
     exp.LogicalOr: "bool_or",
+    exp.StrPosition: "position",
 }
 
 

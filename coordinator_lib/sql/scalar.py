@@ -53,6 +53,7 @@ from coordinator_lib.sql.coercion import (
     parse_text_as,
     scalar_type_of,
     timestamp_precision,
+    varchar_length,
 )
 from coordinator_lib.sql.errors import (
     CannotCoerce,
@@ -648,6 +649,10 @@ class ScalarBinder:
             )
         else:
             cast = self.cast_to(value, target, node)
+        length = varchar_length(node.to)
+        if length is not None:  # an explicit cast cuts the text to the length
+            count = Literal(length, ColumnType(ScalarType.INTEGER, False))
+            return self.typed(CallFunction("left", (cast.expr, count), cast.type))
         try:
             precision = timestamp_precision(node.to)
         except SqlError as error:

@@ -91,6 +91,19 @@ QUERIES = {
         "SELECT * FROM a, b LEFT JOIN c ON b = c,"
         " t1 RIGHT JOIN (SELECT k, x AS y FROM t2) s USING (k)"
     ),
+    # ... also when the group starts with or holds a LATERAL item, which may
+    # read the items before the comma (the group is evaluated per their row)
+    "comma_lateral_natural_right": "SELECT * FROM generate_series(1, 2),"
+    " LATERAL (SELECT * FROM t1) _ NATURAL RIGHT JOIN t2",
+    "comma_lateral_reads_left": "SELECT l.k, s.q, t2.x FROM t1 l,"
+    " LATERAL (SELECT l.k + x AS q FROM t2) s RIGHT JOIN t2 ON s.q = t2.x + 1",
+    "comma_table_function_left_join": "SELECT t1.*, g, t2.x AS y FROM t1,"
+    " generate_series(1, t1.k + 1) g LEFT JOIN t2 ON g = t2.k",
+    "comma_full_join_lateral": "SELECT * FROM t1, b FULL JOIN LATERAL (SELECT 1 AS one) s ON false",
+    "comma_full_join_lateral_reads_left": "SELECT t1.k, b, r FROM t1, b FULL JOIN LATERAL"
+    " (SELECT t1.k + c AS r FROM c) s ON s.r = b + 2",
+    "comma_right_join_lateral_reads_left": "SELECT t1.k, b, r FROM t1, b RIGHT JOIN LATERAL"
+    " (SELECT t1.x + c AS r FROM c) s ON s.r = b + 11",
     # NATURAL merges the common columns in the left side's order.
     "natural_full_order": (
         "SELECT * FROM (SELECT 1 AS a, 2 AS b) l NATURAL FULL JOIN (SELECT 3 AS b, 4 AS a) r"
@@ -159,6 +172,11 @@ QUERIES = {
     "timestamptz_2": "SELECT '2020-01-01 00:00:00.6666'::timestamptz(2) AS t",
     "timestamp_before_2000": "SELECT '1999-01-01 00:00:00.5'::timestamp(0) AS t",
     "timestamp_column": "SELECT t::timestamp(1) AS r, t::timestamp(0) AS s FROM ts",
+    # varchar(n): an explicit cast cuts to n characters; n is 1 to 10485760
+    "varchar_cast": "SELECT k, ('abc' || x)::varchar(2) AS v, x::varchar AS w,"
+    " 'é€x'::varchar(2) AS u, NULL::varchar(1) AS n, 'xyz'::varchar(1) FROM t1",
+    "varchar_zero": "SELECT ''::VARCHAR(0)",
+    "varchar_too_long": "SELECT k::character varying(10485761) FROM t1",
     # A WITH name given twice is 42712.
     "duplicate_cte": "WITH c AS (SELECT 1), c AS (SELECT 2) SELECT * FROM c",
     # gcd, declared only in the function registry (expr/functions/math.py).
@@ -242,6 +260,10 @@ QUERIES = {
     # ORDER BY of a set operation: a name that is no output column is 42703
     "union_order_unknown": "(SELECT k FROM t1) UNION (SELECT k FROM t2) ORDER BY x",
     "union_order_renamed": "(SELECT k + 1 FROM t1) UNION (SELECT k FROM t2) ORDER BY k",
+    # an unaliased call is named as written (substr, not sqlglot's substring)
+    "function_column_names": "SELECT substr('abc', k), ceiling(x / 3.0), pow(k, 2),"
+    " char_length('ab'), trim(' a '), trim(leading 'a' from 'ab'), position('a' in 'ba'),"
+    " pg_catalog.length('ab'), substring('abc' from k) FROM t1",
     # version() is a PostgreSQL version string (test_version_names_tidemark: Tidemark's)
     "version": "SELECT version() LIKE 'PostgreSQL %.% on %' AS pg, pg_catalog.version() = VERSION()"
     " AS same FROM a",

@@ -1053,7 +1053,7 @@ def test_spark_views_match_duckdb_at_every_time(
         session.close()
 
 
-@settings(max_examples=4, **SETTINGS)
+@settings(max_examples=3, **SETTINGS)
 @given(initial=initial_rows, rounds=st.lists(statements, min_size=2, max_size=4))
 def test_local_views_match_duckdb_at_every_time(
     spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
@@ -1112,7 +1112,7 @@ def test_views_changing_engines_match_duckdb_at_every_time(
         session.close()
 
 
-@settings(max_examples=6, **SETTINGS)
+@settings(max_examples=4, **SETTINGS)
 @given(initial=initial_rows, rounds=st.lists(statements, min_size=2, max_size=4))
 @example(  # rows written at 1-3 whose bounds fall in later steps: 4, 5, 7, 8, 9
     initial=[
@@ -1138,7 +1138,7 @@ def test_temporal_views_match_duckdb_at_every_time(
         session.close()
 
 
-@settings(max_examples=4, **SETTINGS)
+@settings(max_examples=3, **SETTINGS)
 @given(initial=initial_rows, rounds=st.lists(statements, min_size=2, max_size=4))
 def test_subquery_views_match_duckdb_at_every_time(
     spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
@@ -1151,7 +1151,7 @@ def test_subquery_views_match_duckdb_at_every_time(
         session.close()
 
 
-@settings(max_examples=4, **SETTINGS)
+@settings(max_examples=3, **SETTINGS)
 @given(initial=initial_rows, rounds=st.lists(statements, min_size=2, max_size=4))
 def test_outer_join_views_match_duckdb_at_every_time(
     spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
@@ -1164,7 +1164,7 @@ def test_outer_join_views_match_duckdb_at_every_time(
         session.close()
 
 
-@settings(max_examples=6, **SETTINGS)
+@settings(max_examples=4, **SETTINGS)
 @given(initial=initial_rows, rounds=st.lists(statements, min_size=2, max_size=4))
 @example(  # rows with and without a lateral match, both coming and going
     initial=[
@@ -1240,7 +1240,7 @@ FAILING_ROWS = {
 }
 
 
-@settings(max_examples=6, **SETTINGS)
+@settings(max_examples=4, **SETTINGS)
 @given(initial=initial_rows, rounds=st.lists(statements, min_size=2, max_size=4))
 @example(**FAILING_ROWS)
 def test_error_views_match_duckdb_at_every_time(

@@ -181,18 +181,14 @@ class GroupCommitter:
             # oracle's proposal (it advances idle tables before its own
             # `apply_write`): write at or after every upper written to.
             timestamp = max(self.oracle.propose_write_ts(), self._least_time(written, keys))
-            tables = {
-                id: [batch_io.at_time(table, timestamp) for table in parts]
-                for id, parts in written.items()
-            }
             commands = [
                 AppendCommand(
                     id,
-                    pa.concat_tables(parts) if parts else [],
+                    batch_io.at_time(pa.concat_tables(parts), timestamp) if parts else [],
                     timestamp + 1,
                     keys[id][0] if id in keys else None,
                 )
-                for id, parts in tables.items()
+                for id, parts in written.items()
             ]
             if commands:
                 try:
@@ -208,7 +204,7 @@ class GroupCommitter:
             with self._keys_lock:
                 for id, (_, counts) in keys.items():
                     self._keys[id] = (Frontier.at(timestamp + 1), counts)
-            self._advance_idle(timestamp + 1, skip=set(tables))
+            self._advance_idle(timestamp + 1, skip=set(written))
             if not commands:
                 self.oracle.apply_write(timestamp)
             return timestamp, rejected

@@ -53,7 +53,14 @@ class Machine:
 
     def fetch(self) -> ShardState | None:
         head = self.consensus.head(self.key)
-        return None if head is None else ShardState.from_bytes(head.data)
+        return None if head is None else decode(self.consensus, self.key, head)
+
+    def recent_state(self) -> ShardState:
+        """The state this process last read or wrote, without a consensus
+        read (the current one if it has none): for checks that only fail
+        fast, which the compare-and-set makes again."""
+        head = _KNOWN.get(self.consensus, {}).get(self.key)
+        return self.state() if head is None else decode(self.consensus, self.key, head)
 
     def state(self) -> ShardState:
         """The current state; the shard must exist."""
@@ -92,6 +99,22 @@ class Machine:
 # this process writes needs no consensus read before its compare-and-set; a
 # lost race, a transition that raises or changes nothing on it re-reads.
 _KNOWN: weakref.WeakKeyDictionary[Consensus, dict[str, VersionedData]] = weakref.WeakKeyDictionary()
+# Per consensus, each shard's state as last decoded, with the bytes it was
+# decoded from: a state is JSON as long as its inline batches, and every
+# commit would otherwise parse it again (twice before the compare-and-set).
+_DECODED: weakref.WeakKeyDictionary[Consensus, dict[str, tuple[bytes, ShardState]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def decode(consensus: Consensus, key: str, head: VersionedData) -> ShardState:
+    """`head`'s state, a copy of its own to change (decoded once per value)."""
+    decoded = _DECODED.setdefault(consensus, {})
+    cached = decoded.get(key)
+    if cached is None or cached[0] != head.data:
+        cached = (bytes(head.data), ShardState.from_bytes(head.data))
+        decoded[key] = cached
+    return cached[1].copy()
 
 
 def apply_all(
@@ -130,7 +153,7 @@ def apply_all(
                 head = head_of(machine.key)
                 if head is None:
                     raise KeyError(f"shard {machine.shard_id} does not exist")
-                state = ShardState.from_bytes(head.data)
+                state = decode(consensus, machine.key, head)
                 if state.finalized and not allow_finalized:
                     raise ShardFinalized(f"shard {machine.shard_id} is finalized")
                 changed, result = transition(state, now)

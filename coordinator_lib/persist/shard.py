@@ -245,8 +245,12 @@ class Shard:
 
     def check_upper(self, expected_upper: Frontier) -> None:
         """Fail fast, before writing any blob, if the shard is finalized or its
-        upper is not `expected_upper` (the commit checks again, atomically)."""
-        state = self.state()
+        upper is not `expected_upper` (the commit checks again, atomically).
+        The state this process knows decides a pass without a consensus
+        read; a failure is decided on the current state."""
+        state = self.machine.recent_state()
+        if state.finalized or state.upper_frontier != expected_upper:
+            state = self.state()
         if state.finalized:
             raise ShardFinalized(f"shard {self.shard_id} is finalized; nothing can be written")
         if state.upper_frontier != expected_upper:

@@ -11,8 +11,8 @@ state only changes through `Machine.apply` (compare-and-set on its seqno).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.relation import RelationDesc
@@ -144,22 +144,43 @@ class ShardState:
         self.since = max(self.since_frontier, target).time
 
     def to_bytes(self) -> bytes:
+        """Every commit writes the state, so its parts are written as their
+        fields (all plain values: `vars`), not through `dataclasses.asdict`'s
+        recursive deep copy, which was a fifth of a one-row INSERT's CPU."""
         data: dict[str, Any] = {
             "shard_id": self.shard_id,
             "desc": self.desc.to_json(),
             "seqno": self.seqno,
             "since": self.since,
             "upper": self.upper,
-            "batches": [asdict(b) for b in self.batches],
-            "leased_readers": {k: asdict(v) for k, v in self.leased_readers.items()},
-            "critical_readers": {k: asdict(v) for k, v in self.critical_readers.items()},
-            "writers": {k: asdict(v) for k, v in self.writers.items()},
-            "seqno_holds": {k: asdict(v) for k, v in self.seqno_holds.items()},
-            "retired": [asdict(r) for r in self.retired],
+            "batches": [vars(b) for b in self.batches],
+            "leased_readers": {k: vars(v) for k, v in self.leased_readers.items()},
+            "critical_readers": {k: vars(v) for k, v in self.critical_readers.items()},
+            "writers": {k: vars(v) for k, v in self.writers.items()},
+            "seqno_holds": {k: vars(v) for k, v in self.seqno_holds.items()},
+            "retired": [vars(r) for r in self.retired],
             "finalized": self.finalized,
             "op_id": self.op_id,
         }
         return json.dumps(data, separators=(",", ":")).encode()
+
+    def copy(self) -> ShardState:
+        """A copy whose parts can be changed without touching this one."""
+        return ShardState(
+            shard_id=self.shard_id,
+            desc=self.desc,
+            seqno=self.seqno,
+            since=self.since,
+            upper=self.upper,
+            batches=[_clone(b) for b in self.batches],
+            leased_readers={k: _clone(v) for k, v in self.leased_readers.items()},
+            critical_readers={k: _clone(v) for k, v in self.critical_readers.items()},
+            writers={k: _clone(v) for k, v in self.writers.items()},
+            seqno_holds={k: _clone(v) for k, v in self.seqno_holds.items()},
+            retired=[_clone(r) for r in self.retired],
+            finalized=self.finalized,
+            op_id=self.op_id,
+        )
 
     @staticmethod
     def from_bytes(raw: bytes) -> ShardState:
@@ -181,3 +202,13 @@ class ShardState:
             finalized=data["finalized"],
             op_id=data.get("op_id", ""),
         )
+
+
+_Part = TypeVar("_Part")
+
+
+def _clone(part: _Part) -> _Part:
+    """A copy of one of the state's parts (dataclasses of plain values)."""
+    new = object.__new__(type(part))
+    new.__dict__.update(vars(part))
+    return new

@@ -474,16 +474,11 @@ class StorageController:
                 shard = self._shards[command.id]
                 planned.append((command.id, Append(shard, table, expected, new_upper)))
             mismatches = []
-            for id, append in planned:
-                current = append.shard.upper()
-                if current != append.expected_upper:
-                    mismatches.append((id, append.expected_upper, current))
-            if not mismatches:
-                try:
-                    compare_and_append_all([append for _, append in planned], records)
-                except persist_errors.UpperMismatch as error:
-                    id = next(id for id, a in planned if a.shard.shard_id == error.shard_id)
-                    mismatches.append((id, error.expected, error.current))
+            try:
+                compare_and_append_all([append for _, append in planned], records)
+            except persist_errors.UpperMismatch as error:
+                id = next(id for id, a in planned if a.shard.shard_id == error.shard_id)
+                mismatches.append((id, error.expected, error.current))
             if mismatches:
                 self.update_write_frontiers([(id, current) for id, _, current in mismatches])
                 raise InvalidUppers(mismatches)

@@ -23,6 +23,7 @@ import pandera.pandas as pa
 from pandera.errors import SchemaError, SchemaErrorReason
 
 from coordinator_lib.adapter.errors import AdapterError
+from coordinator_lib.repr.interval import Interval
 from coordinator_lib.repr.relation import RelationDesc, ScalarType
 
 _PYTHON_TYPES: dict[ScalarType, tuple[type, ...]] = {
@@ -39,6 +40,7 @@ _PYTHON_TYPES: dict[ScalarType, tuple[type, ...]] = {
     ScalarType.TIMESTAMP: (dt.datetime,),
     ScalarType.TIMESTAMPTZ: (dt.datetime,),
     ScalarType.JSONB: (str,),
+    ScalarType.INTERVAL: (Interval,),
 }
 _BITS = {ScalarType.SMALLINT: 16, ScalarType.INTEGER: 32, ScalarType.BIGINT: 64}
 

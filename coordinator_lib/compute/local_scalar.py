@@ -125,7 +125,7 @@ def to_text(value: Any, st: ScalarType) -> str:
     return str(value)
 
 
-def _cast(value: Any, src: ScalarType, dst: ScalarType) -> Any:
+def cast_value(value: Any, src: ScalarType, dst: ScalarType) -> Any:
     if value is None or src is dst:
         return value
     if dst is S.TEXT:
@@ -316,7 +316,7 @@ def eval_scalar(expr: ScalarExpr, row: Row, types: tuple[ColumnType, ...]) -> An
         return _arith(func, left, right, _scalar_type(expr, types))
     if isinstance(expr, Cast):
         value = eval_scalar(expr.expr, row, types)
-        return _cast(value, _scalar_type(expr.expr, types), expr.to)
+        return cast_value(value, _scalar_type(expr.expr, types), expr.to)
     if isinstance(expr, CallFunction):
         args = [eval_scalar(arg, row, types) for arg in expr.args]
         try:

@@ -34,6 +34,7 @@ from coordinator_lib.expr.scalar import (
     is_integer,
 )
 from coordinator_lib.persist.spark_batches import spark_type
+from coordinator_lib.repr.interval import Interval, from_struct, to_struct
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 
 
@@ -69,11 +70,27 @@ def _array_to_text(column: SparkColumn, source: ScalarType) -> SparkColumn:
     return F.udf(text, T.StringType())(column)
 
 
+def _local_cast(column: SparkColumn, source: ScalarType, to: ScalarType) -> SparkColumn:
+    """A cast to or from interval through the local engine's (a Python UDF):
+    its text is PostgreSQL's, which no Spark cast of a struct gives."""
+    from coordinator_lib.compute.local_scalar import cast_value
+
+    def cast(value):  # no hints: they make Spark guess a pandas UDF
+        return to_struct(cast_value(from_struct(value), source, to))
+
+    return F.udf(cast, spark_type(to))(column)
+
+
 def to_spark(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn:
     """Translate `expr` over input columns typed `types`."""
     if isinstance(expr, Column):
         return F.col(column_name(expr.index))
     if isinstance(expr, Literal):
+        if isinstance(expr.value, Interval):
+            fields = expr.value.as_struct()
+            return F.struct(*[F.lit(v).alias(k) for k, v in fields.items()]).cast(
+                spark_type(ScalarType.INTERVAL)
+            )
         value = list(expr.value) if isinstance(expr.value, tuple) else expr.value  # an array
         return F.lit(value).cast(spark_type(expr.type.scalar_type))
     if isinstance(expr, Cast):
@@ -82,6 +99,8 @@ def to_spark(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn:
             return _array_to_text(to_spark(expr.expr, types), source)
         if source is ScalarType.NUMERIC and expr.to is ScalarType.TEXT:
             return _numeric_text(to_spark(expr.expr, types))
+        if ScalarType.INTERVAL in (source, expr.to) and source is not expr.to:
+            return _local_cast(to_spark(expr.expr, types), source, expr.to)
         return to_spark(expr.expr, types).cast(spark_type(expr.to))
     if isinstance(expr, Record):  # array_agg's input: fields f0 (the value), f1...
         return F.struct(*[to_spark(f, types).alias(f"f{i}") for i, f in enumerate(expr.fields)])
@@ -138,7 +157,7 @@ def _python_udf(name: str, out: T.DataType) -> Any:
 
     def call(*args: Any) -> Any:
         try:
-            return evaluate(name, args)
+            return to_struct(evaluate(name, [from_struct(arg) for arg in args]))
         except ValueError as error:
             code = getattr(error, "code", "22000")
             raise ValueError(f"{error} (SQLSTATE {code})") from None

@@ -46,6 +46,7 @@ from coordinator_lib.expr.scalar import (
     ScalarExpr,
     VariadicFunc,
 )
+from coordinator_lib.repr.interval import from_struct
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 
 ERROR = "__error"
@@ -152,7 +153,7 @@ def _from_spark(value: Any, st: ScalarType) -> Any:
         return value.astimezone(dt.UTC)
     if st is ScalarType.BYTEA:
         return bytes(value)
-    return value
+    return from_struct(value)
 
 
 def _evaluated_error(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn:

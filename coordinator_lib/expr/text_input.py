@@ -17,6 +17,7 @@ from typing import Any
 
 from coordinator_lib.expr.scalar import is_integer
 from coordinator_lib.repr.bytea import parse_bytea_escape
+from coordinator_lib.repr.interval import parse_interval
 from coordinator_lib.repr.jsonb import canonical_jsonb
 from coordinator_lib.repr.numeric import NumericFieldOverflow, to_numeric
 from coordinator_lib.repr.relation import ScalarType
@@ -155,6 +156,11 @@ def parse_text_as(text: str, st: ScalarType) -> Any:
         if moment.tzinfo is None:  # the session time zone is UTC
             return moment.replace(tzinfo=dt.UTC)
         return moment.astimezone(dt.UTC)
+    if st is S.INTERVAL:
+        try:
+            return parse_interval(text)
+        except ValueError as error:
+            raise TextInputError.bad_datetime(str(error)) from None
     if st is S.JSONB:
         try:
             return canonical_jsonb(json.loads(text))

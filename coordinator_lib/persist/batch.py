@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from coordinator_lib.persist.blob import fsync_dir
 from coordinator_lib.persist.errors import DiskFull, is_disk_full
 from coordinator_lib.repr.errors import InvalidRow
+from coordinator_lib.repr.interval import Interval
 from coordinator_lib.repr.relation import (
     DIFF_COLUMN,
     TIME_COLUMN,
@@ -51,6 +52,10 @@ def updates_to_table(updates: Sequence[Update], desc: RelationDesc) -> pa.Table:
             columns[i] = [_utc(value) for value in columns[i]]
         elif column_type.scalar_type is ScalarType.TIMESTAMPTZ_ARRAY:
             columns[i] = [None if v is None else [_utc(x) for x in v] for v in columns[i]]
+        elif column_type.scalar_type is ScalarType.INTERVAL:
+            columns[i] = [None if v is None else v.as_struct() for v in columns[i]]
+        elif column_type.scalar_type is ScalarType.INTERVAL_ARRAY:
+            columns[i] = [_structs(v) for v in columns[i]]
     schema = desc.arrow_schema(with_time_diff=True)
     arrays = [_encode_column(col, schema.field(i)) for i, col in enumerate(columns)]
     arrays.append(pa.array(times, type=pa.int64()))
@@ -93,6 +98,20 @@ def _encodes(value: Any, arrow_type: pa.DataType) -> bool:
     except (pa.ArrowException, ValueError, TypeError, OverflowError):
         return False
     return True
+
+
+def _stored(value: Any) -> Any:
+    """A value read by column_pylist as Arrow takes it back (intervals as structs)."""
+    if isinstance(value, Interval):
+        return value.as_struct()
+    if isinstance(value, tuple):
+        return _structs(value) if any(isinstance(v, Interval) for v in value) else list(value)
+    return value
+
+
+def _structs(values: tuple | None) -> list | None:
+    """An interval array's elements as the structs Arrow stores."""
+    return None if values is None else [None if v is None else v.as_struct() for v in values]
 
 
 def _utc(value: dt.datetime | None) -> dt.datetime | None:
@@ -193,12 +212,12 @@ def consolidate_table(table: pa.Table, desc: RelationDesc, as_of: int | None) ->
     if not keys:
         total = pc.sum(table.column(DIFF_COLUMN)).as_py() or 0
         return pa.table({DIFF_COLUMN: pa.array([total] if total else [], type=pa.int64())})
-    # Arrow cannot group by list (array) columns: group by a code per
-    # distinct value instead and put the values back afterwards.
+    # Arrow cannot group by list (array) or struct (interval) columns: group
+    # by a code per distinct value instead and put the values back afterwards.
     decoded: dict[str, tuple[list, pa.DataType]] = {}
     for name in keys:
         column = table.column(name)
-        if pa.types.is_list(column.type):
+        if pa.types.is_list(column.type) or pa.types.is_struct(column.type):
             codes: dict = {}
             values = column_pylist(column)
             code_column = [codes.setdefault(v, len(codes)) for v in values]
@@ -210,6 +229,6 @@ def consolidate_table(table: pa.Table, desc: RelationDesc, as_of: int | None) ->
     grouped = grouped.rename_columns([*keys, DIFF_COLUMN])
     for name, (values, list_type) in decoded.items():
         index = grouped.column_names.index(name)
-        restored = [values[c] for c in grouped.column(name).to_pylist()]
+        restored = [_stored(values[c]) for c in grouped.column(name).to_pylist()]
         grouped = grouped.set_column(index, name, pa.array(restored, type=list_type))
     return grouped.filter(pc.not_equal(grouped.column(DIFF_COLUMN), 0))

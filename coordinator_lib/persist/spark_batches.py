@@ -49,6 +49,14 @@ _SPARK_TYPES: dict[ScalarType, T.DataType] = {
     ScalarType.TIMESTAMPTZ: T.TimestampType(),
     # jsonb is stored as its canonical text, as on the pyarrow side.
     ScalarType.JSONB: T.StringType(),
+    # months, days, micros apart, as repr/relation.py stores them
+    ScalarType.INTERVAL: T.StructType(
+        [
+            T.StructField("months", T.IntegerType(), nullable=False),
+            T.StructField("days", T.IntegerType(), nullable=False),
+            T.StructField("micros", T.LongType(), nullable=False),
+        ]
+    ),
 }
 
 _TIMESTAMP_CONF = "spark.sql.parquet.outputTimestampType"

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from coordinator_lib.repr.errors import InvalidRow
+from coordinator_lib.repr.interval import Interval, from_struct
 from coordinator_lib.repr.update import Row
 
 # Columns persist adds to every batch; user columns may not use these names.
@@ -41,6 +42,8 @@ class ScalarType(Enum):
     TIMESTAMP = "timestamp"
     TIMESTAMPTZ = "timestamp with time zone"
     JSONB = "jsonb"
+    # Months, days, microseconds apart (repr/interval.py), stored as a struct.
+    INTERVAL = "interval"
     # One-dimensional arrays of the types above (array_agg's results), values
     # are tuples (rows stay hashable); elements may be NULL.
     BOOLEAN_ARRAY = "boolean[]"
@@ -56,6 +59,7 @@ class ScalarType(Enum):
     TIMESTAMP_ARRAY = "timestamp[]"
     TIMESTAMPTZ_ARRAY = "timestamp with time zone[]"
     JSONB_ARRAY = "jsonb[]"
+    INTERVAL_ARRAY = "interval[]"
 
     def to_arrow(self) -> pa.DataType:
         element = self.element
@@ -96,6 +100,16 @@ _ARROW_TYPES: dict[ScalarType, pa.DataType] = {
     ScalarType.TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
     # jsonb is stored as its canonical text so Spark and pyarrow agree on it.
     ScalarType.JSONB: pa.string(),
+    # A struct, not Arrow's month_day_nano_interval: Parquet cannot store
+    # that (its INTERVAL is months, days, milliseconds), and Spark reads a
+    # struct back as a struct.
+    ScalarType.INTERVAL: pa.struct(
+        [
+            pa.field("months", pa.int32(), nullable=False),
+            pa.field("days", pa.int32(), nullable=False),
+            pa.field("micros", pa.int64(), nullable=False),
+        ]
+    ),
 }
 
 _INT_RANGES = {
@@ -263,6 +277,8 @@ def _check_value(value: Any, ty: ColumnType) -> str | None:
         ok = isinstance(value, dt.datetime) and value.tzinfo is None
     elif st is ScalarType.TIMESTAMPTZ:
         ok = isinstance(value, dt.datetime) and value.tzinfo is not None
+    elif st is ScalarType.INTERVAL:
+        ok = isinstance(value, Interval)
     elif st is ScalarType.JSONB:
         if not isinstance(value, str):
             return f"expected jsonb text, got {type(value).__name__}"
@@ -282,12 +298,17 @@ def column_pylist(column: pa.ChunkedArray | pa.Array) -> list[Any]:
     """`column.to_pylist()`, with list (array) values as tuples so rows that
     hold them stay hashable."""
     values = column.to_pylist()
-    if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+    kind = column.type
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        if pa.types.is_struct(kind.value_type):
+            return [None if v is None else tuple(map(from_struct, v)) for v in values]
         return [None if v is None else tuple(v) for v in values]
+    if pa.types.is_struct(kind):
+        return [from_struct(v) for v in values]
     return values
 
 
 def arrays_to_tuples(row: Any) -> tuple:
     """A row read from Spark (or any sequence of values) with list values as
     tuples."""
-    return tuple(tuple(v) if isinstance(v, list) else v for v in row)
+    return tuple(tuple(v) if isinstance(v, list) else from_struct(v) for v in row)

@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from coordinator_lib.repr.array import array_text
+from coordinator_lib.repr.interval import Interval, format_interval
 from coordinator_lib.repr.numeric import numeric_display
 from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.sql.escape_string import invalid_byte_sequence
@@ -41,6 +42,7 @@ PG_TYPES: dict[ScalarType, PgType] = {
     ScalarType.TIMESTAMP: PgType(1114, "timestamp", 8),
     ScalarType.TIMESTAMPTZ: PgType(1184, "timestamptz", 8),
     ScalarType.JSONB: PgType(3802, "jsonb", -1),
+    ScalarType.INTERVAL: PgType(1186, "interval", 16),
     # Arrays (array_agg's results): PostgreSQL's `_<element>` types.
     ScalarType.BOOLEAN_ARRAY: PgType(1000, "_bool", -1),
     ScalarType.SMALLINT_ARRAY: PgType(1005, "_int2", -1),
@@ -55,6 +57,7 @@ PG_TYPES: dict[ScalarType, PgType] = {
     ScalarType.TIMESTAMP_ARRAY: PgType(1115, "_timestamp", -1),
     ScalarType.TIMESTAMPTZ_ARRAY: PgType(1185, "_timestamptz", -1),
     ScalarType.JSONB_ARRAY: PgType(3807, "_jsonb", -1),
+    ScalarType.INTERVAL_ARRAY: PgType(1187, "_interval", -1),
 }
 
 # OIDs a client may name for a parameter, mapped back to our types (varchar,
@@ -276,6 +279,7 @@ _TEXT_ENCODERS: dict[ScalarType, Callable[[Any], str]] = {
     ScalarType.TIMESTAMP: format_timestamp,
     ScalarType.TIMESTAMPTZ: lambda v: format_timestamp(v, with_zone=True),
     ScalarType.JSONB: _format_jsonb,
+    ScalarType.INTERVAL: format_interval,
 }
 
 
@@ -347,6 +351,7 @@ _BINARY_ENCODERS: dict[ScalarType, Callable[[Any], bytes]] = {
     ScalarType.TIMESTAMP: _timestamp_to_binary,
     ScalarType.TIMESTAMPTZ: _timestamp_to_binary,
     ScalarType.JSONB: lambda v: b"\x01" + _format_jsonb(v).encode(),
+    ScalarType.INTERVAL: lambda v: struct.pack(">qii", v.micros, v.days, v.months),
 }
 
 
@@ -443,6 +448,13 @@ def _jsonb_from_binary(data: bytes) -> str:
     return data[1:].decode()
 
 
+def _interval_from_binary(data: bytes) -> str:
+    if len(data) != 16:
+        raise ValueError(f"expected 16 bytes, got {len(data)}")
+    micros, days, months = struct.unpack(">qii", data)
+    return format_interval(Interval(months, days, micros))
+
+
 def _bool_from_binary(data: bytes) -> str:
     if data not in (b"\x00", b"\x01"):
         raise ValueError("invalid boolean value")
@@ -463,6 +475,7 @@ _BINARY_DECODERS: dict[ScalarType, Callable[[bytes], str]] = {
     ScalarType.TIMESTAMP: lambda d: _timestamp_from_binary(d, with_zone=False),
     ScalarType.TIMESTAMPTZ: lambda d: _timestamp_from_binary(d, with_zone=True),
     ScalarType.JSONB: _jsonb_from_binary,
+    ScalarType.INTERVAL: _interval_from_binary,
 }
 
 # OIDs whose binary form is plain UTF-8 text although they are not in TYPES_BY_OID

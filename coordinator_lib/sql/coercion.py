@@ -57,6 +57,7 @@ INTERNAL_NAMES = {
     S.TIMESTAMP: "timestamp",
     S.TIMESTAMPTZ: "timestamptz",
     S.JSONB: "jsonb",
+    S.INTERVAL: "interval",
 }
 
 _DTYPES: dict[exp.DType, ScalarType] = {
@@ -76,6 +77,7 @@ _DTYPES: dict[exp.DType, ScalarType] = {
     exp.DType.TIMESTAMPTZ: S.TIMESTAMPTZ,
     exp.DType.JSONB: S.JSONB,
     exp.DType.JSON: S.JSONB,
+    exp.DType.INTERVAL: S.INTERVAL,
 }
 
 
@@ -194,6 +196,7 @@ _CATEGORY = {
     S.TIMESTAMP: "D",
     S.TIMESTAMPTZ: "D",
     S.JSONB: "U",
+    S.INTERVAL: "T",
     # Arrays (array_agg's results) compare only with the same array type.
     **{st: "A" for st in ScalarType if st.is_array},
 }

@@ -153,6 +153,10 @@ def _subtree_start(node: exp.Expr | None) -> int | None:
     return best
 
 
+# PostgreSQL's interval field keywords after an interval string.
+_INTERVAL_FIELDS = frozenset({"YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND"})
+
+
 class TidemarkParser(StatementParser):
     """Materialize's parser with the statements listed in the module docstring."""
 
@@ -218,6 +222,19 @@ class TidemarkParser(StatementParser):
             quoted = token.token_type == TokenType.IDENTIFIER
             call.meta[WRITTEN_NAME] = token.text if quoted else token.text.lower()
         return call
+
+    def _parse_interval_span(
+        self, this: exp.Expr, parse_function_unit: bool = True
+    ) -> exp.Interval:
+        """`INTERVAL '1 day 02:03:04'` keeps its whole string, as PostgreSQL
+        reads it (sqlglot keeps the first number and unit only), with an
+        optional field keyword (`INTERVAL '1' YEAR`)."""
+        if this is None or not this.is_string:
+            return super()._parse_interval_span(this, parse_function_unit)
+        unit = None
+        if self._curr is not None and self._curr.text.upper() in _INTERVAL_FIELDS:
+            unit = self._parse_var(any_token=True, upper=True)
+        return self.expression(exp.Interval(this=this, unit=unit))
 
     def _parse_type(
         self, parse_interval: bool = True, fallback_to_identifier: bool = False

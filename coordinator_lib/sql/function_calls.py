@@ -14,13 +14,12 @@ arguments are cast to it. Nothing fits: "function ... does not exist"
 A few calls need more than an overload: a constant unit, field, zone or
 template checked at plan time (date_trunc, extract, date_part, AT TIME ZONE,
 to_char), operators whose errors name the operator (jsonb's, `~`), and
-`timestamp +/- interval '...'` and date arithmetic, bound from `+`/`-`.
+the operators of intervals and timestamps and date arithmetic, bound from
+`+`, `-`, `*` and `/`.
 """
 
 from __future__ import annotations
 
-import decimal
-import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -41,18 +40,19 @@ from coordinator_lib.expr.functions.datetime import (
     normalize_unit,
     zone_name,
 )
+from coordinator_lib.expr.functions.interval import INTERVAL_FIELDS
 from coordinator_lib.expr.functions.to_char import TO_CHAR_SUPPORTED, to_char_template
 from coordinator_lib.expr.scalar import CallUnary, If, Literal, UnaryFunc, is_integer, is_numeric
+from coordinator_lib.repr.interval import Interval
+from coordinator_lib.repr.interval import parse_interval as read_interval
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.sql.array_syntax import bind_array, bind_subscript
 from coordinator_lib.sql.coercion import can_cast_implicitly
 from coordinator_lib.sql.errors import (
     InvalidDatetimeFormat,
     InvalidParameter,
-    UndefinedOperator,
     UnsupportedFeature,
 )
-from coordinator_lib.sql.interval_fields import interval_field
 from coordinator_lib.sql.positions import position_of
 from coordinator_lib.sql.typed import Typed, literal
 
@@ -197,6 +197,9 @@ def _args(*keys: str) -> Callable[[exp.Expr], list[exp.Expr]]:
 # sqlglot node -> (the name it calls, its argument nodes): bound by overloads alone.
 _SYNTAX: dict[type, tuple[Callable[[Any], str], Callable[[Any], list[exp.Expr]]]] = {
     exp.Substring: (lambda n: "substring", _args("this", "start", "length")),
+    exp.JustifyDays: (lambda n: "justify_days", _args("this")),
+    exp.JustifyHours: (lambda n: "justify_hours", _args("this")),
+    exp.JustifyInterval: (lambda n: "justify_interval", _args("this")),
     exp.ArraySize: (lambda n: "array_length", _args("this", "expression")),
     exp.Trim: (
         lambda n: {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(
@@ -284,6 +287,16 @@ def _field_call(b: ScalarBinder, node: exp.Expr, name: str, nodes: list[exp.Expr
     value = args.values[1]
     if value.unknown:
         value = b.resolve_unknown(value, S.TIMESTAMPTZ, nodes[1])
+    if value.scalar is S.INTERVAL:
+        if field not in EXTRACT_FIELDS:
+            raise InvalidParameter(
+                f'unit "{field}" not recognized for type interval', position_of(node)
+            )
+        if field not in INTERVAL_FIELDS:
+            raise UnsupportedFeature(
+                f'unit "{field}" not supported for type interval', position_of(node)
+            )
+        return args.call(f"{name}_interval", [literal(field, S.TEXT), value])
     if value.scalar not in (S.DATE, S.TIMESTAMP, S.TIMESTAMPTZ):
         raise args.fail()
     if field not in EXTRACT_FIELDS or (value.scalar is S.DATE and field in TIME_FIELDS):
@@ -296,9 +309,6 @@ def _field_call(b: ScalarBinder, node: exp.Expr, name: str, nodes: list[exp.Expr
 
 
 def _extract(b: ScalarBinder, node: exp.Extract) -> Typed:
-    if isinstance(node.expression, exp.Interval):  # a constant: sql/interval_fields.py
-        months, days, micros = interval_constant(node.expression)
-        return interval_field(node.this.name, months, days, micros, position_of(node))
     return _field_call(b, node, "extract", [_unit_text(node.this), node.expression])
 
 
@@ -389,63 +399,14 @@ def _timestamp_arg(args: _Args, i: int) -> Typed:
     raise args.fail()
 
 
-# unit -> (months, days, microseconds) per 1
-_INTERVAL_UNITS: dict[str, tuple[int, int, int]] = {
-    "microseconds": (0, 0, 1),
-    "milliseconds": (0, 0, 1_000),
-    "second": (0, 0, 1_000_000),
-    "minute": (0, 0, 60_000_000),
-    "hour": (0, 0, 3_600_000_000),
-    "day": (0, 1, 0),
-    "week": (0, 7, 0),
-    "month": (1, 0, 0),
-    "quarter": (3, 0, 0),
-    "year": (12, 0, 0),
-    "decade": (120, 0, 0),
-    "century": (1200, 0, 0),
-    "centuries": (1200, 0, 0),
-    "millennium": (12000, 0, 0),
-}
-
-
-_CLOCK = re.compile(r"([+-])?(\d+):(\d{1,2})(?::(\d{1,2}(?:\.\d{1,6})?))?")
-
-
-_DAY_MICROS = 86_400_000_000
-
-
 def parse_interval(text: str) -> tuple[int, int, int]:
-    """(months, days, microseconds) of an interval constant: `1 day`,
-    `2 hours 30 minutes`, `-1 month 3 days 01:30:00`, `1.5 days`. Fractions
-    carry down as PostgreSQL's do (a month is 30 days, a day 24 hours)."""
-    months = days = micros = 0
-    tokens = text.replace(",", " ").split()
-    i = 0
+    """(months, days, microseconds) of an interval constant
+    (repr/interval.parse_interval), a bad one 22007."""
     try:
-        while i < len(tokens):
-            clock = _CLOCK.fullmatch(tokens[i])
-            if clock:
-                sign = -1 if clock.group(1) == "-" else 1
-                seconds = decimal.Decimal(clock.group(4) or 0)
-                total = int(clock.group(2)) * 3600 + int(clock.group(3)) * 60
-                micros += sign * int((total + seconds) * 1_000_000)
-                i += 1
-                continue
-            amount = decimal.Decimal(tokens[i])
-            unit = normalize_unit(tokens[i + 1]).rstrip("s") if i + 1 < len(tokens) else "second"
-            unit = {"microsecond": "microseconds", "millisecond": "milliseconds"}.get(unit, unit)
-            if unit not in _INTERVAL_UNITS:
-                unit = normalize_unit(tokens[i + 1])
-            m, d, us = _INTERVAL_UNITS[unit]
-            whole_months = amount * m
-            months += int(whole_months)
-            whole_days = amount * d + (whole_months - int(whole_months)) * 30
-            days += int(whole_days)
-            micros += int(amount * us + (whole_days - int(whole_days)) * _DAY_MICROS)
-            i += 2
-    except (KeyError, decimal.InvalidOperation, IndexError):
-        raise InvalidDatetimeFormat(f'invalid input syntax for type interval: "{text}"') from None
-    return months, days, micros
+        value = read_interval(text)
+    except ValueError as error:
+        raise InvalidDatetimeFormat(str(error)) from None
+    return value.months, value.days, value.micros
 
 
 def interval_constant(node: exp.Interval) -> tuple[int, int, int]:
@@ -461,6 +422,11 @@ def interval_constant(node: exp.Interval) -> tuple[int, int, int]:
         return parse_interval(text)
     except InvalidDatetimeFormat as error:
         raise error.at(position_of(node)) from None
+
+
+def bind_interval(b: ScalarBinder, node: exp.Interval) -> Typed:
+    """`INTERVAL '...' [unit]`: an interval constant."""
+    return literal(Interval(*interval_constant(node)), S.INTERVAL)
 
 
 def _jsonb(b: ScalarBinder, node: exp.Expr) -> Typed:
@@ -552,31 +518,52 @@ def _to_char(b: ScalarBinder, node: exp.Anonymous) -> Typed:
     return args.call("to_char", [value, literal(template, S.TEXT), literal(zone, S.TEXT)])
 
 
-def interval_arithmetic(b: ScalarBinder, node: exp.Add | exp.Sub) -> Typed:
-    """`timestamp +/- interval '...'` and `interval '...' + timestamp`: a
-    timestamp, timestamptz or date (as timestamp) moved by the constant."""
-    left, right = node.this, node.expression
-    symbol = "+" if isinstance(node, exp.Add) else "-"
-    if isinstance(left, exp.Interval) and isinstance(node, exp.Add):
-        left, right = right, left
-    if not isinstance(right, exp.Interval) or isinstance(left, exp.Interval):
-        raise UnsupportedFeature(f"interval {symbol} interval is not supported", position_of(node))
-    value = b.bind(left)
-    if value.unknown:
-        value = b.resolve_unknown(value, S.TIMESTAMPTZ, left)
-    if value.scalar is S.DATE:
-        value = b.cast_to(value, S.TIMESTAMP, left)
-    if value.scalar not in (S.TIMESTAMP, S.TIMESTAMPTZ):
-        raise UndefinedOperator(
-            f"operator does not exist: {value.scalar.value} {symbol} interval",
-            position_of(node),
-            hint="No operator matches the given name and argument types. "
-            "You might need to add explicit type casts.",
-        )
-    sign = 1 if isinstance(node, exp.Add) else -1
-    months, days, micros = (sign * part for part in interval_constant(right))
-    parts = [literal(months, S.INTEGER), literal(days, S.INTEGER), literal(micros, S.BIGINT)]
-    return _Args(b, node, symbol, []).call("add_interval", [value, *parts])
+_TIMES = (S.DATE, S.TIMESTAMP, S.TIMESTAMPTZ)
+
+
+def interval_negation(b: ScalarBinder, node: exp.Expr, value: Typed) -> Typed:
+    return _Args(b, node, "-", []).call("interval_neg", [value])
+
+
+def interval_cmp_key(b: ScalarBinder, node: exp.Expr, value: Typed) -> Typed:
+    """What intervals compare by (=, <, ...): microseconds with 30-day
+    months and 24-hour days, as PostgreSQL's interval_cmp."""
+    return _Args(b, node, "=", []).call("interval_cmp_key", [value])
+
+
+def interval_arithmetic(
+    b: ScalarBinder, node: exp.Binary, symbol: str, left: Typed, right: Typed
+) -> Typed | None:
+    """The operators of intervals and timestamps (expr/functions/interval.py),
+    None when neither operand is an interval nor both timestamps:
+    timestamp +/- interval (a date is a timestamp), interval + timestamp,
+    timestamp - timestamp, interval +/- interval, interval * and / a
+    number, number * interval."""
+    lt, rt = left.scalar, right.scalar
+    call = _Args(b, node, symbol, []).call
+    if symbol == "-" and lt in _TIMES[1:] and rt in _TIMES[1:]:
+        target = S.TIMESTAMP if lt is rt is S.TIMESTAMP else S.TIMESTAMPTZ
+        values = [b.cast_to(v, target, n) for v, n in ((left, node.this), (right, node.expression))]
+        return call("timestamp_diff", values)
+    if S.INTERVAL not in (lt, rt):
+        return None
+    if symbol == "+" and lt is S.INTERVAL and rt in _TIMES:
+        left, right, lt, rt = right, left, rt, lt
+    if lt is rt is S.INTERVAL and symbol in "+-":
+        return call("interval_add" if symbol == "+" else "interval_sub", [left, right])
+    if lt in _TIMES and rt is S.INTERVAL and symbol in "+-":
+        if lt is S.DATE:
+            left = b.cast_to(left, S.TIMESTAMP, node.this)
+        if symbol == "-":
+            right = call("interval_neg", [right])
+        return call("add_interval", [left, right])
+    if symbol in "*/" and is_numeric(lt if rt is S.INTERVAL else rt):
+        if symbol == "*" and lt is not S.INTERVAL:
+            left, right = right, left
+        if left.scalar is S.INTERVAL:
+            factor = b.cast_to(right, S.DOUBLE, node)
+            return call("interval_mul" if symbol == "*" else "interval_div", [left, factor])
+    raise b.no_operator(node, symbol, lt, rt)
 
 
 def date_arithmetic(b: ScalarBinder, node: exp.Add | exp.Sub, left: Typed, right: Typed) -> Typed:
@@ -605,6 +592,7 @@ _BESPOKE: dict[type, Callable[[Any, Any], Typed]] = {
     exp.Chr: _chr,
     exp.TimestampTrunc: _date_trunc,
     exp.Extract: _extract,
+    exp.Interval: bind_interval,
     exp.AtTimeZone: _at_time_zone,
     exp.RegexpLike: _regex_match("regex_match", "~"),
     exp.RegexpILike: _regex_match("regex_imatch", "~*"),
@@ -655,13 +643,16 @@ def bind_named(b: ScalarBinder, node: exp.Anonymous, name: str) -> Typed:
 
 
 __all__ = [
+    "bind_interval",
     "bind_named",
     "bind_node",
     "binds_name",
     "binds_node",
     "date_arithmetic",
     "interval_arithmetic",
+    "interval_cmp_key",
     "interval_constant",
+    "interval_negation",
     "parse_interval",
     "resolve_call",
 ]

@@ -39,6 +39,7 @@ from coordinator_lib.expr.scalar import (
     UnaryFunc,
     VariadicFunc,
 )
+from coordinator_lib.repr.interval import ZERO
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.sql.outer import columns_read
 
@@ -57,6 +58,7 @@ _ZERO: dict[ScalarType, Any] = {
     S.TIMESTAMP: dt.datetime(1970, 1, 1),
     S.TIMESTAMPTZ: dt.datetime(1970, 1, 1, tzinfo=dt.UTC),
     S.JSONB: "null",
+    S.INTERVAL: ZERO,
 }
 
 

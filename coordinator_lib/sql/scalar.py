@@ -258,8 +258,6 @@ class ScalarBinder:
             raise UnsupportedFeature("subqueries are not supported here", position)
         if isinstance(node, exp.Window):
             raise UnsupportedFeature("window functions are not supported yet", position)
-        if isinstance(node, exp.Interval):
-            raise UnsupportedFeature("type interval is not supported", position)
         if isinstance(node, exp.CurrentDate):
             raise UnsupportedFeature(
                 "current_date is not allowed here: it is not materializable "
@@ -441,10 +439,6 @@ class ScalarBinder:
     # --- operators -------------------------------------------------------------
 
     def _arithmetic(self, node: exp.Binary) -> Typed:
-        if isinstance(node, exp.Add | exp.Sub) and (
-            isinstance(node.this, exp.Interval) or isinstance(node.expression, exp.Interval)
-        ):
-            return function_calls.interval_arithmetic(self, node)
         func, symbol = _ARITHMETIC[type(node)]
         left, right = self.bind(node.this), self.bind(node.expression)
         if left.unknown and right.unknown:
@@ -455,9 +449,14 @@ class ScalarBinder:
                 "You might need to add explicit type casts.",
             )
         if left.unknown:
-            left = self.resolve_unknown(left, right.scalar, node.this)
+            left = self.resolve_unknown(left, _unknown_operand(symbol, right.scalar), node.this)
         elif right.unknown:
-            right = self.resolve_unknown(right, left.scalar, node.expression)
+            right = self.resolve_unknown(
+                right, _unknown_operand(symbol, left.scalar), node.expression
+            )
+        moved = function_calls.interval_arithmetic(self, node, symbol, left, right)
+        if moved is not None:
+            return moved
         if isinstance(node, exp.Add | exp.Sub) and S.DATE in (left.scalar, right.scalar):
             return function_calls.date_arithmetic(self, node, left, right)
         if not (is_numeric(left.scalar) and is_numeric(right.scalar)):
@@ -476,7 +475,10 @@ class ScalarBinder:
     ) -> Typed:
         if isinstance(left.expr, MzNow) or isinstance(right.expr, MzNow):
             return compare_mz_now(self, node, func, symbol, left, right, nodes)
-        left, right, _ = self.operands(node, left, right, symbol, nodes)
+        left, right, target = self.operands(node, left, right, symbol, nodes)
+        if target is S.INTERVAL:  # PostgreSQL's order: 30-day months, 24-hour days
+            left = function_calls.interval_cmp_key(self, node, left)
+            right = function_calls.interval_cmp_key(self, node, right)
         return self.typed(CallBinary(func, left.expr, right.expr))
 
     def _comparison(self, node: exp.Binary) -> Typed:
@@ -627,6 +629,8 @@ class ScalarBinder:
         operand = self.bind(inner)
         if operand.unknown:
             raise UndefinedOperator("operator is not unique: - unknown", position_of(node))
+        if operand.scalar is S.INTERVAL:
+            return function_calls.interval_negation(self, node, operand)
         if not is_numeric(operand.scalar):
             raise self.no_operator(node, "-", operand.scalar)
         return self.typed(CallUnary(UnaryFunc.NEG, operand.expr))
@@ -811,6 +815,14 @@ class ScalarBinder:
 
 
 # --- subqueries: planned as queries of their own (ctx.planner), lowered by subquery.py
+
+
+def _unknown_operand(symbol: str, other: ScalarType) -> ScalarType:
+    """The type an untyped literal takes beside `other`: its type, but an
+    interval added to a timestamp (PostgreSQL has no timestamp + timestamp)."""
+    if symbol == "+" and other in (S.TIMESTAMP, S.TIMESTAMPTZ):
+        return S.INTERVAL
+    return other
 
 
 def _outer_reference(outer: ScalarBinder, node: exp.Column) -> Typed:

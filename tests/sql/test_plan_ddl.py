@@ -79,7 +79,7 @@ def test_create_table_if_not_exists_and_duplicates() -> None:
     [
         "CREATE TABLE n (a int CHECK (a > 0))",
         "CREATE TABLE n (a int DEFAULT 5)",
-        "CREATE TABLE n (a interval)",
+        "CREATE TABLE n (a money)",
         "CREATE TABLE n AS SELECT 1",
     ],
 )

@@ -292,20 +292,6 @@ def date_part(field: str, value: dt.date) -> float:
     return float(_field(field, value))
 
 
-def _add_interval_column(c: SparkCall) -> SparkColumn:
-    moved = c.args[0]
-    for unit, amount in zip(("MONTH", "DAY", "MICROSECOND"), c.args[1:], strict=True):
-        moved = F.timestamp_add(unit, amount, moved)
-    return moved.cast(c.out)
-
-
-@scalar_function(
-    "add_interval",
-    sig(S.TIMESTAMP, S.INTEGER, S.INTEGER, S.BIGINT, result=S.TIMESTAMP),
-    sig(S.TIMESTAMPTZ, S.INTEGER, S.INTEGER, S.BIGINT, result=S.TIMESTAMPTZ),
-    sql=(),
-    spark=_add_interval_column,
-)
 def add_interval(value: dt.datetime, months: int, days: int, micros: int) -> dt.datetime:
     """PostgreSQL's timestamp + interval: months first (the day clamped to the
     month's last), then days, then the time part (time zone UTC)."""

@@ -15,6 +15,7 @@ delta retracts from it, whatever its size; the accumulating reduce on Spark
 from __future__ import annotations
 
 import decimal
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,15 +36,19 @@ from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.repr.update import Row
 
 _Spec = tuple[tuple[ColumnType, ...], list[bool], list[ScalarType]]
-# id(reduce) -> (reduce, its spec): typing the aggregates once per plan,
-# not once per group (a step makes a few per touched group).
-_SPECS: dict[int, tuple[rel.Reduce, _Spec]] = {}
+# id(reduce) -> (a weak reference to it, its spec): the aggregates are typed
+# once per plan, not once per group (a step makes a few per touched group).
+# Weak, so that the entry goes when its plan does: every ad-hoc aggregate
+# query plans a new Reduce, and a strong reference kept each whole plan
+# (joins, descs, expressions) alive until 1024 had piled up (issue 18's soak).
+_SPECS: dict[int, tuple[weakref.ref[rel.Reduce], _Spec]] = {}
 
 
 def _spec(reduce: rel.Reduce) -> _Spec:
     """(input types, whether each aggregate sums numerics, result types)."""
-    found = _SPECS.get(id(reduce))
-    if found is not None and found[0] is reduce:
+    key = id(reduce)
+    found = _SPECS.get(key)
+    if found is not None and found[0]() is reduce:
         return found[1]
     types = reduce.input.desc.types
     out_types = [a.typ(types).scalar_type for a in reduce.aggregates]
@@ -51,9 +56,12 @@ def _spec(reduce: rel.Reduce) -> _Spec:
         a.func is rel.AggregateFunc.SUM and t is ScalarType.NUMERIC
         for a, t in zip(reduce.aggregates, out_types, strict=True)
     ]
-    if len(_SPECS) > 1024:
-        _SPECS.clear()
-    _SPECS[id(reduce)] = (reduce, (types, numeric, out_types))
+
+    def forget(ref: weakref.ref[rel.Reduce]) -> None:
+        if _SPECS.get(key, (None,))[0] is ref:  # not a newer plan at the same address
+            _SPECS.pop(key, None)
+
+    _SPECS[key] = (weakref.ref(reduce, forget), (types, numeric, out_types))
     return types, numeric, out_types
 
 

@@ -1,0 +1,33 @@
+"""What a finished statement leaves behind in the server: nothing that grows
+with the number of statements run (issue 18's soak: the demo server's heap
+grew with every round of a scripted user's queries)."""
+
+from __future__ import annotations
+
+import gc
+
+from coordinator_lib.expr import relation as rel
+from coordinator_lib.server.environment import Environment
+from tests.fixtures.served import connect
+
+
+def _live_plans() -> int:
+    """Aggregation plans alive in this process (the served server's included)."""
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if isinstance(o, rel.Reduce))
+
+
+def test_aggregate_queries_run_leave_no_plan_alive(environment: Environment) -> None:
+    with connect(environment) as conn:
+        conn.execute("CREATE TABLE t (k int, v int)")
+        conn.execute("INSERT INTO t VALUES (1, 2), (1, 3), (2, 5)")
+
+        def run(first: int, last: int) -> None:
+            for i in range(first, last):  # distinct texts, as an ad-hoc user types them
+                rows = conn.execute(f"SELECT k, sum(v) + {i}, count(*) FROM t GROUP BY k")
+                assert sorted(rows.fetchall()) == [(1, 5 + i, 2), (2, 5 + i, 1)]
+
+        run(0, 5)
+        after_few = _live_plans()
+        run(5, 45)
+        assert _live_plans() <= after_few

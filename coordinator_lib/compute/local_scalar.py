@@ -87,17 +87,16 @@ def _like(text: str, pattern: str) -> bool:
 
 def _element_text(value: Any, st: ScalarType) -> str:
     """An array element's text: its type's output function, which is not
-    always its `::text` (PostgreSQL prints booleans in arrays as t / f, and
-    timestamps without trailing zeros in the fraction, as pgwire does)."""
+    always its `::text` (PostgreSQL prints booleans in arrays as t / f)."""
     if st is S.BOOLEAN:
         return "t" if value else "f"
-    text = to_text(value, st)
-    if st in (S.TIMESTAMP, S.TIMESTAMPTZ):
-        body, zone = (text[:-3], text[-3:]) if st is S.TIMESTAMPTZ else (text, "")
-        if "." in body:
-            body = body.rstrip("0").rstrip(".")
-        text = body + zone
-    return text
+    return to_text(value, st)
+
+
+def _timestamp_text(value: dt.datetime) -> str:
+    """PostgreSQL's output: the fraction without trailing zeros."""
+    text = value.isoformat(sep=" ")
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def to_text(value: Any, st: ScalarType) -> str:
@@ -117,9 +116,9 @@ def to_text(value: Any, st: ScalarType) -> str:
     if st is S.NUMERIC:  # as clients are shown it: no trailing zeros
         return format(numeric_display(value), "f")
     if st is S.TIMESTAMPTZ:
-        return value.astimezone(dt.UTC).replace(tzinfo=None).isoformat(sep=" ") + "+00"
+        return _timestamp_text(value.astimezone(dt.UTC).replace(tzinfo=None)) + "+00"
     if st is S.TIMESTAMP:
-        return value.isoformat(sep=" ")
+        return _timestamp_text(value)
     if st is S.BYTEA:
         return "\\x" + value.hex()
     return str(value)

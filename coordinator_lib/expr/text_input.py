@@ -15,6 +15,7 @@ import math
 import re
 from typing import Any
 
+from coordinator_lib.expr.datetime_input import DatetimeOutOfRange, parse_date, parse_datetime
 from coordinator_lib.expr.scalar import is_integer
 from coordinator_lib.repr.bytea import parse_bytea_escape
 from coordinator_lib.repr.interval import parse_interval
@@ -137,16 +138,14 @@ def parse_text_as(text: str, st: ScalarType) -> Any:
         return number
     if st is S.BYTEA:
         return _parse_bytea(text)
-    if st is S.DATE:
+    if st in (S.DATE, S.TIMESTAMP, S.TIMESTAMPTZ):
         try:
-            return dt.date.fromisoformat(stripped)
-        except ValueError:
-            raise TextInputError.bad_datetime(
-                f'invalid input syntax for type date: "{text}"'
-            ) from None
-    if st in (S.TIMESTAMP, S.TIMESTAMPTZ):
-        try:
-            moment = _parse_timestamp(stripped)
+            if st is S.DATE:
+                return parse_date(text)
+            moment = parse_datetime(text)
+        except DatetimeOutOfRange as error:
+            message = str(error) if error.code == "22023" else f'{error}: "{text}"'
+            raise TextInputError(message, error.code) from None
         except ValueError:
             raise TextInputError.bad_datetime(
                 f'invalid input syntax for type {st.value}: "{text}"'
@@ -168,21 +167,6 @@ def parse_text_as(text: str, st: ScalarType) -> Any:
             raise TextInputError(f'invalid input syntax for type json: "{text}"') from None
     unsupported = f"literals of type {st.value} are not supported"
     raise TextInputError(unsupported, "0A000")  # pragma: no cover
-
-
-_FRACTION_BEYOND_MICROS = re.compile(r"(:\d\d\.\d{6})(\d+)")
-
-
-def _parse_timestamp(text: str) -> dt.datetime:
-    """ISO text as a datetime, digits beyond microseconds rounded (half up,
-    as PostgreSQL's input) rather than cut off."""
-    beyond = _FRACTION_BEYOND_MICROS.search(text)
-    if beyond is None:
-        return dt.datetime.fromisoformat(text)
-    value = dt.datetime.fromisoformat(text[: beyond.end(1)] + text[beyond.end() :])
-    if beyond.group(2)[0] >= "5":
-        value += dt.timedelta(microseconds=1)
-    return value
 
 
 def _parse_bytea(text: str) -> bytes:

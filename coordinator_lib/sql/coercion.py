@@ -31,9 +31,11 @@ from coordinator_lib.expr.text_input import parse_text_as as _parse_text_as
 from coordinator_lib.repr.numeric import NumericFieldOverflow, numeric_display, to_numeric
 from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.sql.errors import (
+    DatetimeFieldOverflow,
     InvalidDatetimeFormat,
     InvalidParameter,
     InvalidTextRepresentation,
+    InvalidTimeZoneDisplacement,
     NumericValueOutOfRange,
     SqlError,
     UnknownType,
@@ -289,6 +291,9 @@ _INPUT_ERRORS: dict[str, type[SqlError]] = {
     "22P02": InvalidTextRepresentation,
     "22003": NumericValueOutOfRange,
     "22007": InvalidDatetimeFormat,
+    "22008": DatetimeFieldOverflow,
+    "22009": InvalidTimeZoneDisplacement,
+    "22023": InvalidParameter,
     "0A000": UnsupportedFeature,
 }
 

@@ -220,6 +220,18 @@ class InvalidDatetimeFormat(SqlError):
     code = "22007"
 
 
+class DatetimeFieldOverflow(SqlError):
+    """A well-formed date/time literal naming no such date or time."""
+
+    code = "22008"
+
+
+class InvalidTimeZoneDisplacement(SqlError):
+    """A time zone offset beyond PostgreSQL's 15:59:59."""
+
+    code = "22009"
+
+
 class NumericValueOutOfRange(SqlError):
     """A literal that does not fit its type."""
 

@@ -644,7 +644,8 @@ def figure_colname(node: exp.Expr) -> str:
         return figure_colname(node.this)
     if isinstance(node, exp.Cast):
         inner = figure_colname(node.this)
-        if inner != "?column?":
+        # a name from a column or call wins; a type's or CASE's does not
+        if inner != "?column?" and not isinstance(node.this.unnest(), exp.Cast | exp.Case):
             return inner
         try:
             target = scalar_type_of(node.to)

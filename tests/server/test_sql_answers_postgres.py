@@ -37,6 +37,7 @@ TABLES = [
     "CREATE TABLE w (g int, v int)",
     "CREATE TABLE ts (t timestamp)",
     "CREATE TABLE j (id int, body jsonb)",
+    "CREATE TABLE tsin (s text)",
 ]
 ROWS = [
     "INSERT INTO a VALUES (1)",
@@ -50,6 +51,11 @@ ROWS = [
     " ('1999-12-31 23:59:59.9996')",
     """INSERT INTO j VALUES (1, '{"items": [1, "a", null, {"b": 2}], "k": {"zz": 1, "a": [2]}}'),"""
     """ (2, '{"items": [], "k": {}}')""",
+    "INSERT INTO tsin VALUES ('2020-01-01 1:2:3.789'), ('2000-01-01 00:00:00-6'),"
+    " ('2000-01-01 01:00:00z'), ('2020-07-01 01:02:03 Europe/Berlin'), ('Jan 8 1999 4:05'),"
+    " ('8 January 1999'), ('January 8, 1999 04:05:06 +5:30'), ('1999-Jan-08'), ('1/8/1999'),"
+    " ('2020-1-2T3:04:05.0000025 UTC'), ('2020-01-01 24:00:00'), ('2020-01-01 01:02:60'),"
+    " ('19990108 040506'), ('  epoch ')",
 ]
 
 
@@ -177,6 +183,17 @@ QUERIES = {
     " 'é€x'::varchar(2) AS u, NULL::varchar(1) AS n, 'xyz'::varchar(1) FROM t1",
     "varchar_zero": "SELECT ''::VARCHAR(0)",
     "varchar_too_long": "SELECT k::character varying(10485761) FROM t1",
+    # PostgreSQL's date and timestamp input forms (expr/datetime_input.py),
+    # folded at plan time as constants and read per row from a text column
+    "timestamp_input_constants": "SELECT TIMESTAMPTZ '2000-01-01 00:00:00-6' AS a,"
+    " TIMESTAMPTZ '2000-01-01 02:00:00+01' = TIMESTAMPTZ '2000-01-01 01:00:00z' AS b,"
+    " TIMESTAMP '2020-01-01 1:2:3.789' AS c, '2020-01-01 01:02:03 America/New_York'::timestamptz"
+    " AS d, 'January 8, 1999'::date AS e, '2020-01-01 01:02:03.50'::timestamp::text AS f",
+    "timestamp_input_column": "SELECT s, s::timestamptz AS tz, s::timestamp AS t, s::date AS d,"
+    " s::timestamp::text AS x FROM tsin",
+    "date_out_of_range": "SELECT '2020-02-30'::date",
+    "timestamptz_offset_out_of_range": "SELECT '2020-01-01 01:02:03+16'::timestamptz",
+    "timestamptz_unknown_zone": "SELECT '2020-01-01 01:02:03 Mars/Olympus'::timestamptz",
     # A WITH name given twice is 42712.
     "duplicate_cte": "WITH c AS (SELECT 1), c AS (SELECT 2) SELECT * FROM c",
     # gcd, declared only in the function registry (expr/functions/math.py).

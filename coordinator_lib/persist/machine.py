@@ -83,6 +83,14 @@ class Machine:
         result: T = apply_all([(self, transition)], allow_finalized=allow_finalized)[0]
         return result
 
+    def forget(self) -> None:
+        """Drop this process's cached value of the shard (`_KNOWN`): once it
+        is finalized nothing writes it again, and the value would otherwise
+        stay for the process's life, one per shard ever dropped."""
+        known = _KNOWN.get(self.consensus)
+        if known is not None:
+            known.pop(self.key, None)
+
     def _landed(self, op_id: str) -> bool:
         for _ in range(10):
             try:

@@ -683,6 +683,7 @@ class Shard:
         self.expire_lapsed_leases()
         done = self.machine.apply(finalize, allow_finalized=True)
         if done:
+            self.machine.forget()
             self.blob.delete_shard(self.shard_id)
             # The arranged state of the view that wrote it goes with it.
             if ArrangementStore.path_for(self.blob).exists():

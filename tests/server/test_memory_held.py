@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 
 from coordinator_lib.expr import relation as rel
+from coordinator_lib.persist.machine import _KNOWN, SHARD_KEY_PREFIX
 from coordinator_lib.server.environment import Environment
 from tests.fixtures.served import connect
 
@@ -31,3 +32,23 @@ def test_aggregate_queries_run_leave_no_plan_alive(environment: Environment) -> 
         after_few = _live_plans()
         run(5, 45)
         assert _live_plans() <= after_few
+
+
+def _cached_shards(environment: Environment) -> set[str]:
+    """The shards whose state this process keeps cached (persist/machine.py)."""
+    consensus = environment.handle.coordinator.storage.persist.consensus
+    return {key for key in _KNOWN.get(consensus, {}) if key.startswith(SHARD_KEY_PREFIX)}
+
+
+def test_dropped_tables_leave_no_cached_shard_state(environment: Environment) -> None:
+    with connect(environment) as conn:
+        conn.execute("CREATE TABLE kept (x int)")
+        conn.execute("INSERT INTO kept VALUES (1)")
+        before = _cached_shards(environment)
+        for i in range(3):
+            conn.execute(f"CREATE TABLE gone{i} (x int)")
+            conn.execute(f"INSERT INTO gone{i} VALUES (1)")
+            assert len(_cached_shards(environment)) == len(before) + 1
+            conn.execute(f"DROP TABLE gone{i}")
+        assert conn.execute("SELECT * FROM kept").fetchall() == [(1,)]
+    assert _cached_shards(environment) == before

@@ -128,6 +128,27 @@ class Client:
 
 
 _SESSION_CLIENTS: dict[int, SessionClient] = {}
+# Nodes none of the substitutions before planning changes: an INSERT of
+# constants is only these, and each substitution copies the whole tree.
+_PLAIN_NODES = (
+    exp.Insert,
+    exp.Schema,
+    exp.Table,
+    exp.Identifier,
+    exp.Values,
+    exp.Tuple,
+    exp.Literal,
+    exp.Neg,
+    exp.Null,
+    exp.Boolean,
+)
+
+
+def _names_and_constants(statement: exp.Expr) -> bool:
+    """Whether `statement` is made of names and constants only."""
+    return all(isinstance(node, _PLAIN_NODES) for node in statement.walk())
+
+
 log = logging.getLogger(__name__)
 
 
@@ -195,10 +216,11 @@ class SessionClient:
         if params or parameter_count(bound):
             types = list(param_types) + [None] * (len(params) - len(param_types))
             bound = bind_parameters(bound, list(params), types)
-        # After binding: to_regtype($1) needs its argument's value.
-        bound = substitute_session_functions(bound, self.session)
-        bound = substitute_table_visibility(bound, coordinator, self.session)
-        bound = substitute_catalog_functions(bound, coordinator, self.session)
+        if not _names_and_constants(bound):
+            # After binding: to_regtype($1) needs its argument's value.
+            bound = substitute_session_functions(bound, self.session)
+            bound = substitute_table_visibility(bound, coordinator, self.session)
+            bound = substitute_catalog_functions(bound, coordinator, self.session)
         return plan_parsed(bound, catalog, sql), catalog
 
     def _execute_one(

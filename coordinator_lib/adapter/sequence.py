@@ -50,6 +50,7 @@ from coordinator_lib.adapter.session import Session, Transaction
 from coordinator_lib.adapter.subscribe import start_subscribe, subscribe_columns
 from coordinator_lib.adapter.verify import verify_datum_desc
 from coordinator_lib.compute.explain import explain_steps, view_annotator
+from coordinator_lib.expr.relation import Constant
 from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.sql import plans as p
 from coordinator_lib.sql.catalog import ItemKind, QualifiedName
@@ -565,6 +566,8 @@ def _insert(
     with lock:
         if reads:
             rows, _ = coord.peek(session, plan.expr, p.RowSetFinishing(), None, check)
+        elif isinstance(plan.expr, Constant) and all(diff > 0 for _, diff in plan.expr.rows):
+            rows = _expanded(list(plan.expr.rows))  # VALUES of constants: no dataflow
         else:
             rows = _expanded(coord.compute.peek_expr(coord.with_system_relations(plan.expr), 0))
         verify_datum_desc(desc, rows)

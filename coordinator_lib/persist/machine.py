@@ -58,9 +58,11 @@ class Machine:
     def recent_state(self) -> ShardState:
         """The state this process last read or wrote, without a consensus
         read (the current one if it has none): for checks that only fail
-        fast, which the compare-and-set makes again."""
+        fast, which the compare-and-set makes again. Not to be changed."""
         head = _KNOWN.get(self.consensus, {}).get(self.key)
-        return self.state() if head is None else decode(self.consensus, self.key, head)
+        if head is None:
+            return self.state()
+        return _decoded(self.consensus, self.key, head)  # read only: no copy
 
     def state(self) -> ShardState:
         """The current state; the shard must exist."""
@@ -117,12 +119,17 @@ _DECODED: weakref.WeakKeyDictionary[Consensus, dict[str, tuple[bytes, ShardState
 
 def decode(consensus: Consensus, key: str, head: VersionedData) -> ShardState:
     """`head`'s state, a copy of its own to change (decoded once per value)."""
+    return _decoded(consensus, key, head).copy()
+
+
+def _decoded(consensus: Consensus, key: str, head: VersionedData) -> ShardState:
+    """`head`'s state as decoded once, shared: never to be changed."""
     decoded = _DECODED.setdefault(consensus, {})
     cached = decoded.get(key)
     if cached is None or cached[0] != head.data:
         cached = (bytes(head.data), ShardState.from_bytes(head.data))
         decoded[key] = cached
-    return cached[1].copy()
+    return cached[1]
 
 
 def apply_all(

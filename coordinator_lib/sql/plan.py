@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 
 from sqlglot import exp
 
@@ -86,12 +87,29 @@ def _parsed(text: str) -> tuple[exp.Expr, ...]:
     return tuple(parse_sql(text))
 
 
+# Texts seen once (insertion-ordered, the oldest forgotten first): a text
+# is kept parsed only when it comes again.
+_SEEN: dict[str, None] = {}
+_SEEN_MAX = 4096
+_SEEN_LOCK = threading.Lock()
+
+
 def parse_statements(text: str) -> list[exp.Expr]:
     """The statements in `text`, parsed (positions refer to `text`). A
     statement run again (a prepared statement's every Execute, a client's
     repeated query) is parsed once: the cache hands out copies, which
-    binding and planning may change (a copy costs a sixth of a parse)."""
+    binding and planning may change (a copy costs a sixth of a parse). A
+    text seen for the first time is parsed and not copied: statements with
+    their values written in (pgbench's, most loaders') never repeat."""
     if len(text) > _CACHED_TEXT:
+        return parse_sql(text)
+    with _SEEN_LOCK:
+        again = text in _SEEN
+        if not again:
+            _SEEN[text] = None
+            if len(_SEEN) > _SEEN_MAX:
+                del _SEEN[next(iter(_SEEN))]
+    if not again:
         return parse_sql(text)
     return [statement.copy() for statement in _parsed(text)]
 

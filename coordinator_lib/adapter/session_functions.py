@@ -27,6 +27,7 @@ from sqlglot import exp
 
 from coordinator_lib.adapter.pg_catalog import PG_TYPE_ROWS, type_oid
 from coordinator_lib.adapter.session import Session
+from coordinator_lib.sql.dialect import unqualified_call
 from coordinator_lib.sql.errors import SqlError, UnsupportedFeature
 
 SERVER_VERSION = "PostgreSQL 9.5.0 on x86_64-pc-linux-gnu (Tidemark 0.1.0)"
@@ -139,16 +140,16 @@ def substitute_session_functions(statement: exp.Expr, session: Session) -> exp.E
         return now[0]
 
     def replace(node: exp.Expr) -> exp.Expr:
-        if replace_now and _is_now(node):
-            return now_literal().copy()
-        if replace_now and isinstance(node, exp.CurrentDate) and not node.args:
-            return _today_literal(now_literal())
         if (
             isinstance(node, exp.Dot)
             and isinstance(node.expression, exp.Anonymous)
             and str(node.this).lower() in ("pg_catalog", "mz_catalog")
         ):
-            node = node.expression
+            node = unqualified_call(node.expression)
+        if replace_now and _is_now(node):
+            return now_literal().copy()
+        if replace_now and isinstance(node, exp.CurrentDate) and not node.args:
+            return _today_literal(now_literal())
         resolved = _regtype(node)
         if resolved is not None:
             return resolved

@@ -799,6 +799,26 @@ class Tidemark(Materialize):
     Generator = TidemarkGenerator
 
 
+def unqualified_call(call: exp.Anonymous) -> exp.Expr:
+    """`pg_catalog.f(args)`'s call built as the parser builds `f(args)`:
+    sqlglot parses a qualified call as a plain Anonymous, so `pg_catalog.abs`
+    would not be `abs` (exp.Abs)."""
+    name = str(call.this)
+    builder = TidemarkParser.FUNCTIONS.get(name.upper())
+    if builder is None:
+        return call
+    args = [arg.copy() for arg in call.expressions]
+    try:
+        node = builder(args)
+    except TypeError:
+        node = builder(args, dialect=Tidemark())
+    if isinstance(node, exp.Expr):
+        node.meta.update(call.meta)
+        node.meta[WRITTEN_NAME] = name.lower()
+        return node
+    return call
+
+
 _TOKEN_AT = re.compile(r"from (\d+):(\d+)")
 
 

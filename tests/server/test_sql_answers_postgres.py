@@ -281,6 +281,10 @@ QUERIES = {
     "function_column_names": "SELECT substr('abc', k), ceiling(x / 3.0), pow(k, 2),"
     " char_length('ab'), trim(' a '), trim(leading 'a' from 'ab'), position('a' in 'ba'),"
     " pg_catalog.length('ab'), substring('abc' from k) FROM t1",
+    # pg_catalog.f(...) is f(...) (clients qualify built-ins)
+    "pg_catalog_calls": "SELECT k, pg_catalog.upper('a' || k) AS u, pg_catalog.abs(-x),"
+    " pg_catalog.round(x / 3.0), pg_catalog.substring('abc', k), pg_catalog.substr('abc', k) AS s,"
+    " pg_catalog.ceiling(x / 7.0), pg_catalog.lower('AB') AS l FROM t1",
     # version() is a PostgreSQL version string (test_version_names_tidemark: Tidemark's)
     "version": "SELECT version() LIKE 'PostgreSQL %.% on %' AS pg, pg_catalog.version() = VERSION()"
     " AS same FROM a",
@@ -362,6 +366,12 @@ def test_jsonb_table_functions_of_other_values_give_no_rows(
         " (SELECT count(*) FROM jsonb_each('null'))"
     )
     assert tidemark.execute(query).fetchall() == [(0, 0, 0, 0)]
+
+
+def test_pg_catalog_now_is_now(tidemark: psycopg.Connection[Any]) -> None:
+    """pg_catalog.now() is the statement's now(), as psql and drivers send it."""
+    query = "SELECT pg_catalog.now() = now() AS same, pg_catalog.now() > '2020-01-01' AS after"
+    assert tidemark.execute(query).fetchall() == [(True, True)]
 
 
 def test_version_names_tidemark(tidemark: psycopg.Connection[Any]) -> None:

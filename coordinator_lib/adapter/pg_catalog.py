@@ -56,6 +56,7 @@ PG_TYPE_ROWS: tuple[PgTypeRow, ...] = (
     PgTypeRow(
         1184, "timestamptz", "timestamp with time zone", 8, 1185, "D", ScalarType.TIMESTAMPTZ
     ),
+    PgTypeRow(1083, "time", "time without time zone", 8, 1183, "D", ScalarType.TIME),
     PgTypeRow(1186, "interval", "interval", 16, 1187, "T", ScalarType.INTERVAL),
     PgTypeRow(1700, "numeric", "numeric", -1, 1231, "N", ScalarType.NUMERIC, ("decimal",)),
     PgTypeRow(3802, "jsonb", "jsonb", -1, 3807, "U", ScalarType.JSONB),

@@ -41,6 +41,7 @@ _PYTHON_TYPES: dict[ScalarType, tuple[type, ...]] = {
     ScalarType.TIMESTAMPTZ: (dt.datetime,),
     ScalarType.JSONB: (str,),
     ScalarType.INTERVAL: (Interval,),
+    ScalarType.TIME: (dt.time,),
 }
 _BITS = {ScalarType.SMALLINT: 16, ScalarType.INTEGER: 32, ScalarType.BIGINT: 64}
 

@@ -38,9 +38,11 @@ from coordinator_lib.expr.scalar import (
 )
 from coordinator_lib.expr.text_input import INT_RANGES, REAL_MAX, parse_text_as
 from coordinator_lib.repr.array import array_text
+from coordinator_lib.repr.interval import Interval
 from coordinator_lib.repr.numeric import ARITHMETIC, NumericFieldOverflow, numeric_display
 from coordinator_lib.repr.numeric import to_numeric as stored_numeric
 from coordinator_lib.repr.relation import ColumnType, ScalarType
+from coordinator_lib.repr.time_of_day import format_time, time_from_micros, time_micros
 
 S = ScalarType
 Row = tuple[Any, ...]
@@ -121,6 +123,8 @@ def to_text(value: Any, st: ScalarType) -> str:
         return _timestamp_text(value)
     if st is S.BYTEA:
         return "\\x" + value.hex()
+    if st is S.TIME:
+        return format_time(value)
     return str(value)
 
 
@@ -165,6 +169,14 @@ def cast_value(value: Any, src: ScalarType, dst: ScalarType) -> Any:
         return value.astimezone(dt.UTC).replace(tzinfo=None)
     if src in (S.TIMESTAMP, S.TIMESTAMPTZ) and dst is S.DATE:
         return value.date()
+    if src is S.TIMESTAMP and dst is S.TIME:
+        return value.time()
+    if src is S.TIMESTAMPTZ and dst is S.TIME:
+        return value.astimezone(dt.UTC).time()
+    if src is S.TIME and dst is S.INTERVAL:
+        return Interval(0, 0, time_micros(value))
+    if src is S.INTERVAL and dst is S.TIME:
+        return time_from_micros(value.micros)
     raise EvalError(f"no cast from {src.value} to {dst.value}")
 
 

@@ -99,7 +99,7 @@ def to_spark(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn:
             return _array_to_text(to_spark(expr.expr, types), source)
         if source is ScalarType.NUMERIC and expr.to is ScalarType.TEXT:
             return _numeric_text(to_spark(expr.expr, types))
-        if ScalarType.INTERVAL in (source, expr.to) and source is not expr.to:
+        if {ScalarType.INTERVAL, ScalarType.TIME} & {source, expr.to} and source is not expr.to:
             return _local_cast(to_spark(expr.expr, types), source, expr.to)
         return to_spark(expr.expr, types).cast(spark_type(expr.to))
     if isinstance(expr, Record):  # array_agg's input: fields f0 (the value), f1...

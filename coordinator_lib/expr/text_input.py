@@ -22,6 +22,7 @@ from coordinator_lib.repr.interval import parse_interval
 from coordinator_lib.repr.jsonb import canonical_jsonb
 from coordinator_lib.repr.numeric import NumericFieldOverflow, to_numeric
 from coordinator_lib.repr.relation import ScalarType
+from coordinator_lib.repr.time_of_day import TimeOutOfRange, parse_time
 
 S = ScalarType
 
@@ -155,6 +156,13 @@ def parse_text_as(text: str, st: ScalarType) -> Any:
         if moment.tzinfo is None:  # the session time zone is UTC
             return moment.replace(tzinfo=dt.UTC)
         return moment.astimezone(dt.UTC)
+    if st is S.TIME:
+        try:
+            return parse_time(text)
+        except TimeOutOfRange as error:
+            raise TextInputError(str(error), "22008") from None
+        except ValueError as error:
+            raise TextInputError.bad_datetime(str(error)) from None
     if st is S.INTERVAL:
         try:
             return parse_interval(text)

@@ -47,14 +47,15 @@ _SPARK_TYPES: dict[ScalarType, T.DataType] = {
     ScalarType.DATE: T.DateType(),
     ScalarType.TIMESTAMP: T.TimestampNTZType(),
     ScalarType.TIMESTAMPTZ: T.TimestampType(),
+    ScalarType.TIME: T.TimeType(6),
     # jsonb is stored as its canonical text, as on the pyarrow side.
     ScalarType.JSONB: T.StringType(),
     # months, days, micros apart, as repr/relation.py stores them
     ScalarType.INTERVAL: T.StructType(
         [
-            T.StructField("months", T.IntegerType(), nullable=False),
-            T.StructField("days", T.IntegerType(), nullable=False),
-            T.StructField("micros", T.LongType(), nullable=False),
+            T.StructField("months", T.IntegerType()),
+            T.StructField("days", T.IntegerType()),
+            T.StructField("micros", T.LongType()),
         ]
     ),
 }

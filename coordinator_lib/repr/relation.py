@@ -44,6 +44,8 @@ class ScalarType(Enum):
     JSONB = "jsonb"
     # Months, days, microseconds apart (repr/interval.py), stored as a struct.
     INTERVAL = "interval"
+    # A time of day (datetime.time), to the microsecond.
+    TIME = "time"
     # One-dimensional arrays of the types above (array_agg's results), values
     # are tuples (rows stay hashable); elements may be NULL.
     BOOLEAN_ARRAY = "boolean[]"
@@ -60,6 +62,7 @@ class ScalarType(Enum):
     TIMESTAMPTZ_ARRAY = "timestamp with time zone[]"
     JSONB_ARRAY = "jsonb[]"
     INTERVAL_ARRAY = "interval[]"
+    TIME_ARRAY = "time[]"
 
     def to_arrow(self) -> pa.DataType:
         element = self.element
@@ -98,6 +101,7 @@ _ARROW_TYPES: dict[ScalarType, pa.DataType] = {
     ScalarType.DATE: pa.date32(),
     ScalarType.TIMESTAMP: pa.timestamp("us"),
     ScalarType.TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
+    ScalarType.TIME: pa.time64("us"),
     # jsonb is stored as its canonical text so Spark and pyarrow agree on it.
     ScalarType.JSONB: pa.string(),
     # A struct, not Arrow's month_day_nano_interval: Parquet cannot store
@@ -105,9 +109,9 @@ _ARROW_TYPES: dict[ScalarType, pa.DataType] = {
     # struct back as a struct.
     ScalarType.INTERVAL: pa.struct(
         [
-            pa.field("months", pa.int32(), nullable=False),
-            pa.field("days", pa.int32(), nullable=False),
-            pa.field("micros", pa.int64(), nullable=False),
+            pa.field("months", pa.int32()),
+            pa.field("days", pa.int32()),
+            pa.field("micros", pa.int64()),
         ]
     ),
 }
@@ -279,6 +283,8 @@ def _check_value(value: Any, ty: ColumnType) -> str | None:
         ok = isinstance(value, dt.datetime) and value.tzinfo is not None
     elif st is ScalarType.INTERVAL:
         ok = isinstance(value, Interval)
+    elif st is ScalarType.TIME:
+        ok = isinstance(value, dt.time)
     elif st is ScalarType.JSONB:
         if not isinstance(value, str):
             return f"expected jsonb text, got {type(value).__name__}"

@@ -18,6 +18,7 @@ from coordinator_lib.repr.array import array_text
 from coordinator_lib.repr.interval import Interval, format_interval
 from coordinator_lib.repr.numeric import numeric_display
 from coordinator_lib.repr.relation import ScalarType
+from coordinator_lib.repr.time_of_day import DAY_MICROS, format_time, time_from_micros, time_micros
 from coordinator_lib.sql.escape_string import invalid_byte_sequence
 
 
@@ -43,6 +44,7 @@ PG_TYPES: dict[ScalarType, PgType] = {
     ScalarType.TIMESTAMPTZ: PgType(1184, "timestamptz", 8),
     ScalarType.JSONB: PgType(3802, "jsonb", -1),
     ScalarType.INTERVAL: PgType(1186, "interval", 16),
+    ScalarType.TIME: PgType(1083, "time", 8),
     # Arrays (array_agg's results): PostgreSQL's `_<element>` types.
     ScalarType.BOOLEAN_ARRAY: PgType(1000, "_bool", -1),
     ScalarType.SMALLINT_ARRAY: PgType(1005, "_int2", -1),
@@ -58,6 +60,7 @@ PG_TYPES: dict[ScalarType, PgType] = {
     ScalarType.TIMESTAMPTZ_ARRAY: PgType(1185, "_timestamptz", -1),
     ScalarType.JSONB_ARRAY: PgType(3807, "_jsonb", -1),
     ScalarType.INTERVAL_ARRAY: PgType(1187, "_interval", -1),
+    ScalarType.TIME_ARRAY: PgType(1183, "_time", -1),
 }
 
 # OIDs a client may name for a parameter, mapped back to our types (varchar,
@@ -280,6 +283,7 @@ _TEXT_ENCODERS: dict[ScalarType, Callable[[Any], str]] = {
     ScalarType.TIMESTAMPTZ: lambda v: format_timestamp(v, with_zone=True),
     ScalarType.JSONB: _format_jsonb,
     ScalarType.INTERVAL: format_interval,
+    ScalarType.TIME: format_time,
 }
 
 
@@ -352,6 +356,7 @@ _BINARY_ENCODERS: dict[ScalarType, Callable[[Any], bytes]] = {
     ScalarType.TIMESTAMPTZ: _timestamp_to_binary,
     ScalarType.JSONB: lambda v: b"\x01" + _format_jsonb(v).encode(),
     ScalarType.INTERVAL: lambda v: struct.pack(">qii", v.micros, v.days, v.months),
+    ScalarType.TIME: lambda v: struct.pack(">q", time_micros(v)),
 }
 
 
@@ -455,6 +460,13 @@ def _interval_from_binary(data: bytes) -> str:
     return format_interval(Interval(months, days, micros))
 
 
+def _time_from_binary(data: bytes) -> str:
+    micros = _unpack(">q", data)
+    if not 0 <= micros < DAY_MICROS:
+        raise ValueError("time out of range")
+    return format_time(time_from_micros(micros))
+
+
 def _bool_from_binary(data: bytes) -> str:
     if data not in (b"\x00", b"\x01"):
         raise ValueError("invalid boolean value")
@@ -476,6 +488,7 @@ _BINARY_DECODERS: dict[ScalarType, Callable[[bytes], str]] = {
     ScalarType.TIMESTAMPTZ: lambda d: _timestamp_from_binary(d, with_zone=True),
     ScalarType.JSONB: _jsonb_from_binary,
     ScalarType.INTERVAL: _interval_from_binary,
+    ScalarType.TIME: _time_from_binary,
 }
 
 # OIDs whose binary form is plain UTF-8 text although they are not in TYPES_BY_OID

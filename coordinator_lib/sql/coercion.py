@@ -60,6 +60,7 @@ INTERNAL_NAMES = {
     S.TIMESTAMPTZ: "timestamptz",
     S.JSONB: "jsonb",
     S.INTERVAL: "interval",
+    S.TIME: "time",
 }
 
 _DTYPES: dict[exp.DType, ScalarType] = {
@@ -80,6 +81,7 @@ _DTYPES: dict[exp.DType, ScalarType] = {
     exp.DType.JSONB: S.JSONB,
     exp.DType.JSON: S.JSONB,
     exp.DType.INTERVAL: S.INTERVAL,
+    exp.DType.TIME: S.TIME,
 }
 
 
@@ -144,6 +146,7 @@ _IMPLICIT: dict[ScalarType, set[ScalarType]] = {
     S.REAL: {S.DOUBLE},
     S.DATE: {S.TIMESTAMP, S.TIMESTAMPTZ},
     S.TIMESTAMP: {S.TIMESTAMPTZ},
+    S.TIME: {S.INTERVAL},
 }
 
 _ASSIGNMENT: dict[ScalarType, set[ScalarType]] = {
@@ -153,8 +156,9 @@ _ASSIGNMENT: dict[ScalarType, set[ScalarType]] = {
     S.NUMERIC: {S.SMALLINT, S.INTEGER, S.BIGINT},
     S.REAL: {S.SMALLINT, S.INTEGER, S.BIGINT, S.NUMERIC},
     S.DOUBLE: {S.SMALLINT, S.INTEGER, S.BIGINT, S.NUMERIC, S.REAL},
-    S.TIMESTAMP: {S.DATE},
-    S.TIMESTAMPTZ: {S.DATE, S.TIMESTAMP},
+    S.TIMESTAMP: {S.DATE, S.TIME},
+    S.TIMESTAMPTZ: {S.DATE, S.TIMESTAMP, S.TIME},
+    S.INTERVAL: {S.TIME},
 }
 
 _EXPLICIT: dict[ScalarType, set[ScalarType]] = {
@@ -199,6 +203,7 @@ _CATEGORY = {
     S.TIMESTAMPTZ: "D",
     S.JSONB: "U",
     S.INTERVAL: "T",
+    S.TIME: "D",
     # Arrays (array_agg's results) compare only with the same array type.
     **{st: "A" for st in ScalarType if st.is_array},
 }

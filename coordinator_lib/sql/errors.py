@@ -285,6 +285,7 @@ __all__ = [
     "CannotCoerce",
     "CharacterNotInRepertoire",
     "DatatypeMismatch",
+    "DatetimeFieldOverflow",
     "DependentObjects",
     "DuplicateAlias",
     "DuplicateColumn",

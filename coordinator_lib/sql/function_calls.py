@@ -40,7 +40,7 @@ from coordinator_lib.expr.functions.datetime import (
     normalize_unit,
     zone_name,
 )
-from coordinator_lib.expr.functions.interval import INTERVAL_FIELDS
+from coordinator_lib.expr.functions.interval import INTERVAL_FIELDS, TIME_OF_DAY_FIELDS
 from coordinator_lib.expr.functions.to_char import TO_CHAR_SUPPORTED, to_char_template
 from coordinator_lib.expr.scalar import CallUnary, If, Literal, UnaryFunc, is_integer, is_numeric
 from coordinator_lib.repr.interval import Interval
@@ -287,16 +287,18 @@ def _field_call(b: ScalarBinder, node: exp.Expr, name: str, nodes: list[exp.Expr
     value = args.values[1]
     if value.unknown:
         value = b.resolve_unknown(value, S.TIMESTAMPTZ, nodes[1])
-    if value.scalar is S.INTERVAL:
+    if value.scalar in (S.INTERVAL, S.TIME):
+        kind = "interval" if value.scalar is S.INTERVAL else "time"
+        shown = "interval" if value.scalar is S.INTERVAL else "time without time zone"
         if field not in EXTRACT_FIELDS:
             raise InvalidParameter(
-                f'unit "{field}" not recognized for type interval', position_of(node)
+                f'unit "{field}" not recognized for type {shown}', position_of(node)
             )
-        if field not in INTERVAL_FIELDS:
+        if field not in (INTERVAL_FIELDS if kind == "interval" else TIME_OF_DAY_FIELDS):
             raise UnsupportedFeature(
-                f'unit "{field}" not supported for type interval', position_of(node)
+                f'unit "{field}" not supported for type {shown}', position_of(node)
             )
-        return args.call(f"{name}_interval", [literal(field, S.TEXT), value])
+        return args.call(f"{name}_{kind}", [literal(field, S.TEXT), value])
     if value.scalar not in (S.DATE, S.TIMESTAMP, S.TIMESTAMPTZ):
         raise args.fail()
     if field not in EXTRACT_FIELDS or (value.scalar is S.DATE and field in TIME_FIELDS):
@@ -534,30 +536,35 @@ def interval_cmp_key(b: ScalarBinder, node: exp.Expr, value: Typed) -> Typed:
 def interval_arithmetic(
     b: ScalarBinder, node: exp.Binary, symbol: str, left: Typed, right: Typed
 ) -> Typed | None:
-    """The operators of intervals and timestamps (expr/functions/interval.py),
-    None when neither operand is an interval nor both timestamps:
-    timestamp +/- interval (a date is a timestamp), interval + timestamp,
-    timestamp - timestamp, interval +/- interval, interval * and / a
-    number, number * interval."""
+    """The operators of intervals, times and timestamps
+    (expr/functions/interval.py), None when neither operand is an interval
+    or a time nor both timestamps: timestamp +/- interval (a date is a
+    timestamp), interval + timestamp, timestamp - timestamp, interval +/-
+    interval, interval * and / a number, number * interval, time +/-
+    interval, time - time, date + time."""
     lt, rt = left.scalar, right.scalar
     call = _Args(b, node, symbol, []).call
     if symbol == "-" and lt in _TIMES[1:] and rt in _TIMES[1:]:
         target = S.TIMESTAMP if lt is rt is S.TIMESTAMP else S.TIMESTAMPTZ
         values = [b.cast_to(v, target, n) for v, n in ((left, node.this), (right, node.expression))]
         return call("timestamp_diff", values)
-    if S.INTERVAL not in (lt, rt):
+    if S.INTERVAL not in (lt, rt) and S.TIME not in (lt, rt):
         return None
-    if symbol == "+" and lt is S.INTERVAL and rt in _TIMES:
+    if symbol == "+" and (rt in _TIMES or (rt is S.TIME and lt is S.INTERVAL)):
         left, right, lt, rt = right, left, rt, lt
+    if symbol == "+" and lt is S.DATE and rt is S.TIME:
+        return call("date_add_time", [left, right])
+    if lt is S.TIME and rt is S.TIME and symbol == "-":
+        return call("time_diff", [left, right])
     if lt is rt is S.INTERVAL and symbol in "+-":
         return call("interval_add" if symbol == "+" else "interval_sub", [left, right])
-    if lt in _TIMES and rt is S.INTERVAL and symbol in "+-":
+    if lt in (*_TIMES, S.TIME) and rt is S.INTERVAL and symbol in "+-":
         if lt is S.DATE:
             left = b.cast_to(left, S.TIMESTAMP, node.this)
         if symbol == "-":
             right = call("interval_neg", [right])
-        return call("add_interval", [left, right])
-    if symbol in "*/" and is_numeric(lt if rt is S.INTERVAL else rt):
+        return call("time_add_interval" if lt is S.TIME else "add_interval", [left, right])
+    if symbol in "*/" and S.INTERVAL in (lt, rt) and is_numeric(lt if rt is S.INTERVAL else rt):
         if symbol == "*" and lt is not S.INTERVAL:
             left, right = right, left
         if left.scalar is S.INTERVAL:

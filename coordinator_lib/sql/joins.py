@@ -59,6 +59,7 @@ _ZERO: dict[ScalarType, Any] = {
     S.TIMESTAMPTZ: dt.datetime(1970, 1, 1, tzinfo=dt.UTC),
     S.JSONB: "null",
     S.INTERVAL: ZERO,
+    S.TIME: dt.time(0),
 }
 
 

@@ -1,7 +1,9 @@
-"""Interval functions with PostgreSQL's semantics (repr/interval.py holds the
-value): timestamp +/- interval, timestamp - timestamp, interval +/-
-interval, interval * and / a number, unary minus, the comparison key,
-extract / date_part of an interval and the justify_* functions.
+"""Interval and time-of-day functions with PostgreSQL's semantics
+(repr/interval.py and repr/time_of_day.py hold the values): timestamp +/-
+interval, timestamp - timestamp, interval +/- interval, interval * and / a
+number, unary minus, the comparison key, extract / date_part of an
+interval or a time, the justify_* functions, time +/- interval, time -
+time and date + time.
 
 The binder (sql/function_calls.py) binds the operators to these by name.
 Spark renders the comparison key and timestamp + interval natively (the
@@ -30,6 +32,7 @@ from coordinator_lib.repr.interval import (
     trunc_div,
 )
 from coordinator_lib.repr.relation import ScalarType
+from coordinator_lib.repr.time_of_day import time_from_micros, time_micros
 
 S = ScalarType
 _HOUR = 3_600_000_000
@@ -261,4 +264,51 @@ def justify_interval(a: Interval) -> Interval:
     return _interval(months, days, micros)
 
 
-__all__ = ["INTERVAL_FIELDS"]
+# The fields extract() reads from a time of day (PostgreSQL's; others are 0A000).
+TIME_OF_DAY_FIELDS = ("microseconds", "milliseconds", "second", "minute", "hour", "epoch")
+
+
+@scalar_function("time_add_interval", sig(S.TIME, S.INTERVAL, result=S.TIME), sql=())
+def time_add_interval(value: dt.time, interval: Interval) -> dt.time:
+    """time + interval: the interval's time part, wrapped around midnight
+    (its months and days are ignored, as PostgreSQL ignores them)."""
+    return time_from_micros(time_micros(value) + interval.micros)
+
+
+@scalar_function("time_diff", sig(S.TIME, S.TIME, result=S.INTERVAL), sql=())
+def time_diff(a: dt.time, b: dt.time) -> Interval:
+    return _interval(0, 0, time_micros(a) - time_micros(b))
+
+
+@scalar_function("date_add_time", sig(S.DATE, S.TIME, result=S.TIMESTAMP), sql=())
+def date_add_time(day: dt.date, value: dt.time) -> dt.datetime:
+    return dt.datetime.combine(day, value)
+
+
+def _time_field(field: str, value: dt.time) -> decimal.Decimal:
+    unit = normalize_unit(field)
+    seconds = decimal.Decimal(value.second * 1_000_000 + value.microsecond)
+    fields: dict[str, Callable[[], decimal.Decimal | int]] = {
+        "microseconds": lambda: seconds,
+        "milliseconds": lambda: seconds / 1000,
+        "second": lambda: seconds / 1_000_000,
+        "minute": lambda: value.minute,
+        "hour": lambda: value.hour,
+        "epoch": lambda: decimal.Decimal(time_micros(value)) / 1_000_000,
+    }
+    if unit not in fields:
+        raise FunctionError(f'unit "{field.lower()}" not supported for type time', "0A000")
+    return decimal.Decimal(fields[unit]())
+
+
+@scalar_function("extract_time", sig(S.TEXT, S.TIME, result=S.NUMERIC), sql=())
+def extract_time(field: str, value: dt.time) -> decimal.Decimal:
+    return numeric_result(_time_field(field, value))
+
+
+@scalar_function("date_part_time", sig(S.TEXT, S.TIME, result=S.DOUBLE), sql=())
+def date_part_time(field: str, value: dt.time) -> float:
+    return float(_time_field(field, value))
+
+
+__all__ = ["INTERVAL_FIELDS", "TIME_OF_DAY_FIELDS"]

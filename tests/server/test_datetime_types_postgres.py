@@ -1,9 +1,10 @@
-"""The interval type held to a real PostgreSQL over pgwire: as a column
-(CREATE TABLE, INSERT), in arithmetic with timestamps, dates, intervals
-and numbers, compared and ordered by PostgreSQL's 30-day-month rule,
-extract and justify_*, as one-off queries and as materialized views kept
-up to date as rows change. Values are compared as the text each server
-prints (psycopg's text loader), so the output format is checked too.
+"""The interval and time types held to a real PostgreSQL over pgwire: as
+columns (CREATE TABLE, INSERT), intervals in arithmetic with timestamps,
+dates, intervals and numbers, compared and ordered by PostgreSQL's
+30-day-month rule, extract and justify_*; times compared, cast, moved by
+intervals and subtracted; as one-off queries and as materialized views
+kept up to date as rows change. Values are compared as the text each
+server prints (psycopg's text loader), so the output format is checked too.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.timeout(180)
 TABLES = [
     "CREATE TABLE ev (id int, a timestamp, b timestamp, d date, i interval)",
     "CREATE TABLE tz (id int, t timestamptz, i interval)",
+    "CREATE TABLE tm (id int, t time, d date)",
 ]
 ROWS = [
     "INSERT INTO ev VALUES"
@@ -33,11 +35,14 @@ ROWS = [
     " (6, '1999-12-31 00:00:00', '1999-01-01', '1999-12-31', '-0.5 seconds')",
     "INSERT INTO tz VALUES (1, '2020-01-31 10:00:00+00', '1 mon 2 days'),"
     " (2, '2020-03-01 00:00:00+00', '-36 hours')",
+    "INSERT INTO tm VALUES (1, '04:05:06.789', '2020-02-29'), (2, '23:59:59.999999', NULL),"
+    " (3, '00:00', '1999-12-31'), (4, NULL, '2000-01-01'), (5, '12:30:00.5', '2024-05-31')",
 ]
 
 
 def _text_intervals(conn: psycopg.Connection[Any]) -> None:
-    conn.adapters.register_loader("interval", TextLoader)
+    for name in ("interval", "time"):
+        conn.adapters.register_loader(name, TextLoader)
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +108,19 @@ QUERIES = {
     # grouped by fields: justify_days makes '30 days' the '1 mon' PostgreSQL
     # groups it with (Tidemark groups raw intervals by field, docs/architecture.md)
     "group_by_interval": "SELECT justify_days(i) AS j, count(*) AS n FROM ev GROUP BY 1",
+    # time: a time of day to the microsecond
+    "time_column": "SELECT id, t, t::text AS s FROM tm",
+    "time_arithmetic": "SELECT id, t + INTERVAL '2 hours' AS later, t - INTERVAL '5 min 1.5 s'"
+    " AS earlier, INTERVAL '1 day 3 hours' + t AS wrapped, t - TIME '01:00' AS since,"
+    " d + t AS at FROM tm",
+    "time_compare": "SELECT id FROM tm WHERE t > '04:00' AND t < TIME '23:59:59.9999994'",
+    "time_casts": "SELECT id, a::time AS t, a::time::interval AS i, (i + INTERVAL '3 hours')::time"
+    " AS wrapped, '13:14:15.1234567'::time AS rounded FROM ev WHERE id < 5",
+    "time_extract": "SELECT id, extract(hour FROM t) AS h, extract(epoch FROM t) AS e,"
+    " extract(second FROM t) AS s, date_part('minute', t) AS m FROM tm",
+    "time_order": "SELECT id, t FROM tm ORDER BY t DESC NULLS LAST, id",
+    "time_group": "SELECT t < '12:00' AS am, count(*) AS n, min(t) AS lo, max(t) AS hi FROM tm"
+    " GROUP BY 1",
 }
 
 
@@ -172,6 +190,10 @@ ERRORS = [
     "SELECT i / 0 FROM ev",
     "SELECT d - i > i FROM ev",
     "SELECT INTERVAL '2147483647 days' + INTERVAL '1 day'",
+    "SELECT '25:00'::time",
+    "SELECT 'noon'::time",
+    "SELECT extract(day FROM t) FROM tm",
+    "SELECT t + 1 FROM tm",
 ]
 
 

@@ -3,13 +3,20 @@ SIGSTOP it, let its views move to the other worker, SIGCONT it. The
 resumed incarnation must stop acting as primary (its lease fence ends it;
 it comes back as a new epoch), and whatever it had in flight is decided by
 the compare-and-append on each view's upper: every view equals its query in
-DuckDB at every time, with no update lost or landed twice."""
+DuckDB at every time, with no update lost or landed twice.
+
+The worker is frozen outside a consensus commit: SQLite consensus has one
+write lock per host, and a process frozen inside its commit statement holds
+every other off until it runs again (docs/architecture.md, persist), and so
+does one frozen inside a transaction of the arranged state. That is
+SQLite's, not the lease fence's, which is what this test checks."""
 
 from __future__ import annotations
 
 import os
 import random
 import signal
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -78,7 +85,7 @@ def test_frozen_worker_resumes_without_acting_as_primary(tmp_path: Path) -> None
         try:
             wait_for("writes before the freeze", lambda: len(writes) >= 5)
             victim_pid = cluster.service.supervisor.pids()[victim]
-            os.kill(victim_pid, signal.SIGSTOP)
+            freeze_outside_a_commit(victim_pid, env)
             frozen_at = time.monotonic()
 
             def moved() -> bool:
@@ -123,3 +130,29 @@ def test_frozen_worker_resumes_without_acting_as_primary(tmp_path: Path) -> None
         if victim_pid is not None:
             os.kill(victim_pid, signal.SIGCONT)
         cluster.close()
+
+
+def freeze_outside_a_commit(pid: int, env: Path) -> None:
+    """SIGSTOP `pid` at a moment it holds no write lock of the environment's
+    SQLite files (consensus, arranged state): freeze, take each lock once,
+    and thaw and try again if one is held."""
+    databases = [env / "consensus.db", *env.rglob("arrangements.db")]
+    for _ in range(100):
+        os.kill(pid, signal.SIGSTOP)
+        if all(_write_lock_free(db) for db in databases):
+            return
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(random.uniform(0.01, 0.1))
+    raise AssertionError("the worker held a write lock at every try")
+
+
+def _write_lock_free(database: Path) -> bool:
+    probe = sqlite3.connect(database, timeout=1.0, isolation_level=None)
+    try:
+        probe.execute("BEGIN IMMEDIATE")
+        probe.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        probe.close()

@@ -2,9 +2,10 @@
 
 Each stateful operator of a view keeps its input arranged by key in the
 arrangement store (persist/arrangement_store.py): a join each input by its
-join key, a Reduce (and Distinct, Threshold) its input by its group key (a
-COUNT/SUM/MIN/MAX Reduce only each group's accumulators and its MIN/MAX
-values in order), TopK its input by group key in its order, Window by
+join key, a Reduce its aggregates' values by group key (a COUNT/SUM/MIN/MAX
+Reduce only each group's accumulators, its DISTINCT values' multiplicities
+and its MIN/MAX values in order), Distinct and Threshold their input by row,
+TopK its input by group key in its order, Window by
 partition key, and a temporal filter its future insertions and retractions
 by time. A step reads its inputs' updates in [lower, upper) and, for each
 stateful operator, only the keys its delta touches (`StepState.arrange*`;
@@ -123,15 +124,18 @@ class StepState:
 
     def arrange(
         self,
-        delta: list[Update] | None,
-        key_of: Callable[[Row], Key],
+        delta: Iterable[tuple[Key, Row, int]],
         keyed_old: Callable[[], Iterable[tuple[Key, Row, int]]] | None,
     ) -> Callable[[Iterable[Key]], KeyedRows] | None:
-        """An input arranged by `key_of` (a Reduce's, TopK's, Window's):
-        the reader of its rows at the step's lower by key, or None when
-        hydrating (then read `keyed_old`, which this writes as the state)."""
+        """An input arranged by key (a Reduce's values, a Distinct's rows, a
+        Window's), `delta` its keyed changes: the reader of its rows at the
+        step's lower by key, or None when hydrating (then read `keyed_old`,
+        which this writes as the state)."""
         operator = self._operator("by key")
-        self._keep(operator, delta, key_of, keyed_old)
+        pending = self.pending.setdefault(operator, [])
+        if self.hydrating and keyed_old is not None:
+            pending.extend(keyed_old())
+        pending.extend(delta)
         return None if self.hydrating else self._reader(operator)
 
     def arrange_accumulators(
@@ -264,7 +268,10 @@ def fingerprint(expr: RelationExpr) -> str:
 # 2: COUNT/SUM/MIN/MAX Reduces keep accumulators and values in order, TopK
 # its input in order, temporal filters their pending changes by time.
 # 3: a TopK's rows in order by their first ORDER BY value (order_bytes.row_ord).
-STATE_LAYOUT = 3
+# 4: a Reduce keeps its aggregates' values, not its input rows
+# (plan.Reduce.value_columns); float and DISTINCT COUNT/SUM Reduces keep
+# accumulators.
+STATE_LAYOUT = 4
 
 
 def dataflow_state(output: Shard, expr: RelationExpr) -> DataflowState:

@@ -89,10 +89,15 @@ def _state(step: steps.Step) -> str:
     if isinstance(step, steps.Reduce) and isinstance(node, Reduce):
         keys = ", ".join(format_scalar(k) for k in node.group_key)
         if step.accumulators:  # a keyless Reduce has one group, key []
+            kept = ["accumulators"]
+            if any(a.distinct for a in node.aggregates):
+                kept.append("DISTINCT values with multiplicities")
             if any(a.func in steps.ORDERED_AGGREGATES for a in node.aggregates):
-                return f"accumulators and MIN/MAX values in order by group key [{keys}]"
-            return f"accumulators by group key [{keys}]"
-        return f"input by group key [{keys}]"
+                kept.append("MIN/MAX values in order")
+            listed = ", ".join(kept[:-1]) + " and " + kept[-1] if len(kept) > 1 else kept[0]
+            return f"{listed} by group key [{keys}]"
+        values = columns_list(sorted(step.value_columns))
+        return f"values [{values}] with multiplicities by group key [{keys}]"
     if isinstance(step, steps.TemporalFilter):
         return "pending insertions and retractions by time"
     if isinstance(step, steps.Distinct | steps.Threshold):

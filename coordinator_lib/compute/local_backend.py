@@ -24,7 +24,12 @@ from coordinator_lib.compute.budget import Tally, charge_list
 from coordinator_lib.compute.delta_rules import Keyed, Pair
 from coordinator_lib.compute.error_collection import error_update
 from coordinator_lib.compute.join_plan import JoinStep
-from coordinator_lib.compute.local_groups import Accumulators, GroupError, ordered
+from coordinator_lib.compute.local_groups import (
+    Accumulators,
+    GroupError,
+    distinct_values,
+    ordered,
+)
 from coordinator_lib.compute.local_ordered import evaluate
 from coordinator_lib.compute.local_scalar import EvalError, aggregate_values, eval_scalar
 from coordinator_lib.compute.order_bytes import row_ord
@@ -254,6 +259,11 @@ class LocalBackend:
 
     def key_by(self, c: Rows, node: Keyed) -> Rows:
         key_of = _key_function(node)
+        if isinstance(node, plan.Reduce):  # a group is its values (plan.Reduce.value_columns)
+            values = _values_of(node)
+            return Rows.like(
+                c, lambda: charge_list([(key_of(i[0]), values(i[0]), *i[1:]) for i in c.get()])
+            )
         return Rows.like(c, lambda: charge_list([(key_of(i[0]), *i) for i in c.get()]))
 
     def group_outputs(self, keyed_old: Rows, node: Keyed) -> Rows:
@@ -281,9 +291,9 @@ class LocalBackend:
             return self._touched_first_rows(keyed_old, keyed_delta, node)
         arranged = None
         if self.state is not None:  # arranged by the key: the touched groups' rows are there
-            delta = None if keyed_delta is None else [Update(*u[1:]) for u in keyed_delta.get()]
+            delta = [] if keyed_delta is None else keyed_delta.get()
             arranged = self.state.arrange(
-                delta, _key_function(node), None if keyed_old is None else keyed_old.get
+                [(k, r, d) for k, r, _, d in delta], None if keyed_old is None else keyed_old.get
             )
         if keyed_delta is None:
             return None
@@ -313,18 +323,21 @@ class LocalBackend:
             (i, self.state.arrange_in_order([(k, r, d) for k, r, _, d in delta], place, old_rows))
             for i, place in ordered(expr).items()
         ]
+        read_seen = self._arrange_distinct(delta, keyed_old, expr)
         touched = {u[0] for u in delta}
         before: dict[Any, Accumulators] = {}
         if read is not None:
             for key, rows in read(list(touched)).items():
                 before[key] = Accumulators(expr, rows[0][0])
+            for key, i, value, seen in read_seen():
+                before.setdefault(key, Accumulators(expr)).seen[(i, value)] = seen
         elif keyed_old is not None:  # hydrating: every group from the old rows
             for key, row, diff in keyed_old.get():
                 found = before.get(key)
                 if found is None:
                     found = before[key] = Accumulators(expr)
                 found.add(row, diff)
-        after = {key: Accumulators(expr, acc.row()) for key, acc in before.items()}
+        after = {key: acc.copy() for key, acc in before.items()}
         retracted: Counter[Any] = Counter()
         for key, row, _, diff in delta:
             found = after.get(key)
@@ -345,6 +358,12 @@ class LocalBackend:
         items: list[Any] = [
             (key, ("acc", before[key].row()), 1) for key in touched if key in before
         ]
+        items += [
+            (key, ("seen", *value), seen)
+            for key in touched
+            if key in before
+            for value, seen in before[key].seen.items()
+        ]
         for i, first in firsts:
             if first is not None:  # one value more than the delta may take away
                 for key in touched:
@@ -352,6 +371,37 @@ class LocalBackend:
             elif keyed_old is not None:
                 items += [(k, ("first", i, r), d) for k, r, d in keyed_old.get() if k in touched]
         return Rows(lambda: items, False, accumulated=True)
+
+    def _arrange_distinct(
+        self, delta: list[Any], keyed_old: Rows | None, expr: rel.Reduce
+    ) -> Callable[[], list[tuple[Any, int, Any, int]]]:
+        """A DISTINCT COUNT/SUM's values arranged by group key and value,
+        with their multiplicities: a reader of those the delta touches at
+        lower, `(group key, aggregate position, value, multiplicity)` (none
+        when hydrating: the accumulators are built from the old rows)."""
+        values_of = distinct_values(expr)
+        if not any(a.distinct for a in expr.aggregates):
+            return list
+        assert self.state is not None
+
+        def keyed(items: list[Any]) -> list[tuple[Any, Row, int]]:
+            return [((*k, i, v), (v,), d) for k, r, *_, d in items for i, v in values_of(r)]
+
+        read = self.state.arrange(
+            keyed(delta), None if keyed_old is None else lambda: keyed(keyed_old.get())
+        )
+        if read is None:
+            return list
+        width = len(expr.group_key)
+
+        def seen() -> list[tuple[Any, int, Any, int]]:
+            found = read({key for key, _, _ in keyed(delta)})
+            return [
+                (k[:width], k[width], k[width + 1], sum(d for _, d in rows))
+                for k, rows in found.items()
+            ]
+
+        return seen
 
     def _touched_first_rows(
         self, keyed_old: Rows | None, keyed_delta: Rows | None, node: plan.TopK
@@ -537,6 +587,18 @@ def _key_function(node: Keyed) -> Callable[[Row], tuple[Any, ...]]:
     return tuple  # Distinct, Threshold: the whole row
 
 
+def _values_of(node: plan.Reduce) -> Callable[[Row], Row]:
+    """A row of the Reduce's input as the values its aggregates read, the
+    other columns NULL (same width, so the aggregates evaluate unchanged)."""
+    keep = node.value_columns
+    expr = node.expr
+    assert isinstance(expr, rel.Reduce)
+    mask = [i in keep for i in range(expr.input.desc.arity)]
+    if all(mask):
+        return lambda row: row
+    return lambda row: tuple(v if m else None for v, m in zip(row, mask, strict=True))
+
+
 def _group_output(node: Keyed) -> Callable[[Hashable, Counter[Row]], Counter[Row]]:
     """A group's output rows with their multiplicities, from its rows with
     theirs (those at or below 0 are absent)."""
@@ -599,7 +661,10 @@ class _AccumulatedGroup(_Group):
     def take(self, item: tuple[Any, ...], diff: int) -> None:
         """An item of the group's state (`_touched_accumulators`)."""
         if item[0] == "acc":
-            self.accumulators = Accumulators(self.accumulators.reduce, item[1])
+            seen = self.accumulators.seen
+            self.accumulators = Accumulators(self.accumulators.reduce, item[1], seen)
+        elif item[0] == "seen":
+            self.accumulators.seen[(item[1], item[2])] = diff
         else:
             self.firsts[item[1]][item[2]] += diff
 

@@ -19,13 +19,16 @@ import weakref
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, cast
 
+from coordinator_lib.compute import float_sum
 from coordinator_lib.compute.local_scalar import (
     EvalError,
     aggregate_values,
     check_range,
     eval_scalar,
+    float_result,
     to_numeric,
 )
 from coordinator_lib.compute.order_bytes import ord_bytes
@@ -35,7 +38,7 @@ from coordinator_lib.repr.numeric import ARITHMETIC
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.repr.update import Row
 
-_Spec = tuple[tuple[ColumnType, ...], list[bool], list[ScalarType]]
+_Spec = tuple[tuple[ColumnType, ...], list[bool], list[bool], list[ScalarType]]
 # id(reduce) -> (a weak reference to it, its spec): the aggregates are typed
 # once per plan, not once per group (a step makes a few per touched group).
 # Weak, so that the entry goes when its plan does: every ad-hoc aggregate
@@ -45,7 +48,8 @@ _SPECS: dict[int, tuple[weakref.ref[rel.Reduce], _Spec]] = {}
 
 
 def _spec(reduce: rel.Reduce) -> _Spec:
-    """(input types, whether each aggregate sums numerics, result types)."""
+    """(input types, whether each aggregate sums numerics, whether it sums
+    floats, result types)."""
     key = id(reduce)
     found = _SPECS.get(key)
     if found is not None and found[0]() is reduce:
@@ -56,13 +60,17 @@ def _spec(reduce: rel.Reduce) -> _Spec:
         a.func is rel.AggregateFunc.SUM and t is ScalarType.NUMERIC
         for a, t in zip(reduce.aggregates, out_types, strict=True)
     ]
+    floats = [
+        a.func is rel.AggregateFunc.SUM and t in (ScalarType.REAL, ScalarType.DOUBLE)
+        for a, t in zip(reduce.aggregates, out_types, strict=True)
+    ]
 
     def forget(ref: weakref.ref[rel.Reduce]) -> None:
         if _SPECS.get(key, (None,))[0] is ref:  # not a newer plan at the same address
             _SPECS.pop(key, None)
 
-    _SPECS[key] = (weakref.ref(reduce, forget), (types, numeric, out_types))
-    return types, numeric, out_types
+    _SPECS[key] = (weakref.ref(reduce, forget), (types, numeric, floats, out_types))
+    return types, numeric, floats, out_types
 
 
 @dataclass(frozen=True)
@@ -77,15 +85,26 @@ class GroupError:
 
 
 class Accumulators:
-    """One group's accumulators, `(rows, s0, n0, s1, n1, ...)` as `values`."""
+    """One group's accumulators, `(rows, s0, n0, s1, n1, ...)` as `values`.
+    A DISTINCT COUNT/SUM counts and sums the values present (multiplicity
+    above 0): `seen` holds the multiplicities of the values it is told of
+    (`(aggregate position, value)`; all of them when built from the rows,
+    those a step's delta touches when read from state), and a value adds to
+    (leaves) the accumulators when its multiplicity rises above 0 (falls to 0)."""
 
-    def __init__(self, reduce: rel.Reduce, values: Row | None = None) -> None:
+    def __init__(
+        self,
+        reduce: rel.Reduce,
+        values: Row | None = None,
+        seen: dict[tuple[int, Any], int] | None = None,
+    ) -> None:
         self.reduce = reduce
-        self.types, self.numeric, self.out_types = _spec(reduce)
+        self.seen: dict[tuple[int, Any], int] = {} if seen is None else dict(seen)
+        self.types, self.numeric, self.floats, self.out_types = _spec(reduce)
         if values is None:
             zero: list[Any] = [0]
-            for numeric in self.numeric:
-                zero += [decimal.Decimal(0) if numeric else 0, 0]
+            for numeric, floats in zip(self.numeric, self.floats, strict=True):
+                zero += [decimal.Decimal(0) if numeric else float_sum.ZERO if floats else 0, 0]
             values = tuple(zero)
         self.values: list[Any] = list(values)
 
@@ -99,19 +118,31 @@ class Accumulators:
             value = eval_scalar(aggregate.expr, row, self.types)
             if value is None:
                 continue
-            values[2 + 2 * i] += diff
+            weight = diff
+            if aggregate.distinct:
+                before = self.seen.get((i, value), 0)
+                self.seen[(i, value)] = before + diff
+                weight = (before + diff > 0) - (before > 0)  # the value came (1), left (-1)
+                if not weight:
+                    continue
+            values[2 + 2 * i] += weight
             if aggregate.func is rel.AggregateFunc.SUM:
                 if self.numeric[i]:
-                    term = ARITHMETIC.multiply(decimal.Decimal(value), diff)
+                    term = ARITHMETIC.multiply(decimal.Decimal(value), weight)
                     values[1 + 2 * i] = ARITHMETIC.add(values[1 + 2 * i], term)
+                elif self.floats[i]:
+                    values[1 + 2 * i] = float_sum.add(values[1 + 2 * i], value, weight)
                 else:
-                    values[1 + 2 * i] += value * diff
+                    values[1 + 2 * i] += value * weight
 
     def row(self) -> Row:
         return tuple(self.values)
 
+    def copy(self) -> Accumulators:
+        return Accumulators(self.reduce, self.row(), self.seen)
+
     def is_empty(self) -> bool:
-        return not any(self.values)
+        return not any(v != float_sum.ZERO if isinstance(v, tuple) else v for v in self.values)
 
     def output(self, key: Row, firsts: dict[int, Counter[Row]]) -> Counter[Row]:
         """The group's output row (none while its multiplicity is not
@@ -138,9 +169,24 @@ class Accumulators:
                 out.append(None)
             elif self.numeric[i]:
                 out.append(to_numeric(total))
+            elif self.floats[i]:
+                out.append(float_result(partial(float_sum.result, total), self.out_types[i]))
             else:
                 out.append(check_range(total, self.out_types[i]))
         return tuple(out)
+
+
+def distinct_values(reduce: rel.Reduce) -> Callable[[Row], list[tuple[int, Any]]]:
+    """A row's non-NULL values of each DISTINCT aggregate, `(position, value)`:
+    the keys of `Accumulators.seen` (kept arranged by group key and these)."""
+    types = reduce.input.desc.types
+    distinct = [(i, a.expr) for i, a in enumerate(reduce.aggregates) if a.distinct]
+
+    def values(row: Row) -> list[tuple[int, Any]]:
+        found = [(i, eval_scalar(expr, row, types)) for i, expr in distinct]
+        return [(i, v) for i, v in found if v is not None]
+
+    return values
 
 
 def ordered(reduce: rel.Reduce) -> dict[int, Callable[[Row], bytes]]:

@@ -15,8 +15,10 @@ import decimal
 import functools
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
+from coordinator_lib.compute.float_sum import float_sum
 from coordinator_lib.expr.functions import CallFunction, evaluate
 from coordinator_lib.expr.relation import AggregateExpr, AggregateFunc
 from coordinator_lib.expr.scalar import (
@@ -232,6 +234,16 @@ def _float_result(result: float, st: ScalarType, *inputs: Any) -> float:
     return result
 
 
+def float_result(compute: Callable[[], float], st: ScalarType) -> float:
+    """A float SUM's value (compute/float_sum.py: an exact sum beyond a
+    double is OverflowError), checked as `_float_result` checks it."""
+    try:
+        total = compute()
+    except OverflowError:
+        raise EvalError("value out of range: overflow", "22003") from None
+    return total if not math.isfinite(total) else _float_result(total, st)
+
+
 def _scalar_type(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> ScalarType:
     """`expr.typ(types).scalar_type`, remembered on the node for the last
     `types` it was asked with. eval_scalar runs once per row with the same
@@ -372,10 +384,9 @@ def aggregate_values(
         return to_numeric(
             functools.reduce(ARITHMETIC.add, map(decimal.Decimal, values), decimal.Decimal(0))
         )
-    total = sum(values)
     if is_integer(out_type):
-        return check_range(total, out_type)
-    return _float_result(total, out_type, *values)
+        return check_range(sum(values), out_type)
+    return float_result(lambda: float_sum(values), out_type)
 
 
 def _compare_nullable(a: Any, b: Any, descending: bool, nulls_first: bool) -> int:

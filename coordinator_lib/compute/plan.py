@@ -150,26 +150,26 @@ class Reduce(Unary):
         """Whether an in-process step keeps each group as accumulators (its
         multiplicity; per COUNT/SUM, the sum of value x diff and the count
         of non-NULL values) and each MIN/MAX's values in order, instead of
-        its rows: every aggregate is a MIN, a MAX, or a COUNT or SUM, not
-        DISTINCT, with an exact result (an integer or numeric sum: a float
-        sum kept running would drift from a recompute)."""
+        its rows: every aggregate is a MIN, a MAX, or a COUNT or SUM (a
+        DISTINCT one with its values' multiplicities arranged too; a float
+        sum kept exact, compute/float_sum.py, so it equals a recompute's)."""
         node = self.expr
         assert isinstance(node, rel.Reduce)
-        types = node.input.desc.types
         return bool(node.aggregates) and all(
             a.func in ORDERED_AGGREGATES
-            or (
-                not a.distinct
-                and (
-                    a.func is rel.AggregateFunc.COUNT
-                    or (
-                        a.func is rel.AggregateFunc.SUM
-                        and a.typ(types).scalar_type not in (ScalarType.REAL, ScalarType.DOUBLE)
-                    )
-                )
-            )
+            or a.func in (rel.AggregateFunc.COUNT, rel.AggregateFunc.SUM)
             for a in node.aggregates
         )
+
+    @property
+    def value_columns(self) -> frozenset[int]:
+        """The input columns its aggregates read. An in-process step keeps a
+        group as these values with their multiplicities (the other columns
+        NULL), not its rows: a touched group of many rows and few distinct
+        values (count(DISTINCT s), string_agg, a float sum) reads only those."""
+        node = self.expr
+        assert isinstance(node, rel.Reduce)
+        return frozenset(c for a in node.aggregates for c in a.expr.columns())
 
 
 ORDERED_AGGREGATES = (rel.AggregateFunc.MIN, rel.AggregateFunc.MAX)

@@ -151,6 +151,20 @@ def test_explain_physical_prints_the_step_plan_with_rules_and_state() -> None:
     assert "state=accumulators and MIN/MAX values in order by group key [#0]" in (
         explain_steps(extremes.expr)
     )
+    strings, _ = _plan(
+        "CREATE MATERIALIZED VIEW g AS SELECT k, string_agg(v::text, ',') AS a FROM t GROUP BY k"
+    )
+    assert "state=values [#1] with multiplicities by group key [#0]" in (
+        explain_steps(strings.expr)
+    )
+    distinct, _ = _plan(
+        "CREATE MATERIALIZED VIEW d AS SELECT k, count(DISTINCT v) AS n, max(v) AS m"
+        " FROM t GROUP BY k"
+    )
+    assert (
+        "state=accumulators, DISTINCT values with multiplicities and MIN/MAX values in order"
+        " by group key [#0]" in explain_steps(distinct.expr)
+    )
     top, _ = _plan("CREATE MATERIALIZED VIEW p AS SELECT k, v FROM t ORDER BY v DESC, k LIMIT 3")
     assert "state=input by group key [] in order [#1 desc, #0]" in explain_steps(top.expr)
     timed, _ = _plan("CREATE MATERIALIZED VIEW f AS SELECT k FROM t WHERE mz_now() < v")

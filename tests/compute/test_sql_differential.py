@@ -573,6 +573,12 @@ QUERIES: dict[str, tuple[str, str | None]] = {
         " t.k = u.k GROUP BY u.name",
         None,
     ),
+    # float sums (exact in every engine: quarters and halves of small integers)
+    "agg_float_sum": (
+        "SELECT k, sum(v::float8 / 4) AS f, avg(v::float8) AS a,"
+        " sum(DISTINCT v::float8 / 2) AS d, count(DISTINCT v) AS n FROM t GROUP BY k",
+        None,
+    ),
     "agg_string_agg_desc": (
         "SELECT k, string_agg(s, '' ORDER BY s DESC) AS rev FROM t GROUP BY k",
         None,

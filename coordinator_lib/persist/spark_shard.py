@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -130,6 +131,25 @@ def compare_and_append_dataframe(
     raise LeaseExpired(f"shard {shard.shard_id}: writer lease keeps expiring")
 
 
+def _first_leaves(metadata: pq.FileMetaData) -> dict[str, int]:
+    """Each top-level column's first Parquet leaf column: a struct (an
+    interval) has a leaf per field, so leaves and fields are numbered apart."""
+    first: dict[str, int] = {}
+    at = 0
+    for field in metadata.schema.to_arrow_schema():
+        first[field.name] = at
+        at += _leaf_count(field.type)
+    return first
+
+
+def _leaf_count(arrow_type: pa.DataType) -> int:
+    if pa.types.is_struct(arrow_type):
+        return sum(_leaf_count(child.type) for child in arrow_type)
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        return _leaf_count(arrow_type.value_type)
+    return 1
+
+
 def _check_footers(
     shard: Shard, batch_dir: Path, expected_upper: Frontier, new_upper: Frontier
 ) -> None:
@@ -141,16 +161,16 @@ def _check_footers(
     null_columns: set[str] = set()
     for file in shard.blob.batch_files(shard.shard_id, batch_dir.name):
         metadata = pq.ParquetFile(file).metadata
-        schema = metadata.schema.to_arrow_schema()
+        leaf = _first_leaves(metadata)
         for group in range(metadata.num_row_groups):
             row_group = metadata.row_group(group)
-            stats = row_group.column(schema.get_field_index(TIME_COLUMN)).statistics
+            stats = row_group.column(leaf[TIME_COLUMN]).statistics
             if stats is None or not stats.has_min_max:
                 raise InvalidUpdates(f"shard {shard.shard_id}: batch has no time statistics")
             lows.append(stats.min)
             highs.append(stats.max)
             for name in required:
-                column_stats = row_group.column(schema.get_field_index(name)).statistics
+                column_stats = row_group.column(leaf[name]).statistics
                 if column_stats is not None and column_stats.null_count:
                     null_columns.add(name)
     if lows:

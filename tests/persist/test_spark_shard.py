@@ -120,3 +120,32 @@ def test_planned_spark_snapshot_survives_compaction_elsewhere(
         assert len(compactor.collect_garbage()) == 6  # released: now they go
     finally:
         other.close()
+
+
+def test_footer_check_reads_times_past_an_interval_struct(tmp_path: Path) -> None:
+    """An interval column is a struct of three Parquet leaves: the footer
+    check must read `__time` by leaf, not by field (it read the struct's
+    fields as times and refused every Spark batch of an interval view)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from coordinator_lib.persist.spark_shard import _check_footers
+    from coordinator_lib.repr.interval import Interval
+
+    desc = RelationDesc.of(("i", "interval"), ("k", "bigint", False))
+    client = PersistClient.open(tmp_path)
+    try:
+        shard = client.open_shard("footers", desc)
+        batch_dir = shard.blob.batch_path(shard.shard_id, shard.reserve_batch_key())
+        batch_dir.mkdir(parents=True)
+        rows = [Interval(-14, 40, 5).as_struct()]
+        table = pa.table(
+            {"i": rows, "k": [7], "__time": [3], "__diff": [1]},
+            schema=desc.arrow_schema(with_time_diff=True),
+        )
+        pq.write_table(table, batch_dir / "part-0.parquet")
+        _check_footers(shard, batch_dir, Frontier.at(3), Frontier.at(4))  # times [3, 3]
+        with pytest.raises(InvalidUpdates, match=r"times \[3, 3\] lie outside \[4, 5\)"):
+            _check_footers(shard, batch_dir, Frontier.at(4), Frontier.at(5))
+    finally:
+        client.close()

@@ -220,6 +220,7 @@ _SYNTAX: dict[type, tuple[Callable[[Any], str], Callable[[Any], list[exp.Expr]]]
     exp.SplitPart: (lambda n: "split_part", _args("this", "delimiter", "part_index")),
     exp.StartsWith: (lambda n: "starts_with", _args("this", "expression")),
     exp.Reverse: (lambda n: "reverse", _args("this")),
+    exp.BitLength: (lambda n: "bit_length", _args("this")),
     exp.Repeat: (lambda n: "repeat", _args("this", "times")),
     exp.MD5: (lambda n: "md5", _args("this")),
     exp.Round: (lambda n: "round", _args("this", "decimals")),
@@ -379,6 +380,23 @@ def _json_build_object(b: ScalarBinder, node: exp.Anonymous) -> Typed:
     if len(node.expressions) % 2:
         raise InvalidParameter("argument list must have even number of elements", position_of(node))
     return resolve_call(b, node, "json_build_object", list(node.expressions))
+
+
+def _pg_typeof(b: ScalarBinder, node: exp.Anonymous) -> Typed:
+    """pg_typeof(x): the type's name as PostgreSQL's regtype prints it, a
+    constant of the plan ('unknown' for an untyped literal, as PostgreSQL)."""
+    if len(node.expressions) != 1:
+        raise b.no_function(node, "pg_typeof", [b.bind(n) for n in node.expressions])
+    value = b.bind(node.expressions[0])
+    return literal("unknown" if value.unknown else regtype_name(value.scalar), S.TEXT)
+
+
+def regtype_name(st: ScalarType) -> str:
+    """`st` as PostgreSQL's regtype output names it (`integer[]`,
+    `timestamp without time zone`)."""
+    if st.element is not None:
+        return regtype_name(st.element) + "[]"
+    return "timestamp without time zone" if st is S.TIMESTAMP else st.value
 
 
 def _unit_text(node: exp.Expr) -> exp.Expr:
@@ -613,6 +631,7 @@ _BESPOKE_NAMED: dict[str, Callable[[Any, Any], Typed]] = {
     "date_part": _date_part,
     "to_char": _to_char,
     "json_build_object": _json_build_object,
+    "pg_typeof": _pg_typeof,
 }
 
 

@@ -149,6 +149,7 @@ EXPRESSIONS = [
     "repeat(s, n)",
     "md5(s)",
     "octet_length(s)",
+    "bit_length(s)",
     "length(s)",
     "s LIKE '%b%'",
     "s ILIKE 'A%'",

@@ -285,6 +285,11 @@ QUERIES = {
     "pg_catalog_calls": "SELECT k, pg_catalog.upper('a' || k) AS u, pg_catalog.abs(-x),"
     " pg_catalog.round(x / 3.0), pg_catalog.substring('abc', k), pg_catalog.substr('abc', k) AS s,"
     " pg_catalog.ceiling(x / 7.0), pg_catalog.lower('AB') AS l FROM t1",
+    # pg_typeof names the argument's type as PostgreSQL's regtype prints it
+    "pg_typeof": "SELECT k, pg_typeof(k) AS a, pg_typeof(x * 1.5) AS n, pg_typeof(body) AS b,"
+    " pg_typeof(ARRAY[k]) AS r, pg_typeof('x') AS u, pg_typeof(k::bigint) AS i,"
+    " pg_typeof(t) AS t FROM t1, j, ts WHERE id = 1 AND t < '2000-01-01'",
+    "bit_length": "SELECT k, bit_length('你好' || k) AS b, bit_length(x::text) FROM t1",
     # version() is a PostgreSQL version string (test_version_names_tidemark: Tidemark's)
     "version": "SELECT version() LIKE 'PostgreSQL %.% on %' AS pg, pg_catalog.version() = VERSION()"
     " AS same FROM a",

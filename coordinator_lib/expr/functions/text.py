@@ -1,6 +1,6 @@
 """Text functions with PostgreSQL's semantics: substring, trim, replace,
 concat, strpos, left/right, pad, split_part, starts_with, reverse, repeat,
-md5, octet_length, initcap, ascii, chr, translate.
+md5, octet_length, bit_length, initcap, ascii, chr, translate.
 
 Where Spark's function differs from PostgreSQL's the builder does not use
 it as is (substring's start before 1, left/right with a negative count, an
@@ -254,6 +254,15 @@ def md5(text: str) -> str:
 )
 def octet_length(text: str) -> int:
     return len(text.encode())
+
+
+@scalar_function(
+    "bit_length",
+    sig(S.TEXT, result=S.INTEGER),
+    spark=lambda c: F.bit_length(c.args[0]).cast("int"),
+)
+def bit_length(text: str) -> int:
+    return 8 * len(text.encode())
 
 
 @scalar_function("initcap", sig(S.TEXT, result=S.TEXT))

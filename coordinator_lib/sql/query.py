@@ -663,8 +663,6 @@ def figure_colname(node: exp.Expr) -> str:
         return figure_colname(node.this)
     if isinstance(node, exp.Anonymous):
         return ident_name(node.this) if isinstance(node.this, exp.Identifier) else str(node.this)
-    if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Func):
-        return figure_colname(node.expression)  # pg_catalog.f(...)
     if isinstance(node, exp.Func) and node.meta.get(WRITTEN_NAME):
         return str(node.meta[WRITTEN_NAME])
     if isinstance(node, exp.Trim):  # btrim, ltrim or rtrim, as PostgreSQL calls it

@@ -20,6 +20,7 @@ inputs at that time); from then on its steps stay on this path.
 
 from __future__ import annotations
 
+from pyspark.sql import Column as SparkColumn
 from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -45,6 +46,7 @@ from coordinator_lib.persist.spark_shard import (
 )
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.repr.relation import ScalarType
 
 
 def state_shard(output: Shard, plan: AccumulatePlan, since: int, create: bool) -> Shard | None:
@@ -53,6 +55,15 @@ def state_shard(output: Shard, plan: AccumulatePlan, since: int, create: bool) -
     if machine.fetch() is None and not create:
         return None
     return Shard.open(machine, output.blob, plan.state_desc, initial_since=since)
+
+
+def _finite(total: SparkColumn) -> SparkColumn:
+    """A float sum that reached infinity fails the job with 22003: the step
+    is then planned again off this path (dataflow.step), whose reduce tells
+    an overflow (an error of the view) from a sum of infinities (a value)."""
+    infinity = F.lit(float("inf"))
+    overflow = F.raise_error(F.lit("value out of range: overflow (SQLSTATE 22003)"))
+    return F.when(F.abs(total) == infinity, overflow).otherwise(total)
 
 
 def _accumulator_columns(plan: AccumulatePlan) -> list[str]:
@@ -82,12 +93,17 @@ def advance_state(
         to_spark(k, types).alias(name) for k, name in zip(reduce.group_key, keys, strict=True)
     ]
     sums = [F.sum(DIFF).alias("rows")]
+    floats = set()  # float sums' accumulators: checked against overflow
     for i, aggregate in enumerate(reduce.aggregates):
-        out_type = spark_type(aggregate.typ(types).scalar_type)
+        scalar_type = aggregate.typ(types).scalar_type
+        out_type = spark_type(scalar_type)
         value = to_spark(aggregate.expr, types).cast(out_type)
         columns.append(value.alias(f"v{i}"))
         if aggregate.func is AggregateFunc.SUM:
             total = F.sum(F.col(f"v{i}") * F.col(DIFF)).cast(out_type)
+            if scalar_type in (ScalarType.REAL, ScalarType.DOUBLE):
+                floats.add(f"s{i}")
+                total = _finite(total)
             # Never NULL, so a missing previous value is told apart by `rows`.
             sums.append(F.coalesce(total, F.lit(0).cast(out_type)).alias(f"s{i}"))
         sums.append(
@@ -115,7 +131,8 @@ def advance_state(
             condition = condition & F.col(k).eqNullSafe(F.col(f"ok_{k}"))
         joined = cumulative.join(old, on=condition, how="left").drop(*[f"ok_{k}" for k in keys])
     for a in accs:
-        joined = joined.withColumn(a, F.coalesce(F.col(f"o_{a}"), F.lit(0)) + F.col(f"d_{a}"))
+        accumulated = F.coalesce(F.col(f"o_{a}"), F.lit(0)) + F.col(f"d_{a}")
+        joined = joined.withColumn(a, _finite(accumulated) if a in floats else accumulated)
     order = Window.partitionBy(*keys).orderBy(TIME)
     with_prev = joined.select(
         *keys,

@@ -5,15 +5,23 @@ it, each eagerly checkpointed in Spark's block manager (`localCheckpoint`),
 so a peek reads memory, never persist, and never re-runs the plan that
 produced the data (whose input holds have since moved on). `compact(since)`
 folds old updates into the base, as compaction does for a shard.
+
+Its errors (compute/error_collection.py) are kept beside it as updates
+(code, message) in memory, compacted with it; a peek at a time where they
+are non-empty answers with the first (`errors_at`).
 """
 
 from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.relation import DIFF_COLUMN, TIME_COLUMN, RelationDesc
+from coordinator_lib.repr.update import Update, consolidate
 
 # Fold updates into the base once this many batches have piled up.
 MAX_UPDATE_BATCHES = 8
@@ -31,6 +39,7 @@ class Arrangement:
         # delta's diffs, kept so the maintaining process can say how big the
         # index is without reading it (tidemark serve's heartbeat reports it).
         self.rows = 0
+        self.errors: list[Update] = []
 
     @property
     def key_names(self) -> list[str]:
@@ -39,9 +48,16 @@ class Arrangement:
     def _quoted(self) -> list[str]:
         return [f"`{n}`" for n in self.desc.names]
 
-    def apply(self, delta: DataFrame | None, lower: int, upper: Frontier) -> None:
-        """Add a step's updates for [lower, upper) (times as in the delta);
-        an empty `upper` closes the arrangement (its inputs are closed)."""
+    def apply(
+        self,
+        delta: DataFrame | None,
+        lower: int,
+        upper: Frontier,
+        errors: Iterable[Update] = (),
+    ) -> None:
+        """Add a step's updates and error updates for [lower, upper) (times as
+        in the delta); an empty `upper` closes the arrangement (its inputs
+        are closed)."""
         if self.upper != Frontier.at(lower):
             raise ValueError(f"arrangement at {self.upper!r} cannot take a step from {lower}")
         if delta is not None:
@@ -52,6 +68,7 @@ class Arrangement:
             self.updates.append(checkpointed)
             total = checkpointed.agg(F.sum(DIFF_COLUMN)).first()
             self.rows += int(total[0] or 0) if total is not None else 0
+        self.errors = consolidate([*self.errors, *errors])
         self.upper = upper
         if len(self.updates) > MAX_UPDATE_BATCHES:
             self.compact(self.since)
@@ -70,6 +87,14 @@ class Arrangement:
             .agg(F.sum(DIFF_COLUMN).alias(DIFF_COLUMN))
             .filter(F.col(DIFF_COLUMN) != 0)
         )
+
+    def errors_at(self, as_of: int) -> list[tuple[str, str]]:
+        """The (code, message) of the errors present at `as_of`, sorted."""
+        counts: Counter[tuple[str, str]] = Counter()
+        for error in self.errors:
+            if error.time <= as_of:
+                counts[(error.row[0], error.row[1])] += error.diff
+        return sorted(e for e, n in counts.items() if n > 0)
 
     def peek(self, as_of: int) -> DataFrame | None:
         """The contents at `as_of` (since <= as_of < upper): data columns and
@@ -91,4 +116,5 @@ class Arrangement:
             for u in self.updates
         ]
         self.updates = [u for u in self.updates if not u.isEmpty()]
+        self.errors = consolidate([e._replace(time=max(e.time, target.time)) for e in self.errors])
         self.since = target

@@ -54,7 +54,7 @@ from coordinator_lib.compute.errors import (
 )
 from coordinator_lib.compute.local_scalar import EvalError
 from coordinator_lib.compute.spark_cancel import cancelable_jobs
-from coordinator_lib.compute.spark_errors import exact_errors, is_data_error
+from coordinator_lib.compute.spark_errors import exact_on_failure
 from coordinator_lib.expr.relation import Get, RelationExpr
 from coordinator_lib.expr.temporal import substitute_mz_now
 from coordinator_lib.persist.read_scope import held_reads
@@ -427,8 +427,15 @@ class ComputeController:
             return None
         engine = choose_engine(Work.INDEX_STEP, stored_rows(inputs), self.local_max_rows)
         assert engine is Engine.SPARK  # the arrangement is Spark DataFrames
-        delta, _, rules = plan_step(self.spark, dataflow.description, inputs, lower, upper)
-        arrangement.apply(delta, lower, step_frontier(upper))
+
+        def apply() -> list[tuple[str, str]]:
+            # apply's checkpoint runs the Spark job: a value that fails it
+            # fails before the arrangement changes.
+            delta, errors, rules = plan_step(self.spark, dataflow.description, inputs, lower, upper)
+            arrangement.apply(delta, lower, step_frontier(upper), errors)
+            return rules
+
+        rules = exact_on_failure(apply)
         policy_since = dataflow.read_policy.frontier(arrangement.upper)
         if dataflow.peek_holds:
             policy_since = policy_since.meet(Frontier.at(min(dataflow.peek_holds)))
@@ -476,6 +483,8 @@ class ComputeController:
                         frame = arrangement.peek(timestamp)
                     except ValueError as error:
                         raise PeekError(f"peek of {id}: {error}") from error
+                    for code, message in arrangement.errors_at(timestamp):
+                        raise EvalError(message, code)
                     if frame is None:
                         return []
                     table = frame.toArrow()
@@ -501,13 +510,7 @@ class ComputeController:
             _raise_first(errors)
             return [(u.row, u.diff) for u in updates]
         with held_reads(), cancelable_jobs(self.spark, budget.current()):
-            try:
-                table = self._spark_peek(description, inputs, timestamp)
-            except Exception as error:
-                if not is_data_error(error):
-                    raise
-                with exact_errors():  # the query's first error, as in-process
-                    table = self._spark_peek(description, inputs, timestamp)
+            table = exact_on_failure(lambda: self._spark_peek(description, inputs, timestamp))
             if table is None:
                 return []
         names = list(description.desc.names)

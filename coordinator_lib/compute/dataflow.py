@@ -63,7 +63,7 @@ from coordinator_lib.compute.render import (
     render,
 )
 from coordinator_lib.compute.rules import Rule
-from coordinator_lib.compute.spark_errors import exact_errors, is_data_error
+from coordinator_lib.compute.spark_errors import exact_on_failure, is_data_error
 from coordinator_lib.expr.relation import RelationExpr
 from coordinator_lib.persist.errors import UpperMismatch
 from coordinator_lib.persist.shard import Shard
@@ -310,15 +310,9 @@ def step(
                 land(state, upper)
             rows = len(updates)
         else:
-            try:
-                rows, rules = _spark_step(spark, description, inputs, output, lower, upper, landed)
-            except Exception as error:
-                if not is_data_error(error):
-                    raise
-                with exact_errors():  # the rows a scalar fails on, as in-process
-                    rows, rules = _spark_step(
-                        spark, description, inputs, output, lower, upper, landed
-                    )
+            rows, rules = exact_on_failure(
+                lambda: _spark_step(spark, description, inputs, output, lower, upper, landed)
+            )
     except UpperMismatch:
         return StepResult(lower, upper, 0, False, time.perf_counter() - started, [], engine, reads)
     return StepResult(lower, upper, rows, True, time.perf_counter() - started, rules, engine, reads)

@@ -19,6 +19,11 @@ The rules (docs/architecture.md, "How SQL becomes a plan"):
   evaluated; the delta recomputes only the groups the delta touches, from
   their old rows, at u0 - 1 and at every time the delta carries for them,
   and emits the differences, so the output is exact at every time.
+  A group whose aggregate fails on its own (a SUM past its type while each
+  value fits) has an error in place of its row: the step's errors get an
+  update wherever the group starts or stops failing, as Materialize's
+  reduce sends it to errs, and old leaves the group out (its error was
+  taken in before).
   Reading a touched group's old rows is one primitive
   (`rows_at_touched_keys`), so a backend may answer it from durable
   per-operator state (an arrangement) instead of its input's old contents.
@@ -116,7 +121,8 @@ class Backend(Protocol[C]):
         """Rows with the key `node` groups them by."""
 
     def group_outputs(self, keyed_old: C, node: Keyed) -> C:
-        """Every group's output, evaluated from its old rows (untimed)."""
+        """Every group's output, evaluated from its old rows (untimed);
+        none for a group whose aggregate fails."""
 
     def rows_at_touched_keys(
         self, keyed_old: C | None, keyed_delta: C | None, node: Keyed
@@ -127,7 +133,9 @@ class Backend(Protocol[C]):
     def group_changes(self, touched_old: C | None, keyed_delta: C, node: Keyed) -> C:
         """Each touched group's output at lower - 1 and at each time of the
         delta (its old rows plus the delta up to that time), as updates:
-        at each time, that time's output minus the one before."""
+        at each time, that time's output minus the one before. A failing
+        group's error stands for its row: its changes are the step's error
+        updates, not data."""
 
     def temporal_present(self, old: C, node: plan.TemporalFilter, time: int) -> C:
         """The rows of `old` that the bounds let be present at `time`."""

@@ -101,6 +101,8 @@ def to_spark(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn:
             return _numeric_text(to_spark(expr.expr, types))
         if {ScalarType.INTERVAL, ScalarType.TIME} & {source, expr.to} and source is not expr.to:
             return _local_cast(to_spark(expr.expr, types), source, expr.to)
+        if expr.to in _FLOAT_CAST_SOURCES.get(source, ()):
+            return _float_cast_checked(to_spark(expr.expr, types), source, expr.to)
         return to_spark(expr.expr, types).cast(spark_type(expr.to))
     if isinstance(expr, Record):  # array_agg's input: fields f0 (the value), f1...
         return F.struct(*[to_spark(f, types).alias(f"f{i}") for i, f in enumerate(expr.fields)])
@@ -246,6 +248,33 @@ def _float_checked(
         .when(underflow, F.raise_error(F.lit("value out of range: underflow (SQLSTATE 22003)")))
         .otherwise(result)
     )
+
+
+# The casts to a float type whose value Spark answers with Infinity where
+# PostgreSQL (and `local_scalar._cast`) raise 22003: by source type.
+_FLOAT_CAST_SOURCES = {
+    ScalarType.DOUBLE: (ScalarType.REAL,),
+    ScalarType.NUMERIC: (ScalarType.REAL,),
+    ScalarType.TEXT: (ScalarType.REAL, ScalarType.DOUBLE),
+}
+_INFINITIES = ("inf", "+inf", "-inf", "infinity", "+infinity", "-infinity")
+
+
+def _float_cast_checked(value: SparkColumn, source: ScalarType, to: ScalarType) -> SparkColumn:
+    """A cast to real or double checked as PostgreSQL checks it: a finite
+    value beyond the type's range ('1e39'::real, 1e39::real, 1e300::real,
+    '1e400'::float8) is 22003 overflow; Spark's cast answers it with
+    Infinity. Text that spells infinity stays infinite."""
+    result = value.cast(spark_type(to))
+    infinity = F.lit(float("inf"))
+    if source is ScalarType.TEXT:
+        finite = ~F.lower(F.trim(value)).isin(*_INFINITIES)
+    else:
+        finite = F.abs(value.cast(T.DoubleType())) < infinity
+    overflow = finite & (F.abs(result) == infinity)
+    return F.when(
+        overflow, F.raise_error(F.lit("value out of range: overflow (SQLSTATE 22003)"))
+    ).otherwise(result)
 
 
 def _numeric_div(left: SparkColumn, right: SparkColumn, out_type: T.DataType) -> SparkColumn:

@@ -11,7 +11,11 @@ from collections.abc import Callable
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import functions as F
 
+from coordinator_lib.compute.spark_errors import error_struct
 from coordinator_lib.expr.relation import AggregateExpr, AggregateFunc
+from coordinator_lib.expr.scalar import is_integer
+from coordinator_lib.persist.spark_batches import spark_type
+from coordinator_lib.repr.relation import ScalarType
 
 # Puts one Spark aggregate call over a window frame (identity when grouped).
 Over = Callable[[SparkColumn], SparkColumn]
@@ -83,7 +87,10 @@ def aggregate_column(
     if func is AggregateFunc.COUNT:
         return F.coalesce(over(F.sum(F.when(nonnull, m))), F.lit(0)).cast("long")
     if func is AggregateFunc.SUM:
-        total = over(F.sum(F.when(nonnull, value * m)))
+        # Grouped, a sum past its type is NULL here and an error of its group
+        # (`sum_overflow`); over a window frame it fails the job.
+        summed = F.try_sum if over is _grouped else F.sum
+        total = over(summed(F.when(nonnull, value * m)))
         return F.when(over(F.sum(F.when(nonnull, m))) > 0, total)
     if func is AggregateFunc.MIN:
         return over(F.min(F.when(present, value)))
@@ -99,3 +106,35 @@ def aggregate_column(
         joined = F.array_join(ordered, aggregate.separator or "")
         return F.when(F.size(items) > 0, joined)
     raise TypeError(f"no rendering for aggregate {func}")
+
+
+def sum_overflow(
+    aggregate: AggregateExpr, value: SparkColumn, out_type: ScalarType
+) -> SparkColumn | None:
+    """A grouped SUM's own overflow, as the local engine raises it
+    (`local_groups.Accumulators.output`, `local_scalar.aggregate_values`):
+    22003 where the sum leaves its type although each value fits (a numeric
+    beyond its bound, an integer beyond its width, a finite float sum that
+    is infinite). Its group's row is then an error (as Materialize's reduce
+    sends it to errs) instead of a failed job; None if it cannot overflow."""
+    if aggregate.func is not AggregateFunc.SUM or aggregate.distinct:
+        return None
+    m = F.col("__m")
+    nonnull = value.isNotNull()
+    if out_type in (ScalarType.REAL, ScalarType.DOUBLE):
+        infinity = F.lit(float("inf"))
+        total = F.sum(F.when(nonnull, value * m))
+        finite = F.max(F.when(nonnull, F.abs(value))) < infinity
+        overflow = (F.abs(total) == infinity) & finite
+        return F.when(overflow, error_struct("22003", "value out of range: overflow"))
+    if out_type is ScalarType.NUMERIC:
+        message = "numeric field overflow"
+    elif is_integer(out_type):
+        message = f"{out_type.value} out of range"
+    else:
+        return None
+    # value * m may be typed with fewer decimal places (and more digits) than
+    # the output: the sum is checked against the output type, not its own.
+    some = F.sum(F.when(nonnull, m)) > 0
+    total = F.try_sum(F.when(nonnull, value * m)).try_cast(spark_type(out_type))
+    return F.when(some & total.isNull(), error_struct("22003", message))

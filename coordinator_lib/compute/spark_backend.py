@@ -23,8 +23,18 @@ from coordinator_lib.compute.delta_rules import Keyed, Pair
 from coordinator_lib.compute.join_plan import JoinStep
 from coordinator_lib.compute.render_ordered import COUNT, OUT, ordered_values, stacked
 from coordinator_lib.compute.scalar import column_name, to_spark
-from coordinator_lib.compute.spark_aggregates import aggregate_column, array_agg_column
-from coordinator_lib.compute.spark_errors import ERROR, error_column, first_error, split_errors
+from coordinator_lib.compute.spark_aggregates import (
+    aggregate_column,
+    array_agg_column,
+    sum_overflow,
+)
+from coordinator_lib.compute.spark_errors import (
+    ERROR,
+    error_column,
+    first_error,
+    no_error,
+    split_errors,
+)
 from coordinator_lib.compute.spark_frames import (
     DIFF,
     POINT,
@@ -199,7 +209,12 @@ class SparkBackend:
             return _ordered_changes(_ordered(node), events, points, key_cols, self.lower - 1)
         group = _Group.of(node)
         values = group.values_at_points(events, points)
-        return _emit_changes(values, key_cols, group.aggregates, group.mode, self.lower - 1)
+        changes, errors = _emit_changes(
+            values, key_cols, group.aggregates, group.mode, self.lower - 1
+        )
+        if any(a.func is AggregateFunc.SUM for a in group.aggregates):  # can overflow
+            self.ctx.errors.append(errors)
+        return changes
 
     def temporal_present(self, old: DataFrame, node: plan.TemporalFilter, time: int) -> DataFrame:
         lo, hi = F.col("__lo"), F.col("__hi")
@@ -529,6 +544,7 @@ def _values_at_points(
     )
     present = F.col("__m") > 0
     aggs = [F.sum("__m").alias("__rows")]
+    errors: list[SparkColumn | None] = []
     for aggregate, col, out_type in zip(aggregates, agg_cols, output_types, strict=True):
         value = F.col(col)
         if aggregate.func is AggregateFunc.ARRAY_AGG:  # a struct (value, keys...)
@@ -538,10 +554,17 @@ def _values_at_points(
         if aggregate.func is not AggregateFunc.COUNT:
             # count's output type (bigint) is not its input's: count(text) counts text.
             value = value.cast(spark_type(out_type.scalar_type))
-        aggs.append(aggregate_column(aggregate, value, present).alias(col))
+        column = aggregate_column(aggregate, value, present)
+        if aggregate.func is AggregateFunc.SUM:
+            # A sum past its type is NULL here and an error of its group.
+            column = column.try_cast(spark_type(out_type.scalar_type))
+        aggs.append(column.alias(col))
+        errors.append(sum_overflow(aggregate, value, out_type.scalar_type))
+    error = first_error(errors)
+    aggs.append((no_error() if error is None else error).alias(ERROR))
     grouped = tuples.groupBy(*[f"__p{c}" for c in key_cols], POINT).agg(*aggs)
     return grouped.select(
-        *[F.col(f"__p{c}").alias(c) for c in key_cols], POINT, "__rows", *agg_cols
+        *[F.col(f"__p{c}").alias(c) for c in key_cols], POINT, "__rows", *agg_cols, ERROR
     )
 
 
@@ -554,7 +577,8 @@ def _final_columns(key_cols: list[str], aggregates: tuple[AggregateExpr, ...]) -
 def _emit_old(
     values: DataFrame, key_cols: list[str], aggregates: tuple[AggregateExpr, ...], mode: str
 ) -> DataFrame:
-    present = values.filter(F.col("__rows") > 0)
+    # A group whose aggregate fails has its error in the errs already.
+    present = values.filter((F.col("__rows") > 0) & F.col(ERROR).isNull())
     diff = F.col("__rows") if mode == "threshold" else F.lit(1).cast("long")
     return present.select(*_final_columns(key_cols, aggregates), diff.alias(DIFF))
 
@@ -565,16 +589,36 @@ def _emit_changes(
     aggregates: tuple[AggregateExpr, ...],
     mode: str,
     before: int,
-) -> DataFrame:
+) -> tuple[DataFrame, DataFrame]:
     """From the value of each key at each point, the changes: at each point
-    after `before`, retract the previous value and insert the new one."""
+    after `before`, retract the previous value and insert the new one. A
+    group whose aggregate fails (`ERROR`) has its error in place of its row:
+    (data changes, error changes as code, message, time, diff)."""
     window = Window.partitionBy(*key_cols).orderBy(POINT) if key_cols else Window.orderBy(POINT)
     row_cols = [f"__a{j}" for j in range(len(aggregates))]
     previous = values.select(
         "*",
         F.lag("__rows").over(window).alias("__prev_rows"),
+        F.lag(ERROR).over(window).alias(f"__prev{ERROR}"),
         *[F.lag(c).over(window).alias(f"__prev{c}") for c in row_cols],
     ).filter(F.col(POINT) > before)
+    now = F.col("__rows") > 0
+    was = F.coalesce(F.col("__prev_rows"), F.lit(0)) > 0
+    error, was_error = F.col(ERROR), F.col(f"__prev{ERROR}")
+    errors = previous.filter(now & error.isNotNull()).select(
+        error["code"].alias("code"),
+        error["message"].alias("message"),
+        F.col(POINT).alias(TIME),
+        F.lit(1).cast("long").alias(DIFF),
+    )
+    errors = errors.unionByName(
+        previous.filter(was & was_error.isNotNull()).select(
+            was_error["code"].alias("code"),
+            was_error["message"].alias("message"),
+            F.col(POINT).alias(TIME),
+            F.lit(-1).cast("long").alias(DIFF),
+        )
+    )
     if mode == "threshold":
         new_diff = F.greatest(F.col("__rows"), F.lit(0))
         old_diff = F.greatest(F.coalesce(F.col("__prev_rows"), F.lit(0)), F.lit(0))
@@ -583,13 +627,13 @@ def _emit_changes(
             F.col(POINT).alias(TIME),
             (new_diff - old_diff).cast("long").alias(DIFF),
         )
-        return changed.filter(F.col(DIFF) != 0)
-    inserts = previous.filter(F.col("__rows") > 0).select(
+        return changed.filter(F.col(DIFF) != 0), errors
+    inserts = previous.filter(now & error.isNull()).select(
         *_final_columns(key_cols, aggregates),
         F.col(POINT).alias(TIME),
         F.lit(1).cast("long").alias(DIFF),
     )
-    retractions = previous.filter(F.coalesce(F.col("__prev_rows"), F.lit(0)) > 0).select(
+    retractions = previous.filter(was & was_error.isNull()).select(
         *[F.col(c).alias(column_name(i)) for i, c in enumerate(key_cols)],
         *[
             F.col(f"__prev{c}").alias(column_name(len(key_cols) + j))
@@ -598,4 +642,4 @@ def _emit_changes(
         F.col(POINT).alias(TIME),
         F.lit(-1).cast("long").alias(DIFF),
     )
-    return inserts.unionByName(retractions)
+    return inserts.unionByName(retractions), errors

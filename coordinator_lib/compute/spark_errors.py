@@ -25,9 +25,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
@@ -49,17 +49,18 @@ from coordinator_lib.expr.scalar import (
 from coordinator_lib.repr.interval import from_struct
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 
+R = TypeVar("R")
 ERROR = "__error"
 ERROR_TYPE = T.StructType(
     [T.StructField("code", T.StringType(), True), T.StructField("message", T.StringType(), True)]
 )
 
 
-def _no_error() -> SparkColumn:
+def no_error() -> SparkColumn:
     return F.lit(None).cast(ERROR_TYPE)
 
 
-def _error(code: str, message: str) -> SparkColumn:
+def error_struct(code: str, message: str) -> SparkColumn:
     return F.struct(F.lit(code).alias("code"), F.lit(message).alias("message")).cast(ERROR_TYPE)
 
 
@@ -80,12 +81,12 @@ def error_column(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn
     if _EXACT.get():
         return None if never_fails(expr) else _evaluated_error(expr, types)
     if isinstance(expr, RaiseError):
-        return _error(expr.code, expr.message)
+        return error_struct(expr.code, expr.message)
     if isinstance(expr, If):
         branches = [error_column(expr.then, types), error_column(expr.els, types)]
         branch = None
         if any(b is not None for b in branches):
-            then, els = (_no_error() if b is None else b for b in branches)
+            then, els = (no_error() if b is None else b for b in branches)
             taken = F.coalesce(to_spark(expr.cond, types), F.lit(False))
             branch = F.when(taken, then).otherwise(els)
         return first_error([error_column(expr.cond, types), branch])
@@ -100,7 +101,7 @@ def error_column(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn
     if isinstance(expr, CallBinary) and expr.func in (BinaryFunc.DIV, BinaryFunc.MOD):
         left, right = to_spark(expr.left, types), to_spark(expr.right, types)
         zero = left.isNotNull() & right.isNotNull() & (right == F.lit(0))
-        own = F.when(zero, _error("22012", "division by zero"))
+        own = F.when(zero, error_struct("22012", "division by zero"))
     return first_error([*(error_column(child, types) for child in expr.children()), own])
 
 
@@ -140,6 +141,19 @@ def exact_errors() -> Iterator[None]:
 def is_data_error(error: BaseException) -> bool:
     """Whether a Spark job failed on a row's value (not on I/O or a bug)."""
     return _DATA_ERROR.search(str(error)) is not None
+
+
+def exact_on_failure(run: Callable[[], R]) -> R:
+    """`run()`, and, if its Spark job failed on a value, `run()` again with
+    exact errors (a view's step, an index's step and a one-off query alike):
+    only work that meets a failing row pays for the UDFs."""
+    try:
+        return run()
+    except Exception as error:
+        if not is_data_error(error):
+            raise
+        with exact_errors():
+            return run()
 
 
 def _from_spark(value: Any, st: ScalarType) -> Any:

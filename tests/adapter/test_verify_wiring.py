@@ -65,7 +65,9 @@ def test_badly_typed_rows_are_never_written(
 
     monkeypatch.setattr(coordinator.storage, "append", append)
     for statement in (
-        "INSERT INTO t VALUES (2, 'y')",  # VALUES are evaluated by a one-shot peek
+        # VALUES with an expression are evaluated by a one-shot peek (constants
+        # only become rows without one).
+        "INSERT INTO t VALUES (2, upper('y'))",
         "UPDATE t SET b = 'z' WHERE a = 1",
         "DELETE FROM t WHERE a = 1",
     ):
@@ -78,7 +80,7 @@ def test_badly_typed_rows_are_never_written(
     local_sql("BEGIN")
     with monkeypatch.context() as patch:
         patch.setattr(coordinator.compute, "peek_expr", _bad_rows)
-        assert error_of(local_session, "INSERT INTO t VALUES (3, 'w')").code == "XX000"
+        assert error_of(local_session, "INSERT INTO t VALUES (3, upper('w'))").code == "XX000"
     local_sql("COMMIT")
     assert appended == []
     assert local_sql("SELECT a, b FROM t") == [(1, "x")]

@@ -86,12 +86,14 @@ class Machine:
         return result
 
     def forget(self) -> None:
-        """Drop this process's cached value of the shard (`_KNOWN`): once it
-        is finalized nothing writes it again, and the value would otherwise
-        stay for the process's life, one per shard ever dropped."""
-        known = _KNOWN.get(self.consensus)
-        if known is not None:
-            known.pop(self.key, None)
+        """Drop this process's cached value and decoded state of the shard
+        (`_KNOWN`, `_DECODED`): once it is finalized nothing writes it again,
+        and they would otherwise stay for the process's life, one per shard
+        ever dropped."""
+        for cache in (_KNOWN, _DECODED):
+            cached = cache.get(self.consensus)
+            if cached is not None:
+                cached.pop(self.key, None)
 
     def _landed(self, op_id: str) -> bool:
         for _ in range(10):

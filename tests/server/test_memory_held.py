@@ -7,7 +7,7 @@ from __future__ import annotations
 import gc
 
 from coordinator_lib.expr import relation as rel
-from coordinator_lib.persist.machine import _KNOWN, SHARD_KEY_PREFIX
+from coordinator_lib.persist.machine import _DECODED, _KNOWN, SHARD_KEY_PREFIX
 from coordinator_lib.server.environment import Environment
 from tests.fixtures.served import connect
 
@@ -35,9 +35,11 @@ def test_aggregate_queries_run_leave_no_plan_alive(environment: Environment) -> 
 
 
 def _cached_shards(environment: Environment) -> set[str]:
-    """The shards whose state this process keeps cached (persist/machine.py)."""
+    """The shards whose state this process keeps cached, as bytes or decoded
+    (persist/machine.py)."""
     consensus = environment.handle.coordinator.storage.persist.consensus
-    return {key for key in _KNOWN.get(consensus, {}) if key.startswith(SHARD_KEY_PREFIX)}
+    keys = {*_KNOWN.get(consensus, {}), *_DECODED.get(consensus, {})}
+    return {key for key in keys if key.startswith(SHARD_KEY_PREFIX)}
 
 
 def test_dropped_tables_leave_no_cached_shard_state(environment: Environment) -> None:

@@ -377,6 +377,24 @@ def test_a_cast_to_real_past_its_range_is_22003_on_spark(
             assert failure(conn, sql)[0] == code, sql
 
 
+def frontier(conn: psycopg.Connection[Any], catalog: str, name: str) -> int:
+    """The write frontier mz_internal.mz_frontiers shows for `name`."""
+    ((upper,),) = conn.execute(
+        "SELECT f.write_frontier FROM mz_internal.mz_frontiers f "
+        f"JOIN {catalog} c ON f.object_id = c.id WHERE c.name = '{name}'"
+    ).fetchall()
+    return int(upper)
+
+
+def assert_index_passes(conn: psycopg.Connection[Any], index: str, time_: int) -> None:
+    """The index's write frontier reaches `time_` (its steps go on); a
+    stopped index stays behind, so the wait is bounded."""
+    deadline = time.monotonic() + 90
+    while frontier(conn, "mz_indexes", index) < time_ and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert frontier(conn, "mz_indexes", index) >= time_, f"{index} stopped"
+
+
 @pytest.mark.spark
 @pytest.mark.timeout(400)
 def test_an_indexed_view_keeps_its_errors_on_spark(
@@ -384,9 +402,10 @@ def test_an_indexed_view_keeps_its_errors_on_spark(
 ) -> None:
     """An index (on Spark, its steps always are) over a view whose query
     fails on a row (an integer overflow, a bad cast: each fails the Spark
-    job) answers with the error while the row is there (SQLSTATE as
-    PostgreSQL's), and with its rows again once it is deleted; another index
-    keeps answering. Before, the index's step failed and stuck."""
+    job) keeps its errors and keeps moving: its write frontier passes the
+    bad row's time, and the view answers with the error while the row is
+    there (SQLSTATE as PostgreSQL's) and with its rows once it is deleted.
+    Before, the index's step failed on the row and the index stopped."""
     with connect(on_spark) as conn:
         both(
             conn,
@@ -404,11 +423,13 @@ def test_an_indexed_view_keeps_its_errors_on_spark(
         both(conn, postgres, "INSERT INTO ia VALUES (5, '7')")
         read = "SELECT m, i FROM ia_big"
         assert_fails_as_postgres(conn, postgres, read, read, "integer out of range")
+        assert_index_passes(conn, "ia_big_idx", frontier(conn, "mz_tables", "ia"))
         conn.execute("INSERT INTO ib VALUES (1)")
         assert rows(conn, "SELECT v FROM ib_v") == [(1,)]
 
         both(conn, postgres, "DELETE FROM ia WHERE x = 5")
         assert rows(conn, read) == [(1000000000, 7)]
+        assert_index_passes(conn, "ia_big_idx", frontier(conn, "mz_tables", "ia"))
         both(conn, postgres, "INSERT INTO ia VALUES (2, 'x1')")
         bad_cast = 'invalid input syntax for type integer: "x1"'
         assert_fails_as_postgres(conn, postgres, read, read, bad_cast)

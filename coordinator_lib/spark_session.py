@@ -42,6 +42,8 @@ _SQL_CONF: dict[str, str] = {
     # that would shift pre-1582 values.
     "spark.sql.parquet.datetimeRebaseModeInRead": "CORRECTED",
     "spark.sql.parquet.datetimeRebaseModeInWrite": "CORRECTED",
+    # The `time` type's columns (TimeType, Parquet TIME(MICROS)); off by default.
+    "spark.sql.timeType.enabled": "true",
 }
 
 # Settings that only a classic (driver-in-this-process) session can take.

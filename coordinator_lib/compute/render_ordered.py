@@ -31,7 +31,7 @@ from coordinator_lib.expr.relation import (
     WindowFunc,
 )
 from coordinator_lib.persist.spark_batches import spark_type
-from coordinator_lib.repr.relation import ColumnType
+from coordinator_lib.repr.relation import ColumnType, ScalarType
 
 COUNT = "__m"  # a row's multiplicity at a point
 OUT = "__c"  # an output row's multiplicity at a point
@@ -188,7 +188,8 @@ def _aggregate(func: WindowExpr, out_type: ColumnType, frame: WindowSpec) -> Spa
         return array_agg_column(aggregate, F.struct(*fields), F.lit(True), over)
     if aggregate.func is not AggregateFunc.COUNT:
         value = value.cast(spark_type(out_type.scalar_type))
-    return aggregate_column(aggregate, value, F.lit(True), over)
+    interval = out_type.scalar_type is ScalarType.INTERVAL
+    return aggregate_column(aggregate, value, F.lit(True), over, interval=interval)
 
 
 def ordered_values(expr: TopK | Window, state: DataFrame, key_cols: list[str]) -> DataFrame:

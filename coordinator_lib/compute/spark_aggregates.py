@@ -12,6 +12,7 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import functions as F
 
 from coordinator_lib.compute.spark_errors import error_struct
+from coordinator_lib.expr.functions.interval import spark_order_key
 from coordinator_lib.expr.relation import AggregateExpr, AggregateFunc
 from coordinator_lib.expr.scalar import is_integer
 from coordinator_lib.persist.spark_batches import spark_type
@@ -70,10 +71,16 @@ def array_agg_column(
 
 
 def aggregate_column(
-    aggregate: AggregateExpr, value: SparkColumn, present: SparkColumn, over: Over = _grouped
+    aggregate: AggregateExpr,
+    value: SparkColumn,
+    present: SparkColumn,
+    over: Over = _grouped,
+    interval: bool = False,
 ) -> SparkColumn:
     """One aggregate over the rows (`__m` copies each) of a group, or of a
-    window frame when `over` puts each Spark aggregate over it."""
+    window frame when `over` puts each Spark aggregate over it. `interval`:
+    min/max order the values by PostgreSQL's interval key (then by field,
+    as the in-process engine does), not by field alone."""
     m = F.col("__m")
     nonnull = value.isNotNull()
     func = aggregate.func
@@ -92,10 +99,11 @@ def aggregate_column(
         summed = F.try_sum if over is _grouped else F.sum
         total = over(summed(F.when(nonnull, value * m)))
         return F.when(over(F.sum(F.when(nonnull, m))) > 0, total)
-    if func is AggregateFunc.MIN:
-        return over(F.min(F.when(present, value)))
-    if func is AggregateFunc.MAX:
-        return over(F.max(F.when(present, value)))
+    if func in (AggregateFunc.MIN, AggregateFunc.MAX):
+        keyed = F.struct(spark_order_key(value).alias("k"), value.alias("v")) if interval else value
+        pick = F.min if func is AggregateFunc.MIN else F.max
+        chosen = over(pick(F.when(present, keyed)))
+        return chosen.getField("v") if interval else chosen
     if func is AggregateFunc.STRING_AGG:
         # Each value as often as its multiplicity (once with DISTINCT), sorted.
         copies = F.lit(1) if aggregate.distinct else m.cast("int")

@@ -154,13 +154,18 @@ def interval_div(a: Interval, factor: float) -> Interval:
     return _scaled(a, factor, lambda x, y: x / y)
 
 
+def spark_order_key(interval: SparkColumn) -> SparkColumn:
+    """`interval_cmp_key` of a Spark interval struct (decimal(38, 0)): what
+    min/max and comparisons order intervals by on Spark."""
+    whole = "decimal(38,0)"
+    days = interval.getField("months").cast(whole) * MONTH_DAYS + interval.getField("days").cast(
+        whole
+    )
+    return days * F.lit(DAY_MICROS).cast(whole) + interval.getField("micros")
+
+
 def _cmp_key_column(c: SparkCall) -> SparkColumn:
-    interval = c.args[0]
-    days = interval.getField("months").cast("decimal(38,0)") * MONTH_DAYS + interval.getField(
-        "days"
-    ).cast("decimal(38,0)")
-    key = days * F.lit(DAY_MICROS).cast("decimal(38,0)") + interval.getField("micros")
-    return key.cast(c.out)
+    return spark_order_key(c.args[0]).cast(c.out)
 
 
 @scalar_function(
@@ -311,4 +316,4 @@ def date_part_time(field: str, value: dt.time) -> float:
     return float(_time_field(field, value))
 
 
-__all__ = ["INTERVAL_FIELDS", "TIME_OF_DAY_FIELDS"]
+__all__ = ["INTERVAL_FIELDS", "TIME_OF_DAY_FIELDS", "spark_order_key"]

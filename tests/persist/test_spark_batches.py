@@ -28,6 +28,7 @@ from coordinator_lib.persist.spark_batches import (
     spark_schema,
     write_batch_dataframe,
 )
+from coordinator_lib.repr.interval import Interval
 from coordinator_lib.repr.relation import DIFF_COLUMN, TIME_COLUMN, RelationDesc, ScalarType
 from coordinator_lib.repr.update import Update, row_sort_key
 
@@ -50,6 +51,8 @@ ALL_TYPES = RelationDesc.of(
     ("ts", "timestamp"),
     ("tz", "timestamp with time zone"),
     ("j", "jsonb"),
+    ("iv", "interval"),
+    ("tm", "time"),
 )
 assert {t.scalar_type for t in ALL_TYPES.types} == {s for s in ScalarType if not s.is_array}
 
@@ -69,6 +72,8 @@ ALL_TYPES_UPDATES = [
             dt.datetime(2024, 2, 29, 23, 59, 58, 123456),
             dt.datetime(2024, 2, 29, 23, 59, 58, 654321, tzinfo=UTC),
             '{"a": 1}',
+            Interval(14, -3, 4_000_000_123),
+            dt.time(23, 59, 58, 123456),
         ),
         1_700_000_000_000,
         1,
@@ -89,11 +94,17 @@ ALL_TYPES_UPDATES = [
             # Not UTC: stored as the same instant in UTC.
             dt.datetime(2000, 1, 1, 5, 30, tzinfo=dt.timezone(dt.timedelta(hours=5, minutes=30))),
             "[]",
+            Interval(0, 0, -1),
+            dt.time(0, 0),
         ),
         1_700_000_000_001,
         -3,
     ),
-    Update((None, None, 2, None, None, None, None, None, None, None, None, None, None), 5, 2),
+    Update(
+        (None, None, 2, None, None, None, None, None, None, None, None, None, None, None, None),
+        5,
+        2,
+    ),
 ]
 
 
@@ -107,6 +118,8 @@ def _normalize(value: Any, scalar_type: ScalarType) -> Any:
         # Spark collects timestamptz as a naive datetime in the Python
         # process's local time zone; astimezone() reads naive values as local.
         return value.astimezone(UTC)
+    if scalar_type is ScalarType.INTERVAL and not isinstance(value, Interval):
+        return Interval(value["months"], value["days"], value["micros"])  # Spark's Row
     return value
 
 
@@ -135,8 +148,15 @@ def _pyarrow_updates(batch_dir: Path, desc: RelationDesc) -> list[Update]:
 
 
 def _spark_frame(spark: SparkSession, updates: list[Update], desc: RelationDesc) -> DataFrame:
-    rows = [(*u.row, u.time, u.diff) for u in updates]
+    rows = [(*(_spark_value(v) for v in u.row), u.time, u.diff) for u in updates]
     return spark.createDataFrame(rows, spark_schema(desc))
+
+
+def _spark_value(value: Any) -> Any:
+    """A Python value as Spark's createDataFrame takes it (an interval is a struct)."""
+    if isinstance(value, Interval):
+        return (value.months, value.days, value.micros)
+    return value
 
 
 def test_spark_reads_pyarrow_batch(spark: SparkSession, tmp_path: Path) -> None:

@@ -732,6 +732,18 @@ class _PostgresDollarTokenizer(TokenizerCore):
 
     __slots__ = ()
 
+    def _scan_number(self) -> None:
+        """A number run into a name (`1a`, `1_000`) is PostgreSQL's (15)
+        "trailing junk after numeric literal", not a number and an alias."""
+        at = self._start
+        super()._scan_number()
+        end = self._current
+        if end < self.size and _IDENT_START.match(self.sql, end):
+            raise TokenError(
+                f'trailing junk after numeric literal at or near "{self.sql[at : end + 1]}"'
+                f" from 1:{at}"
+            )
+
     def _scan_string(self, start: str) -> bool:
         if start in ("e'", "E'"):
             text, end = scan_escape_string(self.sql, self._current + 1)

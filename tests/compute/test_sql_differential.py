@@ -1036,7 +1036,7 @@ SETTINGS = {
 
 
 @settings(max_examples=1, **SETTINGS)
-@given(initial=initial_rows, rounds=st.lists(statements, min_size=2, max_size=2))
+@given(initial=initial_rows, rounds=st.lists(statements, min_size=1, max_size=1))
 def test_spark_views_match_duckdb_at_every_time(
     spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
 ) -> None:
@@ -1059,7 +1059,7 @@ def test_spark_views_match_duckdb_at_every_time(
         session.close()
 
 
-@settings(max_examples=3, **SETTINGS)
+@settings(max_examples=2, **SETTINGS)
 @given(initial=initial_rows, rounds=st.lists(statements, min_size=2, max_size=4))
 def test_local_views_match_duckdb_at_every_time(
     spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any

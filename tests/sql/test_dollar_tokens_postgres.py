@@ -113,6 +113,8 @@ def test_dollar_tokens_match_postgres(pg: psycopg.Connection, items: list[str], 
         "SELECT $t$ $1 $$ $t$,$2",
         "SELECT $1$",
         "SELECT $1abc",
+        "SELECT 1a",  # PostgreSQL 15: trailing junk after numeric literal
+        "SELECT $$$x$,$$,1a$$",  # the same after a dollar quote (found by the test above)
         "SELECT $a",
         "SELECT $$never closed",
         "SELECT a$1",

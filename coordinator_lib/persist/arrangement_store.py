@@ -114,6 +114,67 @@ _SCHEMA = (
 )
 
 
+# The size of each arrangement (entries, total multiplicity, encoded bytes),
+# kept by triggers on every write of its rows, so reading a view's state size
+# (mz_internal, each Dagster materialization) costs one row per operator,
+# not a scan of the state.
+_SIZE_TABLE = """CREATE TABLE arrangement_size (
+    arrangement INTEGER PRIMARY KEY,
+    rows INTEGER NOT NULL,
+    updates INTEGER NOT NULL,
+    bytes INTEGER NOT NULL
+)"""
+_STATE_TABLES = ("arranged", "pending", "ordered")
+
+
+def _size_triggers() -> list[str]:
+    def change(table: str, event: str, rows: str, updates: str, bytes_: str) -> str:
+        ref = "old" if event == "DELETE" else "new"
+        on = "UPDATE OF diff ON" if event == "UPDATE" else f"{event} ON"
+        return (
+            f"CREATE TRIGGER IF NOT EXISTS {table}_size_{event.lower()} AFTER {on} {table}"
+            f" BEGIN UPDATE arrangement_size SET rows = rows + {rows},"
+            f" updates = updates + {updates}, bytes = bytes + {bytes_}"
+            f" WHERE arrangement = {ref}.arrangement; END"
+        )
+
+    triggers = [
+        "CREATE TRIGGER IF NOT EXISTS arrangement_size_create AFTER INSERT ON arrangement"
+        " BEGIN INSERT INTO arrangement_size VALUES (new.id, 0, 0, 0); END",
+        "CREATE TRIGGER IF NOT EXISTS arrangement_size_drop AFTER DELETE ON arrangement"
+        " BEGIN DELETE FROM arrangement_size WHERE arrangement = old.id; END",
+    ]
+    for table in _STATE_TABLES:
+        triggers += [
+            change(table, "INSERT", "1", "new.diff", "length(new.row) + 32"),
+            change(table, "UPDATE", "0", "new.diff - old.diff", "0"),
+            change(table, "DELETE", "-1", "-old.diff", "-(length(old.row) + 32)"),
+        ]
+    return triggers
+
+
+def _create_sizes(conn: sqlite3.Connection) -> None:
+    """Create the size table and its triggers, counting the state already
+    there (a store written before sizes were kept) in the same transaction."""
+    exists = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'arrangement_size'"
+    if conn.execute(exists).fetchone() is not None:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    if conn.execute(exists).fetchone() is None:
+        rows = " UNION ALL ".join(
+            f"SELECT arrangement, row, diff FROM {table}" for table in _STATE_TABLES
+        )
+        conn.execute(_SIZE_TABLE)
+        conn.execute(
+            "INSERT INTO arrangement_size SELECT a.id, count(r.arrangement),"
+            " coalesce(sum(r.diff), 0), coalesce(sum(length(r.row) + 32), 0)"
+            f" FROM arrangement a LEFT JOIN ({rows}) r ON r.arrangement = a.id GROUP BY a.id"
+        )
+        for trigger in _size_triggers():
+            conn.execute(trigger)
+    conn.execute("COMMIT")
+
+
 # Types whose repr already names their value up to equality.
 _PLAIN = frozenset({str, int, bool, type(None), bytes})
 
@@ -167,6 +228,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
     for statement in _SCHEMA:
         conn.execute(statement)
+    _create_sizes(conn)
     return conn
 
 
@@ -385,7 +447,7 @@ class DataflowState:
         )
 
     def _delete_rows(self, conn: sqlite3.Connection) -> None:
-        for table in ("arranged", "pending", "ordered"):
+        for table in _STATE_TABLES:
             conn.execute(
                 f"DELETE FROM {table} WHERE arrangement IN"
                 " (SELECT id FROM arrangement WHERE dataflow = ?)",
@@ -406,12 +468,9 @@ class DataflowState:
         """Per operator: its entries, total multiplicity and encoded bytes."""
         with self.store._conn() as conn:
             rows = conn.execute(
-                "SELECT a.operator, count(*), coalesce(sum(r.diff), 0),"
-                " coalesce(sum(length(r.row) + 32), 0)"
-                " FROM arrangement a JOIN (SELECT arrangement, row, diff FROM arranged"
-                " UNION ALL SELECT arrangement, row, diff FROM pending"
-                " UNION ALL SELECT arrangement, row, diff FROM ordered) r"
-                " ON r.arrangement = a.id WHERE a.dataflow = ? GROUP BY a.operator",
+                "SELECT a.operator, s.rows, s.updates, s.bytes"
+                " FROM arrangement a JOIN arrangement_size s ON s.arrangement = a.id"
+                " WHERE a.dataflow = ? AND s.rows > 0",
                 (self.dataflow,),
             ).fetchall()
         return {op: ArrangementStats(int(n), int(u), int(b)) for op, n, u, b in rows}

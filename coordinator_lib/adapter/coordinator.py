@@ -364,13 +364,13 @@ class Coordinator:
             expr = on.expr if on.kind is ItemKind.VIEW and on.expr is not None else None
             # A view's mz_now() comparisons become temporal filters (sql/temporal.py).
             expr = plan_temporal_filters(expr) if expr is not None else Get(on.id, on.desc)
-            as_of = self._least_valid_as_of(expr)
-            self.compute.create_dataflow(
-                self.instance_for(item),
-                DataflowDescription(
-                    item.id, expr, as_of, index_key=item.key, debug_name=str(item.name)
-                ),
-            )
+            with self._held_as_of(expr) as as_of:
+                self.compute.create_dataflow(
+                    self.instance_for(item),
+                    DataflowDescription(
+                        item.id, expr, as_of, index_key=item.key, debug_name=str(item.name)
+                    ),
+                )
 
     def _install_source(self, item: CatalogItem) -> None:
         index: CatalogIndex = self.catalog.index
@@ -410,36 +410,47 @@ class Coordinator:
     def _install_materialized_view(
         self, id: GlobalId, expr: RelationExpr, desc: Any, as_of: int | None = None
     ) -> None:
-        # A view whose collection exists durably (created by this or another
-        # process, maybe long ago) resumes at its upper - 1, where its
-        # dependency holds kept its inputs readable; a new one starts at the
-        # least valid as_of of its inputs. (The collection is created first:
-        # this process may not have opened it yet.)
-        if as_of is None:
-            as_of = self._least_valid_as_of(expr)
-        self.storage.create_collections(
-            [(id, CollectionDescription(desc, DataSource.other(), Frontier.at(as_of)))]
-        )
-        since, upper = self.storage.collection_frontiers(id)
-        if since.time is not None and upper.time is not None:
-            as_of = max(upper.time - 1, since.time)
-        self._ensure_instance(DEFAULT_CLUSTER)
-        # On a cluster with workers: a dataflow nothing here steps (the
-        # scheduler's workers do; adapter/clusters.py).
-        instance = clusters.worker_instance(self, id) or DEFAULT_CLUSTER
-        self.compute.create_dataflow(instance, DataflowDescription(id, expr, as_of, sink_id=id))
+        """`as_of`: where the caller holds the inputs (a SUBSCRIBE's view);
+        else the least valid as_of, chosen and used under holds."""
+        held = self._held_as_of(expr) if as_of is None else contextlib.nullcontext(as_of)
+        with held as start:
+            # A view whose collection exists durably (created by this or another
+            # process, maybe long ago) resumes at its upper - 1, where its
+            # dependency holds kept its inputs readable; a new one starts at
+            # `start`. (The collection is created first: this process may not
+            # have opened it yet.)
+            self.storage.create_collections(
+                [(id, CollectionDescription(desc, DataSource.other(), Frontier.at(start)))]
+            )
+            since, upper = self.storage.collection_frontiers(id)
+            if since.time is not None and upper.time is not None:
+                start = max(upper.time - 1, since.time)
+            self._ensure_instance(DEFAULT_CLUSTER)
+            # On a cluster with workers: a dataflow nothing here steps (the
+            # scheduler's workers do; adapter/clusters.py).
+            instance = clusters.worker_instance(self, id) or DEFAULT_CLUSTER
+            self.compute.create_dataflow(instance, DataflowDescription(id, expr, start, sink_id=id))
 
-    def _least_valid_as_of(self, expr: RelationExpr) -> int:
-        """The freshest time every input can be read at now (max since, and
-        the least upper minus one), for a new dataflow's as_of."""
-        since, upper = 0, None
-        for input_id in expr.depends_on():
-            s, u = self.storage.collection_frontiers(input_id)
-            since = max(since, s.time or 0)
-            if u.time is not None:
-                upper = u.time if upper is None else min(upper, u.time)
-        readable = self.oracle.read_ts() if upper is None else upper - 1
-        return max(since, readable)
+    @contextlib.contextmanager
+    def _held_as_of(self, expr: RelationExpr) -> Iterator[int]:
+        """A new dataflow's as_of: the freshest time every input can be read
+        at now (the largest since, and the least upper minus one), chosen
+        under holds on the inputs at their sinces, which last until the
+        caller's `create_dataflow` has taken the dataflow's own holds. Read
+        unheld, a since could pass the chosen as_of before those holds (a
+        source's first tick, a compaction pass): XX000 'as_of ... is before
+        the since of its input', as Materialize's coordinator avoids by
+        choosing as_ofs under read holds."""
+        holds = self.hold_at_since(expr.depends_on())
+        try:
+            since = max((hold.time or 0 for hold in holds), default=0)
+            uppers = [self.storage.collection_frontiers(hold.id)[1].time for hold in holds]
+            open_uppers = [upper for upper in uppers if upper is not None]
+            readable = min(open_uppers) - 1 if open_uppers else self.oracle.read_ts()
+            yield max(since, readable)
+        finally:
+            for hold in holds:
+                hold.release()
 
     def _uninstall(self, id: GlobalId, kind: ItemKind) -> None:
         postgres_source.uninstall(self, id)  # a PostgreSQL source: its slot

@@ -163,3 +163,37 @@ def test_keyed_insert_reads_its_keys_while_another_process_compacts(
             assert sorted(conn.execute("SELECT a FROM k").fetchall()) == ROWS
     finally:
         other.shutdown()
+
+
+def test_a_new_view_keeps_its_as_of_while_compaction_passes_it(
+    environment: Environment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new view's as_of is chosen from its inputs' frontiers; here the
+    tables advance and compact right after that choice, before the dataflow
+    holds its inputs (as a source's first tick did applying demo/sql after
+    a start). Chosen unheld, CREATE failed with XX000 'dataflow u3: as_of
+    ... is before the since ... of its input u1'. (An index's as_of is
+    chosen by the same code; its dataflow steps on Spark, so not here.)"""
+    coord = environment.handle.coordinator
+    create = coord.compute.create_dataflow
+    compactions = 0
+
+    def compact_then_create(instance_id: str, description: Any) -> None:
+        nonlocal compactions
+        compactions += 1
+        coord.group_commit.advance()
+        coord.compaction_pass()
+        create(instance_id, description)
+
+    with _connect(environment) as conn:
+        conn.execute("CREATE TABLE t (a int)")
+        conn.execute("CREATE TABLE u (a int, c text)")
+        conn.execute("INSERT INTO t VALUES (1), (2), (3)")
+        conn.execute("INSERT INTO u VALUES (1, 'one'), (4, 'four')")
+        monkeypatch.setattr(coord.compute, "create_dataflow", compact_then_create)
+        conn.execute("CREATE MATERIALIZED VIEW v AS SELECT a + 1 AS b FROM t")
+        conn.execute("CREATE MATERIALIZED VIEW w AS SELECT b, c FROM v JOIN u ON u.a = v.b")
+        assert compactions == 2
+        conn.execute("INSERT INTO t VALUES (3)")
+        assert sorted(conn.execute("SELECT b FROM v").fetchall()) == [(2,), (3,), (4,), (4,)]
+        assert conn.execute("SELECT b, c FROM w").fetchall() == [(4, "four"), (4, "four")]

@@ -58,6 +58,7 @@ from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.sql.depth import too_deep
 from coordinator_lib.sql.dialect import Tidemark
 from coordinator_lib.sql.errors import NotNullViolation, SqlError
+from coordinator_lib.sql.insert_template import Shape, template_of
 from coordinator_lib.sql.params import bind_parameters, parameter_count, parameter_types
 from coordinator_lib.sql.plan import parse_statements, plan_parsed
 from coordinator_lib.sql.plan_role import redact
@@ -177,6 +178,10 @@ class SessionClient:
     ) -> Iterator[ExecuteResponse]:
         """One response per statement of `sql`; raises AdapterError at the
         first that fails (the responses before it stand)."""
+        shape = self.coordinator.plan_cache.shape(sql)
+        if shape is not None:  # one INSERT: parsed only if its plan is not cached
+            yield self._execute_one(None, sql, redact(sql), params, param_types, shape)
+            return
         try:
             statements = parse_statements(sql)
         except SqlError as error:
@@ -202,16 +207,46 @@ class SessionClient:
 
     def _plan(
         self,
+        statement: exp.Expr | None,
+        sql: str,
+        params: Sequence[str | None],
+        param_types: Sequence[ScalarType | None],
+        shape: Shape | None = None,
+    ) -> tuple[Plan, SessionCatalog]:
+        """Plan `statement` (None: `sql`'s one statement, `shape` its tokens),
+        from the plan cache when `shape` has a cached template."""
+        coordinator = self.coordinator
+        coordinator.refresh_catalog()
+        # The version is read before the catalog: a template stored under it
+        # was planned against that version or a later one, never an older.
+        version = coordinator.catalog.seqno
+        catalog = coordinator.catalog.session_catalog(
+            self.session.database, self.session.search_path
+        )
+        cache = coordinator.plan_cache
+        key = None
+        if shape is not None:
+            key = (shape.key, version, self.session.database, self.session.search_path)
+            template = cache.get(key)
+            if template is not None:
+                types = list(param_types) + [None] * (len(params) - len(param_types))
+                return template.plan(shape, catalog, sql, list(params), types), catalog
+        if statement is None:
+            (statement,) = parse_statements(sql)
+        plan = self._plan_parsed(statement, sql, params, param_types, catalog)
+        if shape is not None and key is not None and not cache.known(key):
+            cache.put(key, template_of(statement, shape, catalog))
+        return plan, catalog
+
+    def _plan_parsed(
+        self,
         statement: exp.Expr,
         sql: str,
         params: Sequence[str | None],
         param_types: Sequence[ScalarType | None],
-    ) -> tuple[Plan, SessionCatalog]:
+        catalog: SessionCatalog,
+    ) -> Plan:
         coordinator = self.coordinator
-        coordinator.refresh_catalog()
-        catalog = coordinator.catalog.session_catalog(
-            self.session.database, self.session.search_path
-        )
         bound = statement
         if params or parameter_count(bound):
             types = list(param_types) + [None] * (len(params) - len(param_types))
@@ -221,15 +256,16 @@ class SessionClient:
             bound = substitute_session_functions(bound, self.session)
             bound = substitute_table_visibility(bound, coordinator, self.session)
             bound = substitute_catalog_functions(bound, coordinator, self.session)
-        return plan_parsed(bound, catalog, sql), catalog
+        return plan_parsed(bound, catalog, sql)
 
     def _execute_one(
         self,
-        statement: exp.Expr,
+        statement: exp.Expr | None,
         sql: str,
         text: str,
         params: Sequence[str | None],
         param_types: Sequence[ScalarType | None],
+        shape: Shape | None = None,
     ) -> ExecuteResponse:
         coordinator = self.coordinator
         self._canceled.clear()
@@ -244,7 +280,7 @@ class SessionClient:
         kind = "unknown"
         try:
             for _ in range(_CATALOG_RETRIES):
-                plan, catalog = self._plan(statement, sql, params, param_types)
+                plan, catalog = self._plan(statement, sql, params, param_types, shape)
                 kind = type(plan).__name__.removesuffix("Plan")
                 transaction = self.session.transaction
                 if (
@@ -339,8 +375,9 @@ class SessionClient:
             count = parameter_count(statement)
             types = list(param_types) + [None] * (count - len(param_types))
             nulls: list[str | None] = [None] * count
+            shape = self.coordinator.plan_cache.shape(sql)  # Execute plans from its template
             try:
-                plan, catalog = self._plan(statement, sql, nulls, types)
+                plan, catalog = self._plan(statement, sql, nulls, types, shape)
             except NotNullViolation:
                 # NULL stand-ins for the parameters of an INSERT into a NOT
                 # NULL column: the statement is fine, it returns no rows.

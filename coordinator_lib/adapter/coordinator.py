@@ -46,6 +46,7 @@ from coordinator_lib.adapter.finishing import iter_finished
 from coordinator_lib.adapter.group_commit import Changes, GroupCommitter
 from coordinator_lib.adapter.maintainer import MaintainerHeartbeat, index_states
 from coordinator_lib.adapter.oracle import TimestampOracle, wall_clock_ms
+from coordinator_lib.adapter.plan_cache import PlanCache
 from coordinator_lib.adapter.roles import Authenticator
 from coordinator_lib.adapter.session import SERIALIZABLE, Session
 from coordinator_lib.adapter.statement_log import StatementLog
@@ -147,6 +148,7 @@ class Coordinator:
             spark = LazySparkSession(config.spark_master or "local[2]")
         self.compute = ComputeController(self.storage, spark, config.local_max_rows)
         self.catalog = Catalog(consensus, SYSTEM_ITEMS)
+        self.plan_cache = PlanCache()
         self.authenticator = Authenticator(self)  # who may connect (adapter/roles.py)
         self.oracle = TimestampOracle(consensus)
         self.statement_log = StatementLog()

@@ -550,6 +550,63 @@ def _is_default(node: exp.Expr) -> bool:
 
 
 def plan_insert(statement: exp.Insert, ctx: PlanContext) -> InsertPlan:
+    source = statement.expression
+    if isinstance(source, exp.Values) and not statement.args.get("default"):
+        item, columns, table = insert_values_target(statement, ctx)
+        return plan_insert_values(item, columns, table, source, ctx)
+    item, columns, listed, table = _insert_target(statement, ctx)
+    desc = item.desc
+    rel: RelationExpr
+    if statement.args.get("default") or source is None:
+        rel = Constant(((tuple(None for _ in columns), 1),), _nullable(desc, columns))
+    elif isinstance(source, exp.Query):
+        bound: BoundQuery = plan_query(source, ctx)
+        items: list[exp.Expr | None] = [source] * bound.arity
+        if isinstance(source, exp.Select) and len(source.expressions) == bound.arity:
+            items = [e.this if isinstance(e, exp.Alias) else e for e in source.expressions]
+        columns = _insert_columns(columns, listed, items, source)
+        rel = coerce_columns(
+            bound,
+            [desc.types[c].scalar_type for c in columns],
+            True,
+            items,
+            "INSERT",
+            [desc.names[c] for c in columns],
+        )
+    else:
+        raise UnsupportedFeature("this INSERT source is not supported", position_of(source))
+    return InsertPlan(item.id, _table_order(rel, item, columns, table), item.name)
+
+
+def insert_values_target(
+    statement: exp.Insert, ctx: PlanContext
+) -> tuple[CatalogItem, list[int], exp.Expr]:
+    """The table, target columns and table node of an INSERT ... VALUES
+    (its DEFAULTs made NULL): what a cached INSERT keeps."""
+    item, columns, listed, table = _insert_target(statement, ctx)
+    source = statement.expression
+    _replace_defaults(source)
+    first = source.expressions[0]
+    values = list(first.expressions) if isinstance(first, exp.Tuple) else [first]
+    return item, _insert_columns(columns, listed, values, source), table
+
+
+def plan_insert_values(
+    item: CatalogItem, columns: list[int], table: exp.Expr, values: exp.Values, ctx: PlanContext
+) -> InsertPlan:
+    """The rows of VALUES into `columns` of `item`, with assignment casts
+    and NOT NULL checked: all a cached INSERT plans per execution."""
+    desc = item.desc
+    targets = [(desc.names[c], desc.types[c].scalar_type) for c in columns]
+    rel = plan_values(values, ctx, targets).expr
+    return InsertPlan(item.id, _table_order(rel, item, columns, table), item.name)
+
+
+def _insert_target(
+    statement: exp.Insert, ctx: PlanContext
+) -> tuple[CatalogItem, list[int], list[exp.Expr], exp.Expr]:
+    """The writable table, its listed (or all) columns, the list as written
+    and the table node."""
     for unsupported, what in (("conflict", "ON CONFLICT"), ("returning", "RETURNING")):
         if statement.args.get(unsupported):
             raise UnsupportedFeature(f"INSERT ... {what} is not supported", position_of(statement))
@@ -579,34 +636,7 @@ def plan_insert(statement: exp.Insert, ctx: PlanContext) -> InsertPlan:
             columns.append(index)
     else:
         columns = list(range(desc.arity))
-    source = statement.expression
-    rel: RelationExpr
-    if statement.args.get("default") or source is None:
-        rel = Constant(((tuple(None for _ in columns), 1),), _nullable(desc, columns))
-    elif isinstance(source, exp.Values):
-        _replace_defaults(source)
-        first = source.expressions[0]
-        values = list(first.expressions) if isinstance(first, exp.Tuple) else [first]
-        columns = _insert_columns(columns, listed, values, source)
-        targets = [(desc.names[c], desc.types[c].scalar_type) for c in columns]
-        rel = plan_values(source, ctx, targets).expr
-    elif isinstance(source, exp.Query):
-        bound: BoundQuery = plan_query(source, ctx)
-        items: list[exp.Expr | None] = [source] * bound.arity
-        if isinstance(source, exp.Select) and len(source.expressions) == bound.arity:
-            items = [e.this if isinstance(e, exp.Alias) else e for e in source.expressions]
-        columns = _insert_columns(columns, listed, items, source)
-        rel = coerce_columns(
-            bound,
-            [desc.types[c].scalar_type for c in columns],
-            True,
-            items,
-            "INSERT",
-            [desc.names[c] for c in columns],
-        )
-    else:
-        raise UnsupportedFeature("this INSERT source is not supported", position_of(source))
-    return InsertPlan(item.id, _table_order(rel, item, columns, target), item.name)
+    return item, columns, listed, target
 
 
 def _insert_columns(

@@ -1,0 +1,186 @@
+"""An INSERT ... VALUES with its constants taken out, what the adapter's plan
+cache keeps (adapter/plan_cache.py).
+
+Texts that differ only in their number and string constants (pgbench's
+`INSERT INTO t VALUES (:id, ...)`, every loader's one-row INSERT) have one
+`Shape`: their tokens with each constant reduced to its token type. The
+first is parsed and planned as always and leaves an `InsertTemplate` (the
+table, the target columns and the VALUES tree); a later one of the same
+shape is tokenized, not parsed: its constants go into a copy of the VALUES
+tree, with every position moved to where its own text has it, and only the
+VALUES are planned (`plan_insert_values`: the same binder, assignment casts
+and NOT NULL checks, so a bad constant gets the SQLSTATE and position a
+parse would give). `$n` parameters are bound into the copy the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+from sqlglot.errors import TokenError
+from sqlglot.tokens import Token, TokenType
+
+from coordinator_lib.repr.relation import ScalarType
+from coordinator_lib.sql.catalog import CatalogItem, SqlCatalog
+from coordinator_lib.sql.context import PlanContext
+from coordinator_lib.sql.dialect import Tidemark
+from coordinator_lib.sql.errors import SqlError
+from coordinator_lib.sql.params import bind_parameters
+from coordinator_lib.sql.plan import PLANNER, check_no_parameters
+from coordinator_lib.sql.plan_core import insert_values_target, plan_insert_values
+from coordinator_lib.sql.plans import InsertPlan
+
+_CONSTANTS = frozenset({TokenType.NUMBER, TokenType.STRING})
+# The nodes a template's VALUES may hold: constants, parameters, NULL,
+# DEFAULT; anything else (a call, an operator but minus) is planned each time.
+_TEMPLATE_NODES = (
+    exp.Values,
+    exp.Tuple,
+    exp.Literal,
+    exp.Neg,
+    exp.Null,
+    exp.Boolean,
+    exp.Parameter,
+)
+_POSITIONS = ("start", "end", "op_start")
+_DIALECT = Tidemark()
+_LONGEST = 4096  # a longer text (a bulk INSERT) is parsed each time, never kept
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One INSERT text's tokens: `key` is equal for texts that differ only
+    in constants (and spacing, comments, letter case of nothing: keywords
+    and names keep their text)."""
+
+    key: tuple[Any, ...]
+    tokens: tuple[Token, ...]
+    constants: tuple[int, ...]  # indexes into tokens
+
+
+def shape_of(text: str) -> Shape | None:
+    """The shape of a one-statement INSERT text; None for anything else or
+    a text the tokenizer refuses (the parse then reports it)."""
+    if len(text) > _LONGEST or text.lstrip()[:6].upper() != "INSERT":
+        return None
+    try:
+        tokens = _DIALECT.tokenize(text)
+    except (TokenError, SqlError):
+        return None
+    key: list[Any] = []
+    constants: list[int] = []
+    last = len(tokens) - 1
+    for i, token in enumerate(tokens):
+        kind = token.token_type
+        if kind is TokenType.SEMICOLON and i != last:
+            return None  # several statements
+        if kind in _CONSTANTS and not (i and tokens[i - 1].token_type is TokenType.PARAMETER):
+            key.append(kind)
+            constants.append(i)
+        else:
+            key.append((kind, token.text))
+    return Shape(tuple(key), tuple(tokens), tuple(constants))
+
+
+@dataclass(frozen=True)
+class InsertTemplate:
+    """A planned INSERT ... VALUES with its constants taken out."""
+
+    item: CatalogItem
+    columns: list[int]
+    table: exp.Expr
+    values: exp.Values
+    # Each positioned node of `values` in walk order: (meta key, token index, token end?).
+    positions: tuple[tuple[tuple[str, int, bool], ...], ...]
+
+    def plan(
+        self,
+        shape: Shape,
+        catalog: SqlCatalog,
+        text: str,
+        params: list[str | None],
+        types: list[ScalarType | None],
+    ) -> InsertPlan:
+        """This INSERT with `shape`'s constants (and `params`) in place."""
+        values = self.values.copy()
+        tokens = shape.tokens
+        constants = iter(shape.constants)
+        for node, marks in zip(values.walk(bfs=False), self.positions, strict=True):
+            if _is_constant(node):
+                token = tokens[next(constants)]
+                node.set("this", token.text)
+                node.meta["line"], node.meta["col"] = token.line, token.col
+            for name, index, at_end in marks:
+                token = tokens[index]
+                node.meta[name] = token.end if at_end else token.start
+        bound: exp.Expr = values
+        if params:
+            bound = bind_parameters(values, params, types)
+        check_no_parameters(bound)
+        assert isinstance(bound, exp.Values)
+        ctx = PlanContext(catalog, text, PLANNER)
+        return plan_insert_values(self.item, self.columns, self.table, bound, ctx)
+
+
+def template_of(statement: exp.Expr, shape: Shape, catalog: SqlCatalog) -> InsertTemplate | None:
+    """The template of a parsed INSERT of `shape` (before binding), if its
+    VALUES hold only constants and parameters and every constant token is
+    one literal of them, in order; else None (it is planned each time)."""
+    if not isinstance(statement, exp.Insert) or statement.args.get("default"):
+        return None
+    if any(value for name, value in statement.args.items() if name not in ("this", "expression")):
+        return None  # RETURNING, ON CONFLICT, ... (refused by planning anyway)
+    values = statement.expression
+    if not isinstance(values, exp.Values):
+        return None
+    if not all(_template_node(node) for node in values.walk()):
+        return None
+    copy = statement.copy()
+    item, columns, table = insert_values_target(copy, PlanContext(catalog, "", PLANNER))
+    template = copy.expression  # its DEFAULTs now NULL
+    tokens = shape.tokens
+    by_start = {token.start: i for i, token in enumerate(tokens)}
+    by_end = {token.end: i for i, token in enumerate(tokens)}
+    constants = [tokens[i] for i in shape.constants]
+    literals = []
+    positions: list[tuple[tuple[str, int, bool], ...]] = []
+    for node in template.walk(bfs=False):
+        marks: list[tuple[str, int, bool]] = []
+        for name in _POSITIONS:
+            offset = node.meta.get(name) if node._meta else None
+            if offset is None:
+                continue
+            index = by_end.get(offset) if name == "end" else by_start.get(offset)
+            if index is None:
+                return None
+            marks.append((name, index, name == "end"))
+        positions.append(tuple(marks))
+        if _is_constant(node):
+            literals.append(node)
+    if len(literals) != len(constants):
+        return None
+    for literal, token in zip(literals, constants, strict=True):
+        string = token.token_type is TokenType.STRING
+        if literal.this != token.text or literal.is_string != string:
+            return None
+        if literal.meta.get("start") != token.start:
+            return None
+    return InsertTemplate(item, columns, table, template, tuple(positions))
+
+
+def _template_node(node: exp.Expr) -> bool:
+    if isinstance(node, _TEMPLATE_NODES):
+        return True
+    return isinstance(node, exp.Column | exp.Var) and node.name.upper() == "DEFAULT"
+
+
+def _is_constant(node: exp.Expr) -> bool:
+    """A number or string written in the text (not a `$n`'s number)."""
+    return (
+        isinstance(node, exp.Literal)
+        and bool(node._meta)
+        and node.meta.get("start") is not None
+        and not isinstance(node.parent, exp.Parameter)
+    )

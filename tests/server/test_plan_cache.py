@@ -1,0 +1,102 @@
+"""Repeated INSERTs are planned once (adapter/plan_cache.py): texts that
+differ only in constants share one plan, and a prepared statement's every
+Execute skips parsing and planning; the constants still land exactly and
+are type-checked with their own SQLSTATE and position, and no DDL or
+search_path change lets a plan outlive what it was planned against."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from coordinator_lib.server.environment import Environment
+from coordinator_lib.sql import plan as sql_plan
+from tests.fixtures.served import connect
+
+
+@pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every text the server parsed and every INSERT it planned in full."""
+    seen: list[str] = []
+    parse_sql, plan_insert = sql_plan.parse_sql, sql_plan.plan_insert
+
+    def counting_parse(text: str) -> Any:
+        seen.append(f"parse {text}")
+        return parse_sql(text)
+
+    def counting_plan(statement: Any, ctx: Any) -> Any:
+        seen.append("plan_insert")
+        return plan_insert(statement, ctx)
+
+    monkeypatch.setattr(sql_plan, "parse_sql", counting_parse)
+    monkeypatch.setattr(sql_plan, "plan_insert", counting_plan)
+    return seen
+
+
+def _error(conn: psycopg.Connection[Any], sql: str) -> tuple[str | None, str | None]:
+    with pytest.raises(psycopg.Error) as caught:
+        conn.execute(sql)
+    diag = caught.value.diag
+    return diag.sqlstate, diag.statement_position
+
+
+def test_inserts_differing_in_constants_share_one_plan(
+    environment: Environment, parses: list[str]
+) -> None:
+    with connect(environment) as conn:
+        conn.execute("CREATE TABLE t (id integer NOT NULL, v text, d date)")
+        parses.clear()
+        conn.execute("INSERT INTO t VALUES (1, 'a', '2024-01-01')")
+        conn.execute("INSERT INTO t VALUES (22, 'bb b', '2024-02-29')")
+        conn.execute("INSERT  INTO t VALUES (333, 'it''s', '1999-12-31')  -- spaced")
+        assert parses == ["parse INSERT INTO t VALUES (1, 'a', '2024-01-01')", "plan_insert"]
+        # A bad constant in a cached plan: its own SQLSTATE, at its own position.
+        assert _error(conn, "INSERT INTO t VALUES (1, 'x', '2024-13-45')") == ("22008", "31")
+        assert _error(conn, "INSERT INTO t VALUES (12345678901, 'x', NULL)") == ("22003", "23")
+        assert _error(conn, "INSERT INTO t VALUES (NULL, 'x', '2024-01-01')")[0] == "23502"
+        rows = conn.execute("SELECT * FROM t ORDER BY id").fetchall()
+    assert [(r[0], r[1], str(r[2])) for r in rows] == [
+        (1, "a", "2024-01-01"),
+        (22, "bb b", "2024-02-29"),
+        (333, "it's", "1999-12-31"),
+    ]
+
+
+def test_prepared_inserts_skip_parsing_and_planning(
+    environment: Environment, parses: list[str]
+) -> None:
+    with connect(environment) as conn:
+        conn.execute("CREATE TABLE p (id bigint, v text)")
+        parses.clear()
+        for i in range(4):
+            conn.execute("INSERT INTO p VALUES (%s, %s)", (i, f"v{i}"), prepare=True)
+        # Parse describes it once; the four Bind/Executes neither parse nor plan.
+        assert parses.count("plan_insert") == 1
+        assert len([p for p in parses if p.startswith("parse")]) == 1
+        with pytest.raises(psycopg.errors.NumericValueOutOfRange):
+            conn.execute("INSERT INTO p VALUES (%s, %s)", (2**70, "x"), prepare=True)
+        rows = conn.execute("SELECT * FROM p ORDER BY id").fetchall()
+    assert rows == [(0, "v0"), (1, "v1"), (2, "v2"), (3, "v3")]
+
+
+def test_a_cached_plan_is_not_reused_after_ddl_or_search_path(environment: Environment) -> None:
+    with connect(environment) as conn:
+        conn.execute("CREATE TABLE c (a integer, b text)")
+        for _ in range(2):  # planned, then from the cache
+            conn.execute("INSERT INTO c VALUES (1, '2')")
+        conn.execute("DROP TABLE c")
+        conn.execute("CREATE TABLE c (a text, b integer)")
+        conn.execute("INSERT INTO c VALUES (1, '2')")
+        assert conn.execute("SELECT a || '!', b + 1 FROM c").fetchall() == [("1!", 3)]
+        conn.execute("DROP TABLE c")
+        conn.execute("CREATE TABLE c (a integer, b integer)")
+        assert _error(conn, "INSERT INTO c VALUES (1, 'x')") == ("22P02", "26")
+        conn.execute("CREATE SCHEMA other")
+        conn.execute("CREATE TABLE other.c (a integer, b text)")
+        conn.execute("INSERT INTO c VALUES (1, '7')")  # public.c, planned at this version
+        conn.execute("SET search_path = other")
+        conn.execute("INSERT INTO c VALUES (2, '7')")
+        assert conn.execute("SELECT * FROM other.c").fetchall() == [(2, "7")]
+        assert conn.execute("SELECT * FROM public.c").fetchall() == [(1, 7)]

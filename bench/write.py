@@ -14,7 +14,9 @@ by side in one run (`make bench-write`).
   requests/s, p50/p99 to the 200; the source must hold exactly the events
   that got a 200 (`bench/webhook.py`).
 
-BENCH_WRITE_PHASES (pgbench,copy,webhook) runs only the phases named.
+BENCH_WRITE_PHASES (pgbench,copy,webhook) runs only the phases named;
+BENCH_WRITE_PGBENCH_MODES (simple,prepared) the pgbench protocols: simple
+sends each INSERT as a new text, prepared Parses it once and Binds values.
 
 Each Tidemark phase is profiled with py-spy (sampling the server process
 while the load runs); the top frames say what bounds the number. Writes
@@ -60,6 +62,7 @@ def _env_int(name: str, default: int) -> int:
 @dataclass
 class PgbenchRun:
     system: str
+    mode: str  # pgbench -M: simple (a text per INSERT) or prepared (Parse once)
     clients: int
     seconds: int
     tps: float
@@ -133,8 +136,10 @@ class Profiler:
         return rows[:count]
 
 
-def _pgbench(dsn: str, clients: int, seconds: int, script: Path) -> tuple[float, float, int]:
-    command = [PGBENCH, "-n", "-f", str(script), "-c", str(clients)]
+def _pgbench(
+    dsn: str, clients: int, seconds: int, script: Path, mode: str
+) -> tuple[float, float, int]:
+    command = [PGBENCH, "-n", "-f", str(script), "-M", mode, "-c", str(clients)]
     command += ["-j", str(min(clients, os.cpu_count() or 2)), "-T", str(seconds), dsn]
     result = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 120)
     out = result.stdout + result.stderr
@@ -205,6 +210,7 @@ def _copy(system: str, dsn: str, csv: Path, rows: int, pid: int | None, work: Pa
 def run(work: Path) -> dict:
     seconds = _env_int("BENCH_WRITE_SECONDS", 30)
     clients = [int(c) for c in os.environ.get("BENCH_WRITE_CLIENTS", "1,8,32").split(",")]
+    modes = os.environ.get("BENCH_WRITE_PGBENCH_MODES", "simple,prepared").split(",")
     copy_rows = _env_int("BENCH_WRITE_COPY_ROWS", 1_000_000)
     webhook_seconds = _env_int("BENCH_WRITE_WEBHOOK_SECONDS", 10)
     phases = set(os.environ.get("BENCH_WRITE_PHASES", "pgbench,copy,webhook").split(","))
@@ -230,17 +236,21 @@ def run(work: Path) -> dict:
         for dsn in (tm_dsn, pg_dsn):
             with psycopg.connect(dsn, autocommit=True) as conn:
                 conn.execute("CREATE TABLE pgb (id bigint, k integer, v text)")
-        for n in clients if "pgbench" in phases else []:
+        runs = [(mode, n) for mode in modes for n in clients] if "pgbench" in phases else []
+        for mode, n in runs:
             for system, dsn in (("Tidemark", tm_dsn), ("PostgreSQL 15", pg_dsn)):
                 profiler = (
-                    Profiler(server.proc.pid, seconds - 2, work / f"pgbench-{n}.txt")
+                    Profiler(server.proc.pid, seconds - 2, work / f"pgbench-{mode}-{n}.txt")
                     if system == "Tidemark"
                     else None
                 )
-                tps, latency, failed = _pgbench(dsn, n, seconds, script)
+                tps, latency, failed = _pgbench(dsn, n, seconds, script, mode)
                 top = profiler.top() if profiler else []
-                pgbench.append(PgbenchRun(system, n, seconds, tps, latency, failed, top))
-                print(f"pgbench {system:>13} x{n:<3} {tps:>9.1f} tps {latency:8.2f} ms", flush=True)
+                pgbench.append(PgbenchRun(system, mode, n, seconds, tps, latency, failed, top))
+                print(
+                    f"pgbench {system:>13} -M {mode:<8} x{n:<3} {tps:>9.1f} tps {latency:8.2f} ms",
+                    flush=True,
+                )
         for system, dsn, pid in (
             (("Tidemark", tm_dsn, server.proc.pid), ("PostgreSQL 15", pg_dsn, None))
             if "copy" in phases
@@ -291,19 +301,26 @@ def markdown(doc: dict) -> str:
         f"{m['load_average_before']:g} before the run; PostgreSQL 15 with "
         f"{', '.join(doc['postgres_settings'])})",
         "",
-        "pgbench, one-row INSERT script (`-n -f insert.sql -M simple`):",
+        "pgbench, one-row INSERT script (`-n -f insert.sql -M <protocol>`):",
         "",
-        "| clients | Tidemark tps | PostgreSQL tps | ratio | Tidemark latency "
+        "| protocol | clients | Tidemark tps | PostgreSQL tps | ratio | Tidemark latency "
         "| PostgreSQL latency |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     runs = doc["pgbench"]
-    for n in sorted({r["clients"] for r in runs}):
-        tm = next(r for r in runs if r["clients"] == n and r["system"] == "Tidemark")
-        pg = next(r for r in runs if r["clients"] == n and r["system"] != "Tidemark")
+    for mode, n in sorted({(r.get("mode", "simple"), r["clients"]) for r in runs}, reverse=True):
+        tm, pg = (
+            next(
+                r
+                for r in runs
+                if (r.get("mode", "simple"), r["clients"]) == (mode, n)
+                and (r["system"] == "Tidemark") == tidemark
+            )
+            for tidemark in (True, False)
+        )
         lines.append(
-            f"| {n} | {tm['tps']:,.1f} | {pg['tps']:,.1f} | {tm['tps'] / pg['tps']:.3f} | "
-            f"{tm['latency_ms']:.1f} ms | {pg['latency_ms']:.2f} ms |"
+            f"| {mode} | {n} | {tm['tps']:,.1f} | {pg['tps']:,.1f} | {tm['tps'] / pg['tps']:.3f} "
+            f"| {tm['latency_ms']:.1f} ms | {pg['latency_ms']:.2f} ms |"
         )
     lines += ["", "COPY FROM STDIN (psql `\\copy`, CSV, 4 columns):", ""]
     lines += [
@@ -331,7 +348,8 @@ def markdown(doc: dict) -> str:
     lines += ["", "What bounds each Tidemark number (py-spy, inclusive share of samples):", ""]
     for r in runs:
         if r["system"] == "Tidemark":
-            lines.append(f"- pgbench x{r['clients']}: " + "; ".join(r["profile"][:6]))
+            mode = r.get("mode", "simple")
+            lines.append(f"- pgbench -M {mode} x{r['clients']}: " + "; ".join(r["profile"][:6]))
     for c in doc["copy"]:
         if c["profile"]:
             lines.append("- COPY: " + "; ".join(c["profile"][:6]))

@@ -26,9 +26,11 @@ def test_bench_write_tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
         monkeypatch.setenv(name, value)
     assert write.main() == 0
     document = json.loads((tmp_path / "write.json").read_text())
-    assert [(r["system"], r["clients"]) for r in document["pgbench"]] == [
-        ("Tidemark", 2),
-        ("PostgreSQL 15", 2),
+    assert [(r["system"], r["mode"], r["clients"]) for r in document["pgbench"]] == [
+        ("Tidemark", "simple", 2),
+        ("PostgreSQL 15", "simple", 2),
+        ("Tidemark", "prepared", 2),
+        ("PostgreSQL 15", "prepared", 2),
     ]
     assert all(r["tps"] > 0 and r["failed"] == 0 for r in document["pgbench"])
     assert [(c["system"], c["rows"]) for c in document["copy"]] == [
@@ -36,4 +38,4 @@ def test_bench_write_tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
         ("PostgreSQL 15", 300),
     ]
     assert document["webhook"]["requests"] > 0 and document["webhook"]["errors"] == 0
-    assert "| 2 |" in (tmp_path / "write.md").read_text()
+    assert "| prepared | 2 |" in (tmp_path / "write.md").read_text()

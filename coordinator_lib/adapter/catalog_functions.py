@@ -25,7 +25,12 @@ from typing import TYPE_CHECKING
 import sqlglot
 from sqlglot import exp
 
-from coordinator_lib.adapter.pg_catalog import PG_TYPE_ROWS
+from coordinator_lib.adapter.pg_catalog import (
+    BPCHAR_OID,
+    PG_TYPE_ROWS,
+    TYPMOD_HEADER,
+    VARCHAR_OID,
+)
 from coordinator_lib.adapter.pg_class import user_relations
 from coordinator_lib.adapter.privileges import role_oids
 from coordinator_lib.sql.catalog import ItemKind
@@ -67,6 +72,29 @@ def _case(value: exp.Expr, pairs: dict[int, str], default: exp.Expr) -> exp.Expr
     for key, text in pairs.items():
         case = case.when(exp.Literal.number(key), exp.Literal.string(text))
     return case.else_(default)
+
+
+def _with_length(name: exp.Expr, oid: exp.Expr, typmod: exp.Expr) -> exp.Expr:
+    """format_type's name with varchar(n) / char(n)'s length from the typmod
+    (and `bpchar` for char with typmod -1, which is not char(1))."""
+    number = exp.Literal.number
+    length = exp.cast(exp.Sub(this=typmod.copy(), expression=number(TYPMOD_HEADER)), "text")
+    shown = exp.DPipe(
+        this=exp.DPipe(
+            this=exp.DPipe(this=name.copy(), expression=exp.Literal.string("(")),
+            expression=length,
+        ),
+        expression=exp.Literal.string(")"),
+    )
+    lengths = exp.In(this=oid.copy(), expressions=[number(BPCHAR_OID), number(VARCHAR_OID)])
+    given = exp.GTE(this=typmod.copy(), expression=number(TYPMOD_HEADER))
+    bare = exp.and_(exp.EQ(this=oid.copy(), expression=number(BPCHAR_OID)), typmod.copy() < 0)
+    return (
+        exp.Case()
+        .when(exp.and_(lengths, given), shown)
+        .when(bare, exp.Literal.string("bpchar"))
+        .else_(name)
+    )
 
 
 def _null_text() -> exp.Expr:
@@ -128,7 +156,7 @@ class _Resolver:
             return _case(args[0], roles, unknown)
         if name == "format_type" and len(args) == 2:
             names = {row.oid: row.regtype for row in PG_TYPE_ROWS}
-            return _case(args[0], names, exp.Literal.string("???"))
+            return _with_length(_case(args[0], names, exp.Literal.string("???")), *args)
         if name == "pg_get_viewdef" and len(args) in (1, 2):
             return _case(args[0], self.view_definitions(), _null_text())
         if name == "pg_get_expr" and len(args) in (2, 3):
@@ -231,6 +259,12 @@ def substitute_catalog_functions(
         # transform does not descend into a replaced node: its operands
         # (`x::regclass::text`, nested calls) are resolved here.
         resolved = resolve(node)
-        return node if resolved is None else resolved.transform(replace)
+        if resolved is None:
+            return node
+        resolved = resolved.transform(replace)
+        named = _call_name(node)
+        if named is not None and isinstance(node.parent, exp.Select):  # keep the call's name
+            return exp.alias_(resolved, named[0])
+        return resolved
 
     return statement.transform(replace, copy=True)

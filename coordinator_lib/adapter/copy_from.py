@@ -29,10 +29,11 @@ import pyarrow as pa
 
 from coordinator_lib.adapter.errors import AdapterError
 from coordinator_lib.adapter.verify import verify_datum_desc
-from coordinator_lib.repr.relation import ScalarType
+from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.sql.coercion import INT_RANGES, is_integer, parse_text_as
 from coordinator_lib.sql.errors import SqlError
 from coordinator_lib.sql.plans import CopyFromPlan
+from coordinator_lib.sql.typmod import fit_value, has_length
 
 if TYPE_CHECKING:
     from coordinator_lib.adapter.coordinator import Coordinator
@@ -44,9 +45,13 @@ _ENCODE_ROWS = 50_000
 S = ScalarType
 
 
-def _converter(st: ScalarType) -> Callable[[str], Any] | None:
-    """PostgreSQL's input function for `st`, with fast paths for the common
-    types that fall back to `parse_text_as` (and its errors) on anything odd."""
+def _converter(column: ColumnType) -> Callable[[str], Any] | None:
+    """PostgreSQL's input function for the column's type, with fast paths
+    for the common types that fall back to `parse_text_as` (and its errors)
+    on anything odd; a varchar(n) / char(n) value is fitted to its length."""
+    if has_length(column):
+        return lambda text: fit_value(text, column)
+    st = column.scalar_type
     if st is S.TEXT:
         return None
     if is_integer(st):
@@ -89,7 +94,8 @@ class CopyIn:
         desc = plan.desc
         self.types = [desc.types[c].scalar_type for c in plan.columns]
         self.names = [desc.names[c] for c in plan.columns]
-        self._converters = [_converter(st) for st in self.types]
+        self._converters = [_converter(desc.types[c]) for c in plan.columns]
+        self._fitted = any(has_length(desc.types[c]) for c in plan.columns)
         self._not_null = [not desc.types[c].nullable for c in plan.columns]
         # table position of each data column; the table's other columns are NULL
         self._slots = list(plan.columns)
@@ -152,8 +158,8 @@ class CopyIn:
         per data column (COPY order) of its column's type. `redo`: the same
         records from the Python decoder, read when a value breaks a rule of
         the table (a NULL in a NOT NULL column) to fail naming its line."""
-        if not self.columnar or self.rows:
-            self.add(redo())
+        if not self.columnar or self.rows or self._fitted:
+            self.add(redo())  # values to fit to a length go through the converters
             return
         schema = self.plan.desc.arrow_schema(with_time_diff=True)
         count = columns.num_rows

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from coordinator_lib.adapter.pg_catalog import PG_TYPE_ROWS
+from coordinator_lib.adapter.pg_catalog import column_pg_type
 from coordinator_lib.sql.catalog import ItemKind
 
 if TYPE_CHECKING:
@@ -42,11 +42,6 @@ _TABLE_TYPES = {
     ItemKind.VIEW: "VIEW",
     ItemKind.MATERIALIZED_VIEW: "MATERIALIZED VIEW",
 }
-_DATA_TYPES = {
-    row.scalar_type: "ARRAY" if row.typelem else row.regtype
-    for row in PG_TYPE_ROWS
-    if row.scalar_type is not None
-}
 
 
 def tables_rows(coord: Coordinator) -> list[Row]:
@@ -63,9 +58,11 @@ def columns_rows(coord: Coordinator) -> list[Row]:
         if item.kind not in _TABLE_TYPES:
             continue
         for n, (name, column) in enumerate(zip(item.desc.names, item.desc.types, strict=True)):
-            data_type = _DATA_TYPES.get(column.scalar_type, column.scalar_type.value)
+            pg_type, _ = column_pg_type(column)
+            data_type = "ARRAY" if pg_type.typelem else pg_type.regtype
             nullable = "YES" if column.nullable else "NO"
+            length = column.length
             rows.append(
-                (*item.name.parts, name, n + 1, None, nullable, data_type, None, None, None)
+                (*item.name.parts, name, n + 1, None, nullable, data_type, length, None, None)
             )
     return rows

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from coordinator_lib.adapter.pg_catalog import PG_TYPE_ROWS
+from coordinator_lib.adapter.pg_catalog import column_pg_type
 from coordinator_lib.adapter.pg_class import user_relations
-from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.sql.catalog import ItemKind
 
 if TYPE_CHECKING:
@@ -93,7 +92,6 @@ EMPTY_CATALOGS: dict[str, tuple[tuple[str, str, bool], ...]] = {
     ),
 }
 
-_OIDS = {row.scalar_type: row for row in PG_TYPE_ROWS if row.scalar_type is not None}
 # PostgreSQL's storage strategy: 'p'lain for fixed-width types, e'x'tended otherwise.
 _VARLENA = -1
 
@@ -104,13 +102,13 @@ def pg_attribute_rows(coord: Coordinator) -> list[Row]:
         if item.kind is ItemKind.INDEX:
             continue
         for n, (name, column) in enumerate(zip(item.desc.names, item.desc.types, strict=True)):
-            pg_type = _OIDS.get(column.scalar_type) or _OIDS[ScalarType.TEXT]
+            pg_type, typmod = column_pg_type(column)
             rows.append(
                 (
                     oid,
                     name,
                     pg_type.oid,
-                    -1,
+                    typmod,
                     n + 1,
                     pg_type.typlen,
                     not column.nullable,

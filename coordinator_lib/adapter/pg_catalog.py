@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from coordinator_lib.repr.relation import ScalarType
+from coordinator_lib.repr.relation import ColumnType, ScalarType
 
 PG_CATALOG_NAMESPACE = 11  # pg_catalog's OID in PostgreSQL
 
@@ -50,6 +50,7 @@ PG_TYPE_ROWS: tuple[PgTypeRow, ...] = (
     PgTypeRow(114, "json", "json", -1, 199, "U"),
     PgTypeRow(700, "float4", "real", 4, 1021, "N", ScalarType.REAL),
     PgTypeRow(701, "float8", "double precision", 8, 1022, "N", ScalarType.DOUBLE, ("float",)),
+    PgTypeRow(1042, "bpchar", "character", -1, 1014, "S", ScalarType.BPCHAR),
     PgTypeRow(1043, "varchar", "character varying", -1, 1015, "S"),
     PgTypeRow(1082, "date", "date", 4, 1182, "D", ScalarType.DATE),
     PgTypeRow(1114, "timestamp", "timestamp without time zone", 8, 1115, "D", ScalarType.TIMESTAMP),
@@ -84,6 +85,7 @@ PG_TYPE_ROWS += tuple(
     if row.scalar_type is not None
 )
 
+_BY_OID = {row.oid: row for row in PG_TYPE_ROWS}
 _BY_NAME: dict[str, PgTypeRow] = {}
 for _row in PG_TYPE_ROWS:
     for _name in (_row.typname, _row.regtype, *_row.aliases):
@@ -98,6 +100,24 @@ def type_oid(name: str) -> int | None:
     key = key.removeprefix("pg_catalog.")
     row = _BY_NAME.get(key)
     return row.oid if row is not None else None
+
+
+VARCHAR_OID = 1043
+BPCHAR_OID = 1042
+_BY_SCALAR = {row.scalar_type: row for row in PG_TYPE_ROWS if row.scalar_type is not None}
+# PostgreSQL's typmod of varchar(n) / char(n) is n plus its 4-byte header.
+TYPMOD_HEADER = 4
+
+
+def column_pg_type(column: ColumnType) -> tuple[PgTypeRow, int]:
+    """The pg_type row and typmod (-1: none) of a column: text with a
+    length is varchar(n), as it was declared."""
+    if column.length is None:
+        return _BY_SCALAR.get(column.scalar_type, _BY_SCALAR[ScalarType.TEXT]), -1
+    typmod = column.length + TYPMOD_HEADER
+    if column.scalar_type is ScalarType.TEXT:
+        return _BY_OID[VARCHAR_OID], typmod
+    return _BY_SCALAR[column.scalar_type], typmod
 
 
 def pg_type_rows() -> list[tuple]:

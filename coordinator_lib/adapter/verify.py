@@ -35,6 +35,7 @@ _PYTHON_TYPES: dict[ScalarType, tuple[type, ...]] = {
     ScalarType.DOUBLE: (float, int),
     ScalarType.NUMERIC: (decimal.Decimal, int),
     ScalarType.TEXT: (str,),
+    ScalarType.BPCHAR: (str,),
     ScalarType.BYTEA: (bytes,),
     ScalarType.DATE: (dt.date,),
     ScalarType.TIMESTAMP: (dt.datetime,),

@@ -127,6 +127,8 @@ def to_text(value: Any, st: ScalarType) -> str:
         return "\\x" + value.hex()
     if st is S.TIME:
         return format_time(value)
+    if st is S.BPCHAR:  # char(n) as text drops its padding
+        return value.rstrip(" ")
     return str(value)
 
 
@@ -135,6 +137,8 @@ def cast_value(value: Any, src: ScalarType, dst: ScalarType) -> Any:
         return value
     if dst is S.TEXT:
         return to_text(value, src)
+    if src is S.BPCHAR:
+        value, src = to_text(value, src), S.TEXT
     if src is S.TEXT:
         try:
             return parse_text_as(value, dst)

@@ -97,6 +97,9 @@ def to_spark(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn:
         source = expr.expr.typ(types).scalar_type
         if source.is_array and source is not expr.to:
             return _array_to_text(to_spark(expr.expr, types), source)
+        if source is ScalarType.BPCHAR and expr.to is not ScalarType.BPCHAR:
+            text = F.rtrim(to_spark(expr.expr, types))  # char(n) as text drops its padding
+            return text if expr.to is ScalarType.TEXT else text.cast(spark_type(expr.to))
         if source is ScalarType.NUMERIC and expr.to is ScalarType.TEXT:
             return _numeric_text(to_spark(expr.expr, types))
         if {ScalarType.INTERVAL, ScalarType.TIME} & {source, expr.to} and source is not expr.to:

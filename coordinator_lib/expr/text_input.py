@@ -94,7 +94,7 @@ def _parse_array(text: str, element: ScalarType) -> tuple[Any, ...]:
 def parse_text_as(text: str, st: ScalarType) -> Any:
     """The value an untyped string literal denotes as type `st` (PostgreSQL's
     input function for the type). Raises the SQLSTATE PostgreSQL raises."""
-    if st is S.TEXT:
+    if st in (S.TEXT, S.BPCHAR):
         return text
     if st.element is not None:
         return _parse_array(text, st.element)

@@ -43,6 +43,7 @@ _SPARK_TYPES: dict[ScalarType, T.DataType] = {
     ScalarType.DOUBLE: T.DoubleType(),
     ScalarType.NUMERIC: T.DecimalType(38, 10),
     ScalarType.TEXT: T.StringType(),
+    ScalarType.BPCHAR: T.StringType(),
     ScalarType.BYTEA: T.BinaryType(),
     ScalarType.DATE: T.DateType(),
     ScalarType.TIMESTAMP: T.TimestampNTZType(),

@@ -37,6 +37,9 @@ class ScalarType(Enum):
     DOUBLE = "double precision"
     NUMERIC = "numeric"
     TEXT = "text"
+    # char(n): text blank-padded to its column's length; compares and
+    # converts to text without its trailing blanks (sql/scalar.py).
+    BPCHAR = "character"
     BYTEA = "bytea"
     DATE = "date"
     TIMESTAMP = "timestamp"
@@ -56,6 +59,7 @@ class ScalarType(Enum):
     DOUBLE_ARRAY = "double precision[]"
     NUMERIC_ARRAY = "numeric[]"
     TEXT_ARRAY = "text[]"
+    BPCHAR_ARRAY = "character[]"
     BYTEA_ARRAY = "bytea[]"
     DATE_ARRAY = "date[]"
     TIMESTAMP_ARRAY = "timestamp[]"
@@ -97,6 +101,7 @@ _ARROW_TYPES: dict[ScalarType, pa.DataType] = {
     ScalarType.DOUBLE: pa.float64(),
     ScalarType.NUMERIC: pa.decimal128(38, 10),
     ScalarType.TEXT: pa.string(),
+    ScalarType.BPCHAR: pa.string(),
     ScalarType.BYTEA: pa.binary(),
     ScalarType.DATE: pa.date32(),
     ScalarType.TIMESTAMP: pa.timestamp("us"),
@@ -134,6 +139,8 @@ _ALIASES = {
     "double": ScalarType.DOUBLE,
     "decimal": ScalarType.NUMERIC,
     "varchar": ScalarType.TEXT,
+    "bpchar": ScalarType.BPCHAR,
+    "char": ScalarType.BPCHAR,
     "string": ScalarType.TEXT,
     "timestamptz": ScalarType.TIMESTAMPTZ,
     "json": ScalarType.JSONB,
@@ -155,8 +162,13 @@ def parse_scalar_type(name: str) -> ScalarType:
 
 @dataclass(frozen=True)
 class ColumnType:
+    """A column's type. `length` is the declared `n` of `varchar(n)` (on
+    text) or `char(n)` (on bpchar): PostgreSQL's type modifier, which writes
+    into the column enforce (sql/typmod.py) and the catalog shows."""
+
     scalar_type: ScalarType
     nullable: bool = True
+    length: int | None = None
 
 
 @dataclass(frozen=True)
@@ -229,7 +241,10 @@ class RelationDesc:
     def to_json(self) -> dict:
         return {
             "names": list(self.names),
-            "types": [[t.scalar_type.value, t.nullable] for t in self.types],
+            "types": [
+                [t.scalar_type.value, t.nullable] + ([] if t.length is None else [t.length])
+                for t in self.types
+            ],
             "keys": [list(k) for k in self.keys],
         }
 
@@ -237,7 +252,7 @@ class RelationDesc:
     def from_json(data: dict) -> RelationDesc:
         return RelationDesc(
             tuple(data["names"]),
-            tuple(ColumnType(ScalarType(t), bool(n)) for t, n in data["types"]),
+            tuple(ColumnType(ScalarType(t[0]), bool(t[1]), *t[2:]) for t in data["types"]),
             tuple(tuple(k) for k in data.get("keys", [])),
         )
 
@@ -271,7 +286,7 @@ def _check_value(value: Any, ty: ColumnType) -> str | None:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
     elif st is ScalarType.NUMERIC:
         ok = isinstance(value, int | decimal.Decimal) and not isinstance(value, bool)
-    elif st is ScalarType.TEXT:
+    elif st in (ScalarType.TEXT, ScalarType.BPCHAR):
         ok = isinstance(value, str)
     elif st is ScalarType.BYTEA:
         ok = isinstance(value, bytes)

@@ -54,6 +54,7 @@ INTERNAL_NAMES = {
     S.DOUBLE: "float8",
     S.NUMERIC: "numeric",
     S.TEXT: "text",
+    S.BPCHAR: "bpchar",
     S.BYTEA: "bytea",
     S.DATE: "date",
     S.TIMESTAMP: "timestamp",
@@ -74,6 +75,9 @@ _DTYPES: dict[exp.DType, ScalarType] = {
     exp.DType.TEXT: S.TEXT,
     exp.DType.VARCHAR: S.TEXT,
     exp.DType.NVARCHAR: S.TEXT,
+    exp.DType.CHAR: S.BPCHAR,
+    exp.DType.NCHAR: S.BPCHAR,
+    exp.DType.BPCHAR: S.BPCHAR,
     exp.DType.VARBINARY: S.BYTEA,
     exp.DType.DATE: S.DATE,
     exp.DType.TIMESTAMP: S.TIMESTAMP,
@@ -87,11 +91,12 @@ _DTYPES: dict[exp.DType, ScalarType] = {
 
 def scalar_type_of(data_type: exp.DataType) -> ScalarType:
     """The ScalarType for a parsed SQL type. Length/precision modifiers are
-    checked (`varchar_length`) but not kept in the type (`varchar(10)` is text,
-    `numeric(10,2)` is numeric): a cast applies them (sql/scalar.py)."""
+    checked (`type_length`) but not kept in the scalar type (`varchar(10)` is
+    text, `numeric(10,2)` is numeric): a cast applies them (sql/scalar.py), a
+    column keeps a length in its ColumnType (sql/typmod.py)."""
     kind = data_type.this
     if kind in _DTYPES:
-        varchar_length(data_type)
+        type_length(data_type)
         return _DTYPES[kind]
     if kind is exp.DType.ARRAY and len(data_type.expressions) == 1:  # `integer[]`
         element = data_type.expressions[0]
@@ -106,19 +111,30 @@ def scalar_type_of(data_type: exp.DataType) -> ScalarType:
 VARCHAR_MAX_LENGTH = 10_485_760
 
 
-def varchar_length(data_type: exp.DataType) -> int | None:
-    """The `n` of `varchar(n)` (1 to 10485760, as in Materialize and
-    PostgreSQL), None when not given or for other types."""
-    if data_type.this not in (exp.DType.VARCHAR, exp.DType.NVARCHAR):
+_LENGTH_TYPES = {
+    exp.DType.VARCHAR: "character varying",
+    exp.DType.NVARCHAR: "character varying",
+    exp.DType.CHAR: "character",
+    exp.DType.NCHAR: "character",
+    exp.DType.BPCHAR: "character",
+}
+
+
+def type_length(data_type: exp.DataType) -> int | None:
+    """The `n` of `varchar(n)` / `char(n)` (1 to 10485760, as in Materialize
+    and PostgreSQL); `char` alone is char(1), as in SQL; None when not given
+    (varchar, bpchar: any length) or for other types."""
+    name = _LENGTH_TYPES.get(data_type.this)
+    if name is None:
         return None
     params = data_type.expressions
+    if not params:
+        return 1 if data_type.this in (exp.DType.CHAR, exp.DType.NCHAR) else None
     if len(params) != 1 or not isinstance(params[0].this, exp.Literal):
         return None
     length = int(params[0].this.this)
     if not 1 <= length <= VARCHAR_MAX_LENGTH:
-        raise InvalidParameter(
-            f"length for type character varying must be between 1 and {VARCHAR_MAX_LENGTH}"
-        )
+        raise InvalidParameter(f"length for type {name} must be between 1 and {VARCHAR_MAX_LENGTH}")
     return length
 
 
@@ -147,6 +163,7 @@ _IMPLICIT: dict[ScalarType, set[ScalarType]] = {
     S.DATE: {S.TIMESTAMP, S.TIMESTAMPTZ},
     S.TIMESTAMP: {S.TIMESTAMPTZ},
     S.TIME: {S.INTERVAL},
+    S.BPCHAR: {S.TEXT},
 }
 
 _ASSIGNMENT: dict[ScalarType, set[ScalarType]] = {
@@ -174,8 +191,12 @@ def can_cast_implicitly(src: ScalarType, dst: ScalarType) -> bool:
 
 def can_assign(src: ScalarType, dst: ScalarType) -> bool:
     """Assignment casts (INSERT/UPDATE): implicit ones, narrowing numerics,
-    dropping time precision, and anything to text."""
-    return can_cast_implicitly(src, dst) or dst in _ASSIGNMENT.get(src, set()) or dst is S.TEXT
+    dropping time precision, and anything to text or char."""
+    return (
+        can_cast_implicitly(src, dst)
+        or dst in _ASSIGNMENT.get(src, set())
+        or dst in (S.TEXT, S.BPCHAR)
+    )
 
 
 def can_cast_explicitly(src: ScalarType, dst: ScalarType) -> bool:
@@ -183,7 +204,7 @@ def can_cast_explicitly(src: ScalarType, dst: ScalarType) -> bool:
     return (
         can_assign(src, dst)
         or dst in _EXPLICIT.get(src, set())
-        or (src is S.TEXT and not dst.is_array)  # no array input syntax yet
+        or (src in (S.TEXT, S.BPCHAR) and not dst.is_array)  # no array input syntax yet
         or (is_numeric(src) and is_numeric(dst))
     )
 
@@ -197,6 +218,7 @@ _CATEGORY = {
     S.REAL: "N",
     S.DOUBLE: "N",
     S.TEXT: "S",
+    S.BPCHAR: "S",
     S.BYTEA: "U",
     S.DATE: "D",
     S.TIMESTAMP: "D",

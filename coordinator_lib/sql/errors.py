@@ -238,6 +238,12 @@ class NumericValueOutOfRange(SqlError):
     code = "22003"
 
 
+class StringDataRightTruncation(SqlError):
+    """A value longer than its column's varchar(n) / char(n) (sql/typmod.py)."""
+
+    code = "22001"
+
+
 class CharacterNotInRepertoire(SqlError):
     """Bytes that are not UTF-8, or a NUL, where text is expected."""
 
@@ -306,6 +312,7 @@ __all__ = [
     "ReservedName",
     "SqlError",
     "StackDepthExceeded",
+    "StringDataRightTruncation",
     "TypeMismatch",
     "UndefinedFunction",
     "UndefinedOperator",

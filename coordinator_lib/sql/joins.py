@@ -53,6 +53,7 @@ _ZERO: dict[ScalarType, Any] = {
     S.DOUBLE: 0.0,
     S.NUMERIC: decimal.Decimal(0),
     S.TEXT: "",
+    S.BPCHAR: "",
     S.BYTEA: b"",
     S.DATE: dt.date(1970, 1, 1),
     S.TIMESTAMP: dt.datetime(1970, 1, 1),

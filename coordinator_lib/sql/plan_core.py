@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+from dataclasses import replace
 from typing import Any
 
 from sqlglot import exp
 
 from coordinator_lib.expr.relation import Constant, Get, Map, Project, RelationExpr
-from coordinator_lib.expr.scalar import Literal, ScalarExpr, conjuncts
+from coordinator_lib.expr.scalar import Column, Literal, ScalarExpr, conjuncts
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import ColumnType, RelationDesc, ScalarType
 from coordinator_lib.sql.catalog import CatalogItem, ItemKind, QualifiedName
-from coordinator_lib.sql.coercion import parse_interval_ms, scalar_type_of
+from coordinator_lib.sql.coercion import parse_interval_ms, scalar_type_of, type_length
 from coordinator_lib.sql.constraints import (
     is_key_constraint,
     is_table_constraint,
@@ -76,6 +77,7 @@ from coordinator_lib.sql.scalar import ScalarBinder, Typed, null_of
 from coordinator_lib.sql.scope import Scope, ScopeItem, ident_name, table_parts
 from coordinator_lib.sql.subquery import lower_filter, lower_subqueries
 from coordinator_lib.sql.temporal import plan_temporal_filters
+from coordinator_lib.sql.typmod import fit_expr, fit_value, has_length
 from coordinator_lib.storage.load_generator import make_generator
 
 S = ScalarType
@@ -249,10 +251,10 @@ def plan_create_table(statement: exp.Create, ctx: PlanContext) -> CreateTablePla
                     position_of(constraint) or position_of(column),
                 )
         names.append(column_name)
-        types.append(ColumnType(scalar, nullable))
+        types.append(ColumnType(scalar, nullable, type_length(kind)))
     unique = plan_unique_constraints(schema, name.item, names)
     primary = not_null_columns(unique)
-    types = [ColumnType(t.scalar_type, False) if i in primary else t for i, t in enumerate(types)]
+    types = [replace(t, nullable=False) if i in primary else t for i, t in enumerate(types)]
     keys = relation_keys(unique, [t.nullable for t in types])
     desc = RelationDesc(tuple(names), tuple(types), keys)
     return CreateTablePlan(
@@ -700,7 +702,7 @@ def _table_order(
                         f'"{item.name.item}" violates not-null constraint',
                         position_of(node),
                     )
-                full[c] = value
+                full[c] = fit_value(value, desc.types[c])
             rows.append((tuple(full), diff))
         types = tuple(
             ColumnType(
@@ -710,6 +712,11 @@ def _table_order(
             for c in range(desc.arity)
         )
         return Constant(tuple(rows), RelationDesc(desc.names, types))
+    if any(has_length(desc.types[c]) for c in columns):
+        fitted = tuple(fit_expr(Column(k), desc.types[c]) for k, c in enumerate(columns))
+        rel = Project(
+            Map(rel, fitted), tuple(range(len(columns), 2 * len(columns))), rel.desc.names
+        )
     arity = rel.desc.arity
     missing = [c for c in range(desc.arity) if c not in columns]
     scalars = tuple(null_of(desc.types[c].scalar_type) for c in missing)
@@ -812,7 +819,7 @@ def plan_update(statement: exp.Update, ctx: PlanContext) -> UpdatePlan:
                 "violates not-null constraint",
                 position_of(value_node),
             )
-        assigned[index] = value.expr
+        assigned[index] = fit_expr(value.expr, desc.types[index])
     order = list(assigned)
     # Subqueries in the new values become columns after the table's (sql/subquery.py).
     source, values = lower_subqueries(retract, [assigned[c] for c in order])

@@ -53,7 +53,7 @@ from coordinator_lib.sql.coercion import (
     parse_text_as,
     scalar_type_of,
     timestamp_precision,
-    varchar_length,
+    type_length,
 )
 from coordinator_lib.sql.errors import (
     CannotCoerce,
@@ -350,6 +350,13 @@ class ScalarBinder:
                 return literal(folded, target)
         return self.typed(Cast(value.expr, target))
 
+    def as_text(self, value: Typed, node: exp.Expr | None) -> Typed:
+        """An argument of a text-only operator or function: an unknown
+        literal is text, char(n) is its text without trailing blanks."""
+        if value.unknown or value.scalar is S.BPCHAR:
+            return self.cast_to(value, S.TEXT, node)
+        return value
+
     def coerce(self, value: Typed, target: ScalarType, node: exp.Expr | None, what: str) -> Typed:
         """Implicit coercion; `what` describes the context for the error."""
         if value.unknown or can_cast_implicitly(value.scalar, target):
@@ -476,6 +483,8 @@ class ScalarBinder:
         if isinstance(left.expr, MzNow) or isinstance(right.expr, MzNow):
             return compare_mz_now(self, node, func, symbol, left, right, nodes)
         left, right, target = self.operands(node, left, right, symbol, nodes)
+        if target is S.BPCHAR:  # char(n) compares without its trailing blanks
+            left, right = self.cast_to(left, S.TEXT, None), self.cast_to(right, S.TEXT, None)
         if target is S.INTERVAL:  # PostgreSQL's order: 30-day months, 24-hour days
             left = function_calls.interval_cmp_key(self, node, left)
             right = function_calls.interval_cmp_key(self, node, right)
@@ -593,8 +602,7 @@ class ScalarBinder:
             raise UnsupportedFeature("LIKE ... ESCAPE is not supported", position_of(node))
         left, right = self.bind(node.this), self.bind(node.expression)
         word = "ILIKE" if isinstance(node, exp.ILike) else "LIKE"
-        left = self.resolve_unknown(left, S.TEXT, node.this) if left.unknown else left
-        right = self.resolve_unknown(right, S.TEXT, node.expression) if right.unknown else right
+        left, right = self.as_text(left, node.this), self.as_text(right, node.expression)
         if left.scalar is not S.TEXT or right.scalar is not S.TEXT:
             raise self.no_operator(node, word, left.scalar, right.scalar)
         a, b = left.expr, right.expr
@@ -607,7 +615,7 @@ class ScalarBinder:
 
     def _concat(self, node: exp.DPipe) -> Typed:
         left, right = self.bind(node.this), self.bind(node.expression)
-        textual = [v.unknown or v.scalar is S.TEXT for v in (left, right)]
+        textual = [v.unknown or v.scalar in (S.TEXT, S.BPCHAR) for v in (left, right)]
         if not any(textual):
             raise self.no_operator(node, "||", left.scalar, right.scalar)
         parts = [
@@ -653,10 +661,11 @@ class ScalarBinder:
             )
         else:
             cast = self.cast_to(value, target, node)
-        length = varchar_length(node.to)
-        if length is not None:  # an explicit cast cuts the text to the length
+        length = type_length(node.to)
+        if length is not None:  # an explicit cast cuts the text to the length (char pads)
             count = Literal(length, ColumnType(ScalarType.INTEGER, False))
-            return self.typed(CallFunction("left", (cast.expr, count), cast.type))
+            cut = "bpchar_cut" if target is S.BPCHAR else "left"
+            return self.typed(CallFunction(cut, (cast.expr, count), cast.type))
         try:
             precision = timestamp_precision(node.to)
         except SqlError as error:
@@ -776,17 +785,13 @@ class ScalarBinder:
 
     def _text_function(self, node: exp.Func) -> Typed:
         func = _TEXT_FUNCS[type(node)]
-        arg = self.bind(node.this)
-        if arg.unknown:
-            arg = self.resolve_unknown(arg, S.TEXT, node.this)
+        arg = self.as_text(self.bind(node.this), node.this)
         if arg.scalar is not S.TEXT:
             raise self.no_function(node, func.value, [arg])
         return self.typed(CallUnary(func, arg.expr))
 
     def _length(self, node: exp.Length) -> Typed:
-        arg = self.bind(node.this)
-        if arg.unknown:
-            arg = self.resolve_unknown(arg, S.TEXT, node.this)
+        arg = self.as_text(self.bind(node.this), node.this)
         if arg.scalar is not S.TEXT:
             raise self.no_function(node, "length", [arg])
         return self.typed(CallUnary(UnaryFunc.LENGTH, arg.expr))

@@ -72,7 +72,7 @@ PG_TYPES: dict[int, ScalarType] = {
     1700: S.NUMERIC,
     25: S.TEXT,
     1043: S.TEXT,  # varchar
-    1042: S.TEXT,  # bpchar
+    1042: S.BPCHAR,
     17: S.BYTEA,
     1082: S.DATE,
     1114: S.TIMESTAMP,

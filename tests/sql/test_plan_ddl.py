@@ -49,7 +49,7 @@ def test_create_table_desc() -> None:
     )
     assert isinstance(plan, CreateTablePlan)
     assert plan.name == qn("s1")
-    assert plan.desc == RelationDesc.of(
+    expected = RelationDesc.of(
         ("id", "bigint", False),
         ("name", "text"),
         ("price", "numeric"),
@@ -57,6 +57,9 @@ def test_create_table_desc() -> None:
         ("Mixed", "double precision"),
         ("flag", "boolean"),
     )
+    varchar_20 = ColumnType(ScalarType.TEXT, True, 20)  # text that keeps its length
+    types = (expected.types[0], varchar_20, *expected.types[2:])
+    assert plan.desc == RelationDesc(expected.names, types)
     assert plan.create_sql.startswith("CREATE TABLE materialize.public.s1 (id BIGINT NOT NULL")
     assert not plan.if_not_exists
 

@@ -4,6 +4,7 @@ types, Python implementation, optional Spark builder)."""
 
 from coordinator_lib.expr.functions import (  # noqa: F401  (each module declares its family)
     arrays,
+    character,
     datetime,
     interval,
     jsonb,

@@ -15,6 +15,7 @@ parse would give). `$n` parameters are bound into the copy the same way.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,7 @@ from coordinator_lib.sql.catalog import CatalogItem, SqlCatalog
 from coordinator_lib.sql.context import PlanContext
 from coordinator_lib.sql.dialect import Tidemark
 from coordinator_lib.sql.errors import SqlError
-from coordinator_lib.sql.params import bind_parameters
+from coordinator_lib.sql.params import replace_parameters
 from coordinator_lib.sql.plan import PLANNER, check_no_parameters
 from coordinator_lib.sql.plan_core import insert_values_target, plan_insert_values
 from coordinator_lib.sql.plans import InsertPlan
@@ -84,6 +85,13 @@ def shape_of(text: str) -> Shape | None:
     return Shape(tuple(key), tuple(tokens), tuple(constants))
 
 
+# A position mark: (meta key, token index, the token's end rather than start).
+_Mark = tuple[str, int, bool]
+# One value of a template's VALUES: the index of the constant token that is
+# the whole value (most are), or the value's tree and its nodes' marks.
+_Value = int | tuple[exp.Expr, tuple[tuple[_Mark, ...], ...]]
+
+
 @dataclass(frozen=True)
 class InsertTemplate:
     """A planned INSERT ... VALUES with its constants taken out."""
@@ -91,9 +99,8 @@ class InsertTemplate:
     item: CatalogItem
     columns: list[int]
     table: exp.Expr
-    values: exp.Values
-    # Each positioned node of `values` in walk order: (meta key, token index, token end?).
-    positions: tuple[tuple[tuple[str, int, bool], ...], ...]
+    rows: tuple[tuple[_Value, ...], ...]
+    tuples: tuple[bool, ...]  # whether each row was written as a parenthesized list
 
     def plan(
         self,
@@ -104,24 +111,48 @@ class InsertTemplate:
         types: list[ScalarType | None],
     ) -> InsertPlan:
         """This INSERT with `shape`'s constants (and `params`) in place."""
-        values = self.values.copy()
         tokens = shape.tokens
         constants = iter(shape.constants)
-        for node, marks in zip(values.walk(bfs=False), self.positions, strict=True):
-            if _is_constant(node):
-                token = tokens[next(constants)]
-                node.set("this", token.text)
-                node.meta["line"], node.meta["col"] = token.line, token.col
-            for name, index, at_end in marks:
-                token = tokens[index]
-                node.meta[name] = token.end if at_end else token.start
-        bound: exp.Expr = values
+        rows: list[exp.Expr] = []
+        for row, is_tuple in zip(self.rows, self.tuples, strict=True):
+            items = [_value(value, tokens, constants) for value in row]
+            rows.append(exp.Tuple(expressions=items) if is_tuple else items[0])
+        values = exp.Values(expressions=rows)
         if params:
-            bound = bind_parameters(values, params, types)
-        check_no_parameters(bound)
-        assert isinstance(bound, exp.Values)
+            replace_parameters(values, params, types)
+        check_no_parameters(values)
         ctx = PlanContext(catalog, text, PLANNER)
-        return plan_insert_values(self.item, self.columns, self.table, bound, ctx)
+        return plan_insert_values(self.item, self.columns, self.table, values, ctx)
+
+
+def _value(value: _Value, tokens: tuple[Token, ...], constants: Iterator[int]) -> exp.Expr:
+    """One value of a template with this text's constants and positions."""
+    if isinstance(value, int):
+        return _literal(tokens[next(constants)])
+    tree, marks = value
+    node = tree.copy()
+    for child, child_marks in zip(node.walk(bfs=False), marks, strict=True):
+        if _is_constant(child):
+            token = tokens[next(constants)]
+            child.set("this", token.text)
+            child.meta["line"], child.meta["col"] = token.line, token.col
+        for name, index, at_end in child_marks:
+            token = tokens[index]
+            child.meta[name] = token.end if at_end else token.start
+    return node
+
+
+def _literal(token: Token) -> exp.Literal:
+    """The literal the parser makes of a constant token."""
+    literal = exp.Literal(this=token.text, is_string=token.token_type is TokenType.STRING)
+    meta = literal.meta
+    meta["line"], meta["col"], meta["start"], meta["end"] = (
+        token.line,
+        token.col,
+        token.start,
+        token.end,
+    )
+    return literal
 
 
 def template_of(statement: exp.Expr, shape: Shape, catalog: SqlCatalog) -> InsertTemplate | None:
@@ -132,42 +163,62 @@ def template_of(statement: exp.Expr, shape: Shape, catalog: SqlCatalog) -> Inser
         return None
     if any(value for name, value in statement.args.items() if name not in ("this", "expression")):
         return None  # RETURNING, ON CONFLICT, ... (refused by planning anyway)
-    values = statement.expression
-    if not isinstance(values, exp.Values):
+    if not isinstance(statement.expression, exp.Values):
         return None
-    if not all(_template_node(node) for node in values.walk()):
+    if not all(_template_node(node) for node in statement.expression.walk()):
         return None
     copy = statement.copy()
     item, columns, table = insert_values_target(copy, PlanContext(catalog, "", PLANNER))
-    template = copy.expression  # its DEFAULTs now NULL
     tokens = shape.tokens
     by_start = {token.start: i for i, token in enumerate(tokens)}
     by_end = {token.end: i for i, token in enumerate(tokens)}
-    constants = [tokens[i] for i in shape.constants]
-    literals = []
-    positions: list[tuple[tuple[str, int, bool], ...]] = []
-    for node in template.walk(bfs=False):
-        marks: list[tuple[str, int, bool]] = []
-        for name in _POSITIONS:
-            offset = node.meta.get(name) if node._meta else None
-            if offset is None:
+    constants = iter(shape.constants)
+    rows: list[tuple[_Value, ...]] = []
+    tuples: list[bool] = []
+    for row in copy.expression.expressions:  # its DEFAULTs now NULL
+        is_tuple = isinstance(row, exp.Tuple)
+        values: list[_Value] = []
+        for node in row.expressions if is_tuple else [row]:
+            if _is_constant(node):
+                index = next(constants, None)
+                if index is None or not _same(node, tokens[index]):
+                    return None
+                values.append(index)
                 continue
-            index = by_end.get(offset) if name == "end" else by_start.get(offset)
-            if index is None:
-                return None
-            marks.append((name, index, name == "end"))
-        positions.append(tuple(marks))
-        if _is_constant(node):
-            literals.append(node)
-    if len(literals) != len(constants):
+            marks: list[tuple[_Mark, ...]] = []
+            for child in node.walk(bfs=False):
+                if _is_constant(child):
+                    index = next(constants, None)
+                    if index is None or not _same(child, tokens[index]):
+                        return None
+                child_marks: list[_Mark] = []
+                for name in _POSITIONS:
+                    offset = child.meta.get(name) if child._meta else None
+                    if offset is None:
+                        continue
+                    at = by_end.get(offset) if name == "end" else by_start.get(offset)
+                    if at is None:
+                        return None
+                    child_marks.append((name, at, name == "end"))
+                marks.append(tuple(child_marks))
+            values.append((node, tuple(marks)))
+        rows.append(tuple(values))
+        tuples.append(is_tuple)
+    if next(constants, None) is not None:
         return None
-    for literal, token in zip(literals, constants, strict=True):
-        string = token.token_type is TokenType.STRING
-        if literal.this != token.text or literal.is_string != string:
-            return None
-        if literal.meta.get("start") != token.start:
-            return None
-    return InsertTemplate(item, columns, table, template, tuple(positions))
+    return InsertTemplate(item, columns, table, tuple(rows), tuple(tuples))
+
+
+def _same(literal: exp.Expr, token: Token) -> bool:
+    """Whether the parser made `literal` of `token` and nothing else."""
+    string = token.token_type is TokenType.STRING
+    return bool(
+        literal.this == token.text
+        and literal.is_string == string
+        and literal.meta.get("start") == token.start
+        and literal.meta.get("end") == token.end
+        and set(literal.args) <= {"this", "is_string"}
+    )
 
 
 def _template_node(node: exp.Expr) -> bool:

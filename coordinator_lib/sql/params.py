@@ -82,11 +82,19 @@ def bind_parameters(
     format; None is NULL), typed by `types[n - 1]` when given and not None.
     Parameters without a value stay (planning then refuses them). A value
     with NUL is 22021, as PostgreSQL refuses it before any input function."""
+    return replace_parameters(statement.copy(), values, types)
+
+
+def replace_parameters(
+    tree: exp.Expr,
+    values: Sequence[str | None],
+    types: Sequence[ScalarType | None] = (),
+) -> exp.Expr:
+    """`bind_parameters` in place, on a tree of the caller's own."""
     for value in values:
         if value is not None and "\x00" in value:
             raise CharacterNotInRepertoire(invalid_byte_sequence(b"\x00"))
-    copy = statement.copy()
-    for param in list(copy.find_all(exp.Parameter)):
+    for param in list(tree.find_all(exp.Parameter)):
         n = _number(param)
         if not 1 <= n <= len(values):
             continue
@@ -97,7 +105,7 @@ def bind_parameters(
             for child in node.walk():
                 child.meta["start"] = start
         param.replace(node)
-    return copy
+    return tree
 
 
 # --- inferring types ------------------------------------------------------------------

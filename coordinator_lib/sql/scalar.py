@@ -206,6 +206,8 @@ class ScalarBinder:
     # --- dispatch --------------------------------------------------------------
 
     def _handler(self, node: exp.Expr) -> Callable[[Any], Typed]:
+        if type(node) is exp.Literal:  # the commonest node: not worth the table below
+            return self._literal
         if type(node) in _ARITHMETIC:
             return self._arithmetic
         if type(node) in _COMPARISON:

@@ -56,8 +56,15 @@ def test_inserts_differing_in_constants_share_one_plan(
         assert _error(conn, "INSERT INTO t VALUES (1, 'x', '2024-13-45')") == ("22008", "31")
         assert _error(conn, "INSERT INTO t VALUES (12345678901, 'x', NULL)") == ("22003", "23")
         assert _error(conn, "INSERT INTO t VALUES (NULL, 'x', '2024-01-01')")[0] == "23502"
-        rows = conn.execute("SELECT * FROM t ORDER BY id").fetchall()
+        bad = "INSERT INTO t (v, d, id) VALUES ('a long text', DEFAULT, -12345678901)"
+        planned = _error(conn, bad)  # planned in full: this shape is new
+        conn.execute("INSERT INTO t (v, d, id) VALUES ('x', DEFAULT, -4)")  # its plan cached
+        parses.clear()
+        assert _error(conn, bad) == planned == ("22003", str(bad.index("-") + 1))
+        assert parses == []
+        rows = conn.execute("SELECT * FROM t WHERE id > -5 ORDER BY id").fetchall()
     assert [(r[0], r[1], str(r[2])) for r in rows] == [
+        (-4, "x", "None"),
         (1, "a", "2024-01-01"),
         (22, "bb b", "2024-02-29"),
         (333, "it's", "1999-12-31"),

@@ -9,6 +9,7 @@ from functools import cmp_to_key
 from typing import Any
 
 from coordinator_lib.adapter.errors import AdapterError
+from coordinator_lib.repr.interval import Interval
 from coordinator_lib.sql.plans import RowSetFinishing
 
 Row = tuple[Any, ...]
@@ -20,6 +21,8 @@ def compare_values(a: Any, b: Any, desc: bool, nulls_last: bool) -> int:
         if a is None and b is None:
             return 0
         return (1 if a is None else -1) * (1 if nulls_last else -1)
+    if isinstance(a, Interval):  # '1 mon' and '30 days' are equal (interval_cmp)
+        a, b = a.cmp_key(), b.cmp_key()
     if a == b:
         return 0
     if isinstance(a, tuple) and isinstance(b, tuple):

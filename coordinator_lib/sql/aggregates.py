@@ -312,6 +312,42 @@ def _plan_jsonb_agg(
     return (name, tuple(columns), None)
 
 
+def plan_interval_sum(
+    call: exp.Sum | exp.Avg,
+    value: Typed,
+    index: Callable[[AggregateExpr], int],
+    condition: Typed | None,
+    distinct: bool,
+) -> Call:
+    """sum / avg of an interval: the sums of its months, days and
+    microseconds apart, and the count, so a view maintains them with the
+    accumulable COUNT/SUM rule. Above the Reduce the sums become one
+    interval; avg divides it by the count as PostgreSQL's interval_avg
+    (interval_div: fractions of months cascade to days, of days to time)."""
+    name = call.sql_name().lower()
+    if distinct:  # which of equal intervals ('1 mon', '30 days') would count is undefined
+        raise UnsupportedFeature(f"{name}(DISTINCT interval) is not supported", position_of(call))
+    arg = value.expr
+    if condition is not None:
+        arg = If(condition.expr, arg, null_of(S.INTERVAL))
+    bigint = ColumnType(S.BIGINT, True)
+    columns = tuple(
+        index(AggregateExpr(AggregateFunc.SUM, CallFunction(field, (arg,), bigint)))
+        for field in ("interval_months", "interval_days", "interval_micros")
+    )
+    count = index(AggregateExpr(AggregateFunc.COUNT, arg))
+    return (f"interval_{name}", (*columns, count), S.INTERVAL)
+
+
+def _interval_sum(kind: str, columns: tuple[int, ...]) -> ScalarExpr:
+    interval = ColumnType(S.INTERVAL, True)
+    months, days, micros, count = map(Column, columns)
+    total = CallFunction("interval_of_sums", (months, days, micros), interval)
+    if kind == "interval_sum":
+        return total
+    return CallFunction("interval_div", (total, Cast(count, S.DOUBLE)), interval)
+
+
 def bool_result(column: int) -> ScalarExpr:
     """bool_and / bool_or above the Reduce: the min / max integer is 1."""
     return CallBinary(BinaryFunc.EQ, Column(column), Literal(1, ColumnType(S.INTEGER, False)))
@@ -324,6 +360,8 @@ def extra_result(
     the Reduce's output `columns` (`types`: the Reduce's output types)."""
     if kind == "bool":
         return bool_result(columns[0])
+    if kind in ("interval_sum", "interval_avg"):
+        return _interval_sum(kind, columns)
     if kind in VARIANCES.values():
         assert result is not None
         total, squares, count = map(Column, columns)
@@ -338,4 +376,4 @@ def extra_result(
     return CallFunction(function, tuple(map(Column, columns)), jsonb)
 
 
-__all__ = ["EXTRA_AGGREGATES", "extra_result", "plan_extra_aggregate"]
+__all__ = ["EXTRA_AGGREGATES", "extra_result", "plan_extra_aggregate", "plan_interval_sum"]

@@ -48,6 +48,7 @@ from coordinator_lib.expr.scalar import (
     is_numeric,
 )
 from coordinator_lib.repr.relation import ColumnType, ScalarType
+from coordinator_lib.sql import interval_keys
 from coordinator_lib.sql.aggregate_syntax import JsonbAgg, JsonbObjectAgg
 from coordinator_lib.sql.aggregates import EXTRA_AGGREGATES, extra_result, plan_extra_aggregate
 from coordinator_lib.sql.errors import InvalidColumnReference, SqlError, UnsupportedFeature
@@ -511,7 +512,9 @@ def plan_windows(
             start = out.desc.arity + len(functions)
             functions += planned
             where.append((call_id, kind, list(range(start, start + len(planned))), types))
-        out = Window(out, partition, keys, tuple(functions), tuple(f.func.value for f in functions))
+        out = interval_keys.ordered(
+            Window(out, partition, keys, tuple(functions), tuple(f.func.value for f in functions))
+        )
         for call_id, kind, columns, types in where:
             values[call_id] = _value(out, kind, columns, types)
     return out, WindowBinder(binder, out.desc.types, values)

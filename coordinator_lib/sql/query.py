@@ -60,8 +60,13 @@ from coordinator_lib.expr.scalar import (
     conjuncts,
 )
 from coordinator_lib.repr.relation import RESERVED_COLUMNS, ColumnType, RelationDesc, ScalarType
-from coordinator_lib.sql import function_calls
-from coordinator_lib.sql.aggregates import EXTRA_AGGREGATES, extra_result, plan_extra_aggregate
+from coordinator_lib.sql import function_calls, interval_keys
+from coordinator_lib.sql.aggregates import (
+    EXTRA_AGGREGATES,
+    extra_result,
+    plan_extra_aggregate,
+    plan_interval_sum,
+)
 from coordinator_lib.sql.catalog import ItemKind
 from coordinator_lib.sql.coercion import (
     INTERNAL_NAMES,
@@ -158,7 +163,7 @@ def visible(query: BoundQuery, node: exp.Expr | None = None) -> RelationExpr:
     expr = query.expr
     if fin.limit is not None or fin.offset:
         keys = tuple(OrderKey(o.column, o.desc, o.nulls_last) for o in fin.order_by)
-        expr = TopK(expr, (), keys, fin.limit, fin.offset)
+        expr = interval_keys.ordered(TopK(expr, (), keys, fin.limit, fin.offset))
     if fin.project == tuple(range(expr.desc.arity)):
         return expr
     return Project(expr, fin.project, tuple(query.names))
@@ -765,7 +770,11 @@ def _plan_aggregate(node: exp.Expr, binder: ScalarBinder, plan: _AggregatePlan) 
             None,
         )
         return
-    value = check_aggregate_argument(name, binder.bind(arg_node), arg_node)
+    value = binder.bind(arg_node)
+    if isinstance(call, exp.Sum | exp.Avg) and value.scalar is S.INTERVAL and not value.unknown:
+        plan.calls[id(node)] = plan_interval_sum(call, value, plan.index, condition, distinct)
+        return
+    value = check_aggregate_argument(name, value, arg_node)
     if has_outer(value.expr) and not value.expr.columns():
         raise UnsupportedFeature(
             "aggregates of only an enclosing query's columns are not supported in a subquery",
@@ -846,13 +855,15 @@ def _plan_grouping(
     aggregates = [
         replace(a, expr=e) for a, e in zip(plan.aggregates, lowered[len(keys) :], strict=True)
     ]
-    reduce = Reduce(
-        rel,
-        tuple(lowered[: len(keys)]),
-        tuple(aggregates),
-        tuple(n if n != "?column?" else f"?column{i}?" for i, n in enumerate(names)),
+    reduce = interval_keys.distinct_by_key(
+        Reduce(
+            rel,
+            tuple(lowered[: len(keys)]),
+            tuple(aggregates),
+            tuple(n if n != "?column?" else f"?column{i}?" for i, n in enumerate(names)),
+        )
     )
-    out: RelationExpr = reduce if group is not None else global_aggregate(reduce)
+    out = interval_keys.grouped(reduce) if group is not None else global_aggregate(reduce)
     types = out.desc.types
     grouping = Grouping(pre, keys)
     binder = ScalarBinder(scope, "SELECT", types=types, grouping=grouping)
@@ -1104,10 +1115,10 @@ def plan_select(select: exp.Select, ctx: PlanContext) -> BoundQuery:
     out_names = names + ["?order?"] * len(extra)
     rel = _project(rel, all_typed, out_names)
     if distinct:
-        rel = Distinct(rel)
+        rel = interval_keys.distinct(rel)
     if on_columns is not None:  # one row per DISTINCT ON value: the first in ORDER BY order
         keys = tuple(OrderKey(o.column, o.desc, o.nulls_last) for o in orders)
-        rel = TopK(rel, on_columns, keys, 1)
+        rel = interval_keys.ordered(TopK(rel, on_columns, keys, 1))
     limit, offset = _limit_offset(select)
     finishing = RowSetFinishing(tuple(orders), limit, offset, tuple(range(len(typed))))
     return BoundQuery(rel, names, finishing, unknowns)
@@ -1276,7 +1287,7 @@ def plan_set_operation(node: exp.Expr, ctx: PlanContext) -> BoundQuery:
     if isinstance(node, exp.Union):
         rel = Union((lrel, rrel))
         if distinct:
-            rel = Distinct(rel)
+            rel = interval_keys.distinct(rel)
     elif isinstance(node, exp.Except):
         rel = Threshold(Union((Distinct(lrel) if distinct else lrel, Negate(rrel))))
     else:  # INTERSECT ALL is l - (l - r) clipped at zero: min of the two counts

@@ -56,7 +56,9 @@ INTERVAL_FIELDS = (
 )
 
 
-def _interval(months: int | float, days: int | float, micros: int | float) -> Interval:
+def _interval(
+    months: decimal.Decimal | float, days: decimal.Decimal | float, micros: decimal.Decimal | float
+) -> Interval:
     try:
         return Interval(int(months), int(days), int(micros))
     except IntervalOutOfRange:
@@ -175,6 +177,48 @@ def interval_cmp_key(a: Interval) -> decimal.Decimal:
     """What PostgreSQL compares intervals by (=, <, ORDER BY): microseconds
     with 30-day months and 24-hour days."""
     return decimal.Decimal(a.cmp_key())
+
+
+def _field_column(field: str) -> Callable[[SparkCall], SparkColumn]:
+    return lambda c: c.args[0].getField(field).cast(c.out)
+
+
+@scalar_function(
+    "interval_months",
+    sig(S.INTERVAL, result=S.BIGINT),
+    sql=(),
+    spark=_field_column("months"),
+)
+def interval_months(a: Interval) -> int:
+    """sum(interval) adds each field apart, as PostgreSQL's interval_pl."""
+    return a.months
+
+
+@scalar_function(
+    "interval_days", sig(S.INTERVAL, result=S.BIGINT), sql=(), spark=_field_column("days")
+)
+def interval_days(a: Interval) -> int:
+    return a.days
+
+
+@scalar_function(
+    "interval_micros", sig(S.INTERVAL, result=S.BIGINT), sql=(), spark=_field_column("micros")
+)
+def interval_micros(a: Interval) -> int:
+    return a.micros
+
+
+@scalar_function(
+    "interval_of_sums",
+    sig(S.NUMERIC, S.NUMERIC, S.NUMERIC, result=S.INTERVAL),
+    sql=(),
+)
+def interval_of_sums(
+    months: decimal.Decimal, days: decimal.Decimal, micros: decimal.Decimal
+) -> Interval:
+    """sum(interval) from the sums of its fields: 22008 past an interval's
+    range (PostgreSQL's interval_pl raises it as the sum passes the range)."""
+    return _interval(months, days, micros)
 
 
 def _interval_field(field: str, a: Interval) -> decimal.Decimal:

@@ -441,22 +441,32 @@ def _one_large_group(session: SqlSession, rng: random.Random) -> GlobalId:
     return t
 
 
-def _step_touching_the_large_group(
-    session: SqlSession, t: GlobalId, views: dict[str, GlobalId], bounds: dict[str, int]
+def _views_over_one_large_group_read_within(
+    root: Path, queries: dict[str, str], bounds: dict[str, int]
 ) -> None:
-    """Two steps, each touching the large group, each view's state reads
-    within its bound and no snapshot read; then exact against DuckDB."""
-    for change in (
-        Counter({(1, 3, "z"): 1, (2, 8, "s1"): 1}),
-        Counter({(1, 3, "z"): -1, (2, None, "x"): -1, (1, 250, "s2"): 1}),
-    ):
-        session._write(t, change)
+    """The views `queries` over t with one group of 10,000 rows, hydrated,
+    then two steps each touching the large group: each view's state reads
+    within its bound and no snapshot read, and exact against DuckDB."""
+    session = _session(root)
+    try:
+        t = _one_large_group(session, random.Random(14))
+        for name, sql in queries.items():
+            session.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
+        views = {name: id for id, name in session.views.items()}
         session.step()
-        for name, id in views.items():
-            reads = _last_step(session, id).reads
-            assert reads is not None and reads.snapshot == 0, (name, reads)
-            assert reads.state <= bounds[name], (name, reads)
-        _check(session, views, {**QUERIES, **VALUES, **SUMS, **FLOATS, **DISTINCTS})
+        for change in (
+            Counter({(1, 3, "z"): 1, (2, 8, "s1"): 1}),
+            Counter({(1, 3, "z"): -1, (2, None, "x"): -1, (1, 250, "s2"): 1}),
+        ):
+            session._write(t, change)
+            session.step()
+            for name, id in views.items():
+                reads = _last_step(session, id).reads
+                assert reads is not None and reads.snapshot == 0, (name, reads)
+                assert reads.state <= bounds[name], (name, reads)
+            _check(session, views, {**QUERIES, **VALUES, **SUMS, **FLOATS, **DISTINCTS})
+    finally:
+        session.close()
 
 
 # Aggregates of a group's values (not running sums): the touched group is
@@ -473,18 +483,9 @@ DUCK["jsons"] = (
 
 
 def test_a_touched_group_is_read_as_its_values(tmp_path: Path) -> None:
-    session = _session(tmp_path)
-    try:
-        t = _one_large_group(session, random.Random(14))
-        for name, sql in VALUES.items():
-            session.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
-        views = {name: id for id, name in session.views.items()}
-        session.step()
-        # k = 1's 10,000 rows hold 7 values of s (8 with the delta's) and
-        # k = 2 three; not the group's rows.
-        _step_touching_the_large_group(session, t, views, dict.fromkeys(VALUES, 12))
-    finally:
-        session.close()
+    # k = 1's 10,000 rows hold 7 values of s (8 with the delta's) and
+    # k = 2 three; not the group's rows.
+    _views_over_one_large_group_read_within(tmp_path, VALUES, dict.fromkeys(VALUES, 12))
 
 
 # Float sums kept running, exact (compute/float_sum.py): one accumulator row
@@ -499,18 +500,9 @@ FLOATS = {
 
 
 def test_a_float_sum_reads_one_accumulator_row_per_touched_group(tmp_path: Path) -> None:
-    session = _session(tmp_path)
-    try:
-        t = _one_large_group(session, random.Random(14))
-        for name, sql in FLOATS.items():
-            session.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
-        views = {name: id for id, name in session.views.items()}
-        session.step()
-        # k = 1 and k = 2 touched: their accumulator rows, not k = 1's 200
-        # values (10,000 rows).
-        _step_touching_the_large_group(session, t, views, dict.fromkeys(FLOATS, 2))
-    finally:
-        session.close()
+    # k = 1 and k = 2 touched: their accumulator rows, not k = 1's 200
+    # values (10,000 rows).
+    _views_over_one_large_group_read_within(tmp_path, FLOATS, dict.fromkeys(FLOATS, 2))
 
 
 # DISTINCT COUNT/SUM as accumulators of the values present, and each value's
@@ -525,21 +517,13 @@ DISTINCTS = {
 
 
 def test_a_distinct_aggregate_reads_the_touched_values_only(tmp_path: Path) -> None:
-    session = _session(tmp_path)
-    try:
-        t = _one_large_group(session, random.Random(14))
-        for name, sql in DISTINCTS.items():
-            session.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
-        views = {name: id for id, name in session.views.items()}
-        session.step()
-        # Per touched group its accumulator row and, per DISTINCT aggregate,
-        # the multiplicity of each value the delta brings or takes (at most
-        # 3 rows a step; the keyless one twice: the plan reads it again for
-        # the empty table's default row): not k = 1's 200 values of v.
-        bounds = {"distincts": 2 + 3 * 3, "distinct_total": 2 * (1 + 3 * 2)}
-        _step_touching_the_large_group(session, t, views, bounds)
-    finally:
-        session.close()
+    # Per touched group its accumulator row and, per DISTINCT aggregate,
+    # the multiplicity of each value the delta brings or takes (at most
+    # 3 rows a step; the keyless one twice: the plan reads it again for
+    # the empty table's default row): not k = 1's 200 values of v.
+    _views_over_one_large_group_read_within(
+        tmp_path, DISTINCTS, {"distincts": 2 + 3 * 3, "distinct_total": 2 * (1 + 3 * 2)}
+    )
 
 
 def test_a_float_sum_after_a_retraction_equals_a_recompute(tmp_path: Path) -> None:

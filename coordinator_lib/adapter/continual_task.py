@@ -60,22 +60,18 @@ class ContinualTask:
         reacts to inserts after it was created) or reopen it, and hold the
         input at the task's upper - 1."""
         storage = self.coord.storage
-        since, upper = storage.collection_frontiers(self.plan.input)
-        start = upper.time if upper.time is not None else self.coord.oracle.read_ts() + 1
-        start = max(start, (since.time or 0) + 1)
-        storage.create_collections(
-            [
-                (
-                    self.id,
-                    CollectionDescription(self.plan.desc, DataSource.other(), Frontier.at(start)),
-                )
-            ]
-        )
-        _, own_upper = storage.collection_frontiers(self.id)
-        if own_upper.time is not None:
-            self.hold = storage.acquire_dependency_hold(
-                self.plan.input, self.id, max(own_upper.time - 1, 0)
+        # The start (the input's newest readable time + 1) is chosen, and the
+        # input held there, under a hold at its since (Coordinator.held_as_of).
+        with self.coord.held_as_of({self.plan.input}) as as_of:
+            description = CollectionDescription(
+                self.plan.desc, DataSource.other(), Frontier.at(as_of + 1)
             )
+            storage.create_collections([(self.id, description)])
+            _, own_upper = storage.collection_frontiers(self.id)
+            if own_upper.time is not None:
+                self.hold = storage.acquire_dependency_hold(
+                    self.plan.input, self.id, max(own_upper.time - 1, 0)
+                )
 
     def release(self) -> None:
         if self.hold is not None:

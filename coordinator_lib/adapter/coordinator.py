@@ -366,7 +366,7 @@ class Coordinator:
             expr = on.expr if on.kind is ItemKind.VIEW and on.expr is not None else None
             # A view's mz_now() comparisons become temporal filters (sql/temporal.py).
             expr = plan_temporal_filters(expr) if expr is not None else Get(on.id, on.desc)
-            with self._held_as_of(expr) as as_of:
+            with self.held_as_of(expr.depends_on()) as as_of:
                 self.compute.create_dataflow(
                     self.instance_for(item),
                     DataflowDescription(
@@ -414,7 +414,9 @@ class Coordinator:
     ) -> None:
         """`as_of`: where the caller holds the inputs (a SUBSCRIBE's view);
         else the least valid as_of, chosen and used under holds."""
-        held = self._held_as_of(expr) if as_of is None else contextlib.nullcontext(as_of)
+        held = (
+            self.held_as_of(expr.depends_on()) if as_of is None else contextlib.nullcontext(as_of)
+        )
         with held as start:
             # A view whose collection exists durably (created by this or another
             # process, maybe long ago) resumes at its upper - 1, where its
@@ -434,16 +436,16 @@ class Coordinator:
             self.compute.create_dataflow(instance, DataflowDescription(id, expr, start, sink_id=id))
 
     @contextlib.contextmanager
-    def _held_as_of(self, expr: RelationExpr) -> Iterator[int]:
-        """A new dataflow's as_of: the freshest time every input can be read
-        at now (the largest since, and the least upper minus one), chosen
-        under holds on the inputs at their sinces, which last until the
-        caller's `create_dataflow` has taken the dataflow's own holds. Read
-        unheld, a since could pass the chosen as_of before those holds (a
-        source's first tick, a compaction pass): XX000 'as_of ... is before
-        the since of its input', as Materialize's coordinator avoids by
-        choosing as_ofs under read holds."""
-        holds = self.hold_at_since(expr.depends_on())
+    def held_as_of(self, inputs: set[GlobalId]) -> Iterator[int]:
+        """A new dataflow's (or continual task's) as_of: the freshest time
+        every input can be read at now (the largest since, and the least
+        upper minus one), chosen under holds on the inputs at their sinces,
+        which last until the caller has taken its own holds. Read unheld, a
+        since could pass the chosen as_of before those holds (a source's
+        first tick, a compaction pass): XX000 'as_of ... is before the since
+        of its input', as Materialize's coordinator avoids by choosing
+        as_ofs under read holds."""
+        holds = self.hold_at_since(inputs)
         try:
             since = max((hold.time or 0 for hold in holds), default=0)
             uppers = [self.storage.collection_frontiers(hold.id)[1].time for hold in holds]

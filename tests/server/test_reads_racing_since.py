@@ -168,32 +168,41 @@ def test_keyed_insert_reads_its_keys_while_another_process_compacts(
 def test_a_new_view_keeps_its_as_of_while_compaction_passes_it(
     environment: Environment, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A new view's as_of is chosen from its inputs' frontiers; here the
-    tables advance and compact right after that choice, before the dataflow
-    holds its inputs (as a source's first tick did applying demo/sql after
-    a start). Chosen unheld, CREATE failed with XX000 'dataflow u3: as_of
-    ... is before the since ... of its input u1'. (An index's as_of is
-    chosen by the same code; its dataflow steps on Spark, so not here.)"""
+    """A new view's (or continual task's) as_of is chosen from its inputs'
+    frontiers; here the tables advance and compact right after that choice,
+    before the view holds its inputs (as a source's first tick did applying
+    demo/sql after a start). Chosen unheld, CREATE MATERIALIZED VIEW failed
+    with XX000 'dataflow u3: as_of ... is before the since ... of its input
+    u1', and the continual task was left uninstalled (its hold refused).
+    (An index's as_of is chosen by the same code; its dataflow steps on
+    Spark, so not here.)"""
     coord = environment.handle.coordinator
-    create = coord.compute.create_dataflow
+    create = coord.storage.create_collections
     compactions = 0
 
-    def compact_then_create(instance_id: str, description: Any) -> None:
+    def compact_then_create(collections: Any) -> None:
         nonlocal compactions
         compactions += 1
         coord.group_commit.advance()
         coord.compaction_pass()
-        create(instance_id, description)
+        create(collections)
 
     with _connect(environment) as conn:
         conn.execute("CREATE TABLE t (a int)")
         conn.execute("CREATE TABLE u (a int, c text)")
         conn.execute("INSERT INTO t VALUES (1), (2), (3)")
         conn.execute("INSERT INTO u VALUES (1, 'one'), (4, 'four')")
-        monkeypatch.setattr(coord.compute, "create_dataflow", compact_then_create)
+        conn.execute("CREATE TABLE e (a int)")  # read by the task alone
+        monkeypatch.setattr(coord.storage, "create_collections", compact_then_create)
         conn.execute("CREATE MATERIALIZED VIEW v AS SELECT a + 1 AS b FROM t")
         conn.execute("CREATE MATERIALIZED VIEW w AS SELECT b, c FROM v JOIN u ON u.a = v.b")
-        assert compactions == 2
+        conn.execute(
+            "CREATE CONTINUAL TASK log (n bigint) ON INPUT e AS "
+            "(INSERT INTO log SELECT count(*) FROM e;)"
+        )
+        assert compactions == 3
         conn.execute("INSERT INTO t VALUES (3)")
+        conn.execute("INSERT INTO e VALUES (7), (8)")
         assert sorted(conn.execute("SELECT b FROM v").fetchall()) == [(2,), (3,), (4,), (4,)]
         assert conn.execute("SELECT b, c FROM w").fetchall() == [(4, "four"), (4, "four")]
+        assert conn.execute("SELECT n FROM log").fetchall() == [(2,)]

@@ -17,6 +17,7 @@ refuses an unbound one with 42P02):
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Sequence
 
 from sqlglot import exp
@@ -51,7 +52,13 @@ def parameter_count(statement: exp.Expr) -> int:
 
 
 def data_type(st: ScalarType) -> exp.DataType:
-    """The SQL type a ScalarType is written as."""
+    """The SQL type a ScalarType is written as (a tree of the caller's own)."""
+    return _data_type(st).copy()
+
+
+@functools.cache
+def _data_type(st: ScalarType) -> exp.DataType:
+    # Built by parsing the type's name: once per type, not per bound parameter.
     return exp.DataType.build(st.value, dialect=Tidemark)
 
 

@@ -71,6 +71,54 @@ from coordinator_lib.sql.plans import (
 from coordinator_lib.sql.webhook_syntax import SENSITIVE
 from coordinator_lib.storage import StorageError
 
+# What a client is answered for each failure of a statement's execution,
+# by the failure's type (the first that matches; a subclass before its base).
+_CLIENT_ERRORS: list[tuple[type[Exception], Callable[[Any], AdapterError]]] = [
+    (AdapterError, lambda error: error),
+    (SqlError, AdapterError.from_sql_error),
+    # Running a plan nested beyond sql/depth.py's limit.
+    (RecursionError, lambda _: AdapterError.from_sql_error(too_deep())),
+    # A runtime error evaluating the query in-process: its own SQLSTATE.
+    (EvalError, lambda error: AdapterError(error.message, code=error.code)),
+    (
+        budget.QueryOutOfMemory,
+        lambda error: AdapterError(error.message, code=error.code, hint=error.hint),
+    ),
+    # Nothing of the statement was written.
+    (
+        DiskFull,
+        lambda error: AdapterError(
+            f"could not write: disk full ({error})",
+            code="53100",
+            hint="Free space where the data directory lives; no restart is needed.",
+        ),
+    ),
+    # The change was refused: nothing written.
+    (
+        ConsensusBusy,
+        lambda error: AdapterError(
+            f"could not write: {error}; nothing was written",
+            code="55P03",
+            hint="Try again; another process of the environment holds the lock.",
+        ),
+    ),
+    # The store failed; a write's outcome was checked.
+    (
+        ConsensusError,
+        lambda error: AdapterError(f"the consensus store failed: {error}", code="58000"),
+    ),
+    (StorageError, lambda error: AdapterError(str(error), code="XX000")),
+]
+
+
+def client_error(error: Exception) -> AdapterError | None:
+    """The AdapterError a client gets for `error`, None for an error no
+    statement should raise (a bug)."""
+    for failure, answer in _CLIENT_ERRORS:
+        if isinstance(error, failure):
+            return answer(error)
+    return None
+
 
 class Client:
     """Starts sessions on a coordinator (one per connection)."""
@@ -305,45 +353,17 @@ class SessionClient:
                     continue
             else:
                 raise AdapterError("the catalog kept changing; try again", code="40001")
-        except SqlError as error:
-            self._finish(record, kind, "error", str(error))
-            raise AdapterError.from_sql_error(error) from None
         except QueryCanceled as error:
             self._finish(record, kind, "canceled", error.message)
             raise
-        except AdapterError as error:
-            self._finish(record, kind, "error", error.message)
-            raise
-        except StorageError as error:
-            self._finish(record, kind, "error", str(error))
-            raise AdapterError(str(error), code="XX000") from None
-        except DiskFull as error:  # nothing of the statement was written
-            self._finish(record, kind, "error", str(error))
-            raise AdapterError(
-                f"could not write: disk full ({error})",
-                code="53100",
-                hint="Free space where the data directory lives; no restart is needed.",
-            ) from None
-        except ConsensusBusy as error:  # the change was refused: nothing written
-            self._finish(record, kind, "error", str(error))
-            raise AdapterError(
-                f"could not write: {error}; nothing was written",
-                code="55P03",
-                hint="Try again; another process of the environment holds the lock.",
-            ) from None
-        except ConsensusError as error:  # the store failed; a write's outcome was checked
-            self._finish(record, kind, "error", str(error))
-            raise AdapterError(f"the consensus store failed: {error}", code="58000") from None
-        except EvalError as error:  # a runtime error evaluating the query (in-process)
-            self._finish(record, kind, "error", error.message)
-            raise AdapterError(error.message, code=error.code) from None
-        except RecursionError:  # running a plan nested beyond sql/depth.py's limit
-            deep = too_deep()
-            self._finish(record, kind, "error", deep.message)
-            raise AdapterError.from_sql_error(deep) from None
-        except budget.QueryOutOfMemory as error:
-            self._finish(record, kind, "error", error.message)
-            raise AdapterError(error.message, code=error.code, hint=error.hint) from None
+        except Exception as error:
+            answer = client_error(error)
+            if answer is None:
+                raise  # a bug: the server answers it XX000 and logs it
+            self._finish(record, kind, "error", answer.message)
+            if answer is error:
+                raise
+            raise answer from None
         self._finish(record, kind, "success", None)
         return response
 

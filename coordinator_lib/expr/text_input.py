@@ -18,7 +18,7 @@ from typing import Any
 from coordinator_lib.expr.datetime_input import DatetimeOutOfRange, parse_date, parse_datetime
 from coordinator_lib.expr.scalar import is_integer
 from coordinator_lib.repr.bytea import parse_bytea_escape
-from coordinator_lib.repr.interval import parse_interval
+from coordinator_lib.repr.interval import IntervalFieldOverflow, parse_interval
 from coordinator_lib.repr.jsonb import canonical_jsonb
 from coordinator_lib.repr.numeric import NumericFieldOverflow, to_numeric
 from coordinator_lib.repr.relation import ScalarType
@@ -166,6 +166,8 @@ def parse_text_as(text: str, st: ScalarType) -> Any:
     if st is S.INTERVAL:
         try:
             return parse_interval(text)
+        except IntervalFieldOverflow as error:
+            raise TextInputError(str(error), "22015") from None
         except ValueError as error:
             raise TextInputError.bad_datetime(str(error)) from None
     if st is S.JSONB:

@@ -179,14 +179,95 @@ _SPELLINGS = {
     "millennia": "millennium",
 }
 _CLOCK = re.compile(r"([+-])?(\d+):(\d{1,2})(?::(\d{1,2}(?:\.\d*)?))?")
+_MINUTES_SECONDS = re.compile(r"([+-])?(\d+):(\d{1,2}(?:\.\d*)?)")
+_YEARS_MONTHS = re.compile(r"([+-])?(\d+)-(\d+)")
 _NUMBER_UNIT = re.compile(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+))([a-z]+)")
+# SQL's interval qualifiers (INTERVAL '...' DAY TO MINUTE): the unit a bare
+# number means is the last field named.
+QUALIFIERS = (
+    "YEAR",
+    "MONTH",
+    "DAY",
+    "HOUR",
+    "MINUTE",
+    "SECOND",
+    "YEAR TO MONTH",
+    "DAY TO HOUR",
+    "DAY TO MINUTE",
+    "DAY TO SECOND",
+    "HOUR TO MINUTE",
+    "HOUR TO SECOND",
+    "MINUTE TO SECOND",
+)
 
 
-def parse_interval(text: str) -> Interval:
-    """An interval from PostgreSQL's input forms: `1 day`, `2 hours 30
-    minutes`, `-1 year -2 mons 3 days 04:05:06.5`, `1.5 days`, `90 min`,
-    `1h`, a bare number of seconds, `... ago`. Fractions carry down as
-    PostgreSQL's do (a month is 30 days, a day 24 hours). Raises ValueError."""
+class IntervalFieldOverflow(ValueError):
+    """A field past its range in the input ('1-13' YEAR TO MONTH): 22015."""
+
+
+def _bad(text: str) -> ValueError:
+    return ValueError(f'invalid input syntax for type interval: "{text}"')
+
+
+class _Fields:
+    """The sums PostgreSQL's DecodeInterval builds: fractions of a unit
+    carry down (a month is 30 days, a day 24 hours)."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.months, self.days, self.micros = text, 0, 0, 0
+        self.seen: set[str] = set()
+
+    def mark(self, *fields: str) -> None:
+        if self.seen.intersection(fields):
+            raise _bad(self.text)
+        self.seen.update(fields)
+
+    def add(self, amount: decimal.Decimal, unit: str) -> None:
+        m, d, us = _UNITS[unit]
+        whole_months = amount * m
+        self.months += int(whole_months)
+        whole_days = amount * d + (whole_months - int(whole_months)) * MONTH_DAYS
+        self.days += int(whole_days)
+        fraction = amount * us + (whole_days - int(whole_days)) * DAY_MICROS
+        self.micros += int(fraction.to_integral_value(decimal.ROUND_HALF_EVEN))
+
+    def interval(self, sign: int = 1) -> Interval:
+        try:
+            return Interval(sign * self.months, sign * self.days, sign * self.micros)
+        except IntervalOutOfRange:
+            raise IntervalFieldOverflow(
+                f'interval field value out of range: "{self.text}"'
+            ) from None
+
+
+def _clock(fields: _Fields, token: str, qualifier: str | None) -> bool:
+    """A time token (`04:05:06.5`, `-2:03`; `4:05` is minutes and seconds
+    under MINUTE TO SECOND). False when `token` is not one."""
+    minutes = _MINUTES_SECONDS.fullmatch(token) if qualifier == "MINUTE TO SECOND" else None
+    clock = None if minutes else _CLOCK.fullmatch(token)
+    if minutes is None and clock is None:
+        return False
+    fields.mark("hour", "minute", "second")
+    if minutes is not None:
+        sign, total, seconds = minutes.group(1), int(minutes.group(2)) * 60, minutes.group(3)
+    else:
+        assert clock is not None
+        sign, seconds = clock.group(1), clock.group(4) or "0"
+        total = int(clock.group(2)) * 3600 + int(clock.group(3)) * 60
+    micros = int((total + decimal.Decimal(seconds)) * 1_000_000)
+    fields.micros += -micros if sign == "-" else micros
+    return True
+
+
+def _default_unit(qualifier: str | None) -> str:
+    """The unit of a number without one: the qualifier's last field."""
+    return (qualifier or "SECOND").split()[-1].lower()
+
+
+def _postgres_form(text: str, qualifier: str | None) -> Interval:
+    """PostgreSQL's own input (DecodeInterval), read right to left as it
+    does: `1 day 02:03:04`, `1-2` (years-months), `1 2:03` (a number before
+    a time is days), a bare number in the qualifier's last field."""
     tokens: list[str] = []
     for token in text.lower().replace(",", " ").split():
         glued = _NUMBER_UNIT.fullmatch(token)
@@ -197,51 +278,155 @@ def parse_interval(text: str) -> Interval:
     if ago:
         tokens = tokens[:-1]
     if not tokens:
-        raise ValueError(f'invalid input syntax for type interval: "{text}"')
-    months = days = micros = 0
-    i = 0
-    try:
-        while i < len(tokens):
-            clock = _CLOCK.fullmatch(tokens[i])
-            if clock:
-                sign = -1 if clock.group(1) == "-" else 1
-                seconds = decimal.Decimal(clock.group(4) or 0)
-                total = int(clock.group(2)) * 3600 + int(clock.group(3)) * 60
-                micros += sign * int((total + seconds) * 1_000_000)
-                i += 1
-                continue
-            amount = decimal.Decimal(tokens[i])
-            unit = _SPELLINGS[tokens[i + 1]] if i + 1 < len(tokens) else "second"
-            m, d, us = _UNITS[unit]
-            whole_months = amount * m
-            months += int(whole_months)
-            whole_days = amount * d + (whole_months - int(whole_months)) * MONTH_DAYS
-            days += int(whole_days)
-            micros += int(
-                (amount * us + (whole_days - int(whole_days)) * DAY_MICROS).to_integral_value(
-                    decimal.ROUND_HALF_EVEN
-                )
-            )
-            i += 2
-    except (KeyError, decimal.InvalidOperation, IndexError):
-        raise ValueError(f'invalid input syntax for type interval: "{text}"') from None
-    sign = -1 if ago else 1
-    try:
-        return Interval(sign * months, sign * days, sign * micros)
-    except IntervalOutOfRange:
-        raise ValueError(f'interval field value out of range: "{text}"') from None
+        raise _bad(text)
+    fields = _Fields(text)
+    unit: str | None = None  # the unit the next number (to the left) is in
+    for token in reversed(tokens):
+        if token in _SPELLINGS:
+            unit = _SPELLINGS[token]
+            continue
+        if _clock(fields, token, qualifier):
+            unit = "day"
+            continue
+        years_months = _YEARS_MONTHS.fullmatch(token)
+        if years_months:
+            sign, years, months = years_months.groups()
+            if int(months) >= 12:
+                raise IntervalFieldOverflow(f'interval field value out of range: "{text}"')
+            fields.mark("month")
+            total = int(years) * 12 + int(months)
+            fields.months += -total if sign == "-" else total
+            unit = "month"
+            continue
+        try:
+            amount = decimal.Decimal(token)
+        except decimal.InvalidOperation:
+            raise _bad(text) from None
+        if not amount.is_finite():
+            raise _bad(text)
+        unit = unit or _default_unit(qualifier)
+        fields.mark(unit)  # each unit once ('1 week 2 days' is fine, '1 day 2 days' not)
+        fields.add(amount, unit)
+        if unit == "hour":
+            unit = "day"
+    return fields.interval(-1 if ago else 1)
+
+
+_ISO_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
+_ISO_DATE_UNITS = {"Y": "year", "M": "month", "W": "week", "D": "day"}
+_ISO_TIME_UNITS = {"H": "hour", "M": "minute", "S": "second"}
+
+
+def _iso8601_form(text: str) -> Interval:
+    """ISO 8601's `P1Y2M3DT4H5M6S` and its alternative format
+    `P0001-02-03T04:05:06` (or `P00010203T040506`), as PostgreSQL's
+    DecodeISO8601Interval reads them (case matters; no sign before P)."""
+    fields = _Fields(text)
+    rest, in_time, first = text[1:], False, True
+    if not rest:
+        raise _bad(text)
+    while rest:
+        if rest[0] == "T":  # the time part begins (PostgreSQL takes a repeated T)
+            rest, in_time, first = rest[1:], True, True
+            continue
+        number = _ISO_NUMBER.match(rest)
+        if number is None:
+            raise _bad(text)
+        amount = decimal.Decimal(number.group())
+        rest = rest[number.end() :]
+        designator = rest[:1]
+        units = _ISO_TIME_UNITS if in_time else _ISO_DATE_UNITS
+        if designator in units:
+            fields.add(amount, units[designator])
+            rest, first = rest[1:], False
+            continue
+        if not first or designator not in ("", "T", "-", ":"):
+            raise _bad(text)
+        basic = len(number.group().lstrip("+-").split(".")[0]) == (6 if in_time else 8)
+        rest = _alternative(fields, amount, rest, in_time, basic and designator != "-", text)
+        first = False
+        if rest and not rest.startswith("T"):
+            raise _bad(text)
+    return fields.interval()
+
+
+def _alternative(
+    fields: _Fields, amount: decimal.Decimal, rest: str, in_time: bool, basic: bool, text: str
+) -> str:
+    """ISO 8601's alternative format, after its first number: basic
+    (YYYYMMDD, HHMMSS: eight or six digits) or extended (YYYY-MM-DD,
+    HH:MM:SS, any leading part). Returns what follows."""
+    units = ("hour", "minute", "second") if in_time else ("year", "month", "day")
+    separator = ":" if in_time else "-"
+    if basic:  # one number holds all three
+        whole = int(amount)
+        fields.add(decimal.Decimal(whole // 10000), units[0])
+        fields.add(decimal.Decimal(whole // 100 % 100), units[1])
+        fields.add(decimal.Decimal(whole % 100) + amount - whole, units[2])
+        return rest
+    fields.add(amount, units[0])
+    for unit in units[1:]:
+        if not rest.startswith(separator):
+            break
+        number = _ISO_NUMBER.match(rest[1:])
+        if number is None:
+            raise _bad(text)
+        fields.add(decimal.Decimal(number.group()), unit)
+        rest = rest[1 + number.end() :]
+    return rest
+
+
+def restrict(value: Interval, qualifier: str | None, precision: int | None) -> Interval:
+    """PostgreSQL's AdjustIntervalForTypmod: the fields right of the
+    qualifier's last are dropped (YEAR keeps whole years), and the seconds
+    rounded to `precision` digits (half away from zero)."""
+    months, days, micros = value.months, value.days, value.micros
+    last = _default_unit(qualifier) if qualifier else "second"
+    if last in ("year", "month"):
+        days = micros = 0
+        if last == "year":
+            months = trunc_div(months, 12) * 12
+    elif last == "day":
+        micros = 0
+    elif last in ("hour", "minute"):
+        step = 3_600_000_000 if last == "hour" else 60_000_000
+        micros = trunc_div(micros, step) * step
+    if precision is not None and precision < 6:
+        factor = 10 ** (6 - precision)
+        magnitude = (abs(micros) + factor // 2) // factor * factor
+        micros = magnitude if micros >= 0 else -magnitude
+    return Interval(months, days, micros)
+
+
+def parse_interval(
+    text: str, qualifier: str | None = None, precision: int | None = None
+) -> Interval:
+    """An interval from PostgreSQL's input forms: `1 day`, `2 hours 30
+    minutes`, `-1 year -2 mons 3 days 04:05:06.5`, `1.5 days`, `90 min`,
+    `1h`, `1-2`, `1 2:03`, a bare number (seconds, or the qualifier's last
+    field), `... ago`, and ISO 8601 (`P1Y2M3DT4H5M6S`,
+    `P0001-02-03T04:05:06`); then restricted to `qualifier` (one of
+    QUALIFIERS) and `precision`. Raises ValueError (IntervalFieldOverflow
+    for a field out of range)."""
+    stripped = text.strip()
+    if stripped.startswith("P"):
+        return restrict(_iso8601_form(stripped), qualifier, precision)
+    return restrict(_postgres_form(text, qualifier), qualifier, precision)
 
 
 __all__ = [
     "DAY_MICROS",
     "FIELDS",
     "MONTH_DAYS",
+    "QUALIFIERS",
     "ZERO",
     "Interval",
+    "IntervalFieldOverflow",
     "IntervalOutOfRange",
     "format_interval",
     "from_struct",
     "parse_interval",
+    "restrict",
     "to_struct",
     "trunc_div",
 ]

@@ -46,6 +46,7 @@ from sqlglot.generators.materialize import MaterializeGenerator
 from sqlglot.tokenizer_core import TokenizerCore
 from sqlglot.tokens import Token, TokenType
 
+from coordinator_lib.repr.interval import QUALIFIERS
 from coordinator_lib.sql.aggregate_syntax import FUNCTIONS as AGGREGATE_FUNCTIONS
 from coordinator_lib.sql.cluster_syntax import TRANSFORMS as CLUSTER_TRANSFORMS
 from coordinator_lib.sql.cluster_syntax import parse_create_cluster
@@ -233,7 +234,21 @@ class TidemarkParser(StatementParser):
             return super()._parse_interval_span(this, parse_function_unit)
         unit = None
         if self._curr is not None and self._curr.text.upper() in _INTERVAL_FIELDS:
-            unit = self._parse_var(any_token=True, upper=True)
+            qualifier = self._curr.text.upper()
+            self._advance()
+            if (
+                self._curr is not None
+                and self._curr.text.upper() == "TO"
+                and self._next is not None
+                and f"{qualifier} TO {self._next.text.upper()}" in QUALIFIERS
+            ):
+                qualifier = f"{qualifier} TO {self._next.text.upper()}"
+                self._advance(2)
+            if qualifier.endswith("SECOND") and self._match(TokenType.L_PAREN):
+                digits = self._parse_number()
+                self._match_r_paren()
+                qualifier += f"({digits.name if digits else ''})"
+            unit = exp.Var(this=qualifier)
         return self.expression(exp.Interval(this=this, unit=unit))
 
     def _parse_type(

@@ -220,6 +220,12 @@ class InvalidDatetimeFormat(SqlError):
     code = "22007"
 
 
+class IntervalFieldOverflowError(SqlError):
+    """An interval field past its range ('1-13' YEAR TO MONTH)."""
+
+    code = "22015"
+
+
 class DatetimeFieldOverflow(SqlError):
     """A well-formed date/time literal naming no such date or time."""
 
@@ -300,6 +306,7 @@ __all__ = [
     "DuplicateObject",
     "DuplicateSchema",
     "GroupingError",
+    "IntervalFieldOverflowError",
     "InvalidColumnReference",
     "InvalidDatetimeFormat",
     "InvalidEscapeSequence",

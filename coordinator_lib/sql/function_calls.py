@@ -20,6 +20,7 @@ the operators of intervals and timestamps and date arithmetic, bound from
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -43,14 +44,16 @@ from coordinator_lib.expr.functions.datetime import (
 from coordinator_lib.expr.functions.interval import INTERVAL_FIELDS, TIME_OF_DAY_FIELDS
 from coordinator_lib.expr.functions.to_char import TO_CHAR_SUPPORTED, to_char_template
 from coordinator_lib.expr.scalar import CallUnary, If, Literal, UnaryFunc, is_integer, is_numeric
-from coordinator_lib.repr.interval import Interval
+from coordinator_lib.repr.interval import Interval, IntervalFieldOverflow
 from coordinator_lib.repr.interval import parse_interval as read_interval
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.sql.array_syntax import bind_array, bind_subscript
 from coordinator_lib.sql.coercion import can_cast_implicitly
 from coordinator_lib.sql.errors import (
+    IntervalFieldOverflowError,
     InvalidDatetimeFormat,
     InvalidParameter,
+    SqlError,
     UnsupportedFeature,
 )
 from coordinator_lib.sql.positions import position_of
@@ -419,29 +422,42 @@ def _timestamp_arg(args: _Args, i: int) -> Typed:
     raise args.fail()
 
 
-def parse_interval(text: str) -> tuple[int, int, int]:
+def parse_interval(
+    text: str, qualifier: str | None = None, precision: int | None = None
+) -> tuple[int, int, int]:
     """(months, days, microseconds) of an interval constant
-    (repr/interval.parse_interval), a bad one 22007."""
+    (repr/interval.parse_interval): a bad one 22007, a field out of range 22015."""
     try:
-        value = read_interval(text)
+        value = read_interval(text, qualifier, precision)
+    except IntervalFieldOverflow as error:
+        raise IntervalFieldOverflowError(str(error)) from None
     except ValueError as error:
         raise InvalidDatetimeFormat(str(error)) from None
     return value.months, value.days, value.micros
 
 
+_QUALIFIER = re.compile(r"([A-Z ]+?)(?:\((\d*)\))?")
+
+
 def interval_constant(node: exp.Interval) -> tuple[int, int, int]:
-    """(months, days, microseconds) of `INTERVAL '...' [unit]`, which must be a constant."""
+    """(months, days, microseconds) of `INTERVAL '...' [qualifier]`, which
+    must be a constant; the qualifier (`DAY TO SECOND(3)`, from dialect.py)
+    restricts its fields as PostgreSQL's does."""
     value = node.this
     if not isinstance(value, exp.Literal) or not value.is_string:
         raise UnsupportedFeature("an interval must be a constant", position_of(node))
-    text = value.this
     unit = node.args.get("unit")
+    qualifier = precision = None
     if unit is not None:
-        text = f"{text} {unit.name}"
+        parts = _QUALIFIER.fullmatch(unit.name.upper())
+        if parts is None:
+            raise UnsupportedFeature(f"interval qualifier {unit.name}", position_of(node))
+        qualifier = parts.group(1).strip()
+        precision = int(parts.group(2)) if parts.group(2) else None
     try:
-        return parse_interval(text)
-    except InvalidDatetimeFormat as error:
-        raise error.at(position_of(node)) from None
+        return parse_interval(value.this, qualifier, precision)
+    except SqlError as error:
+        raise error.at(position_of(value) or position_of(node)) from None
 
 
 def bind_interval(b: ScalarBinder, node: exp.Interval) -> Typed:

@@ -197,6 +197,68 @@ def test_views_follow_writes(
             postgres.execute(undo)
 
 
+# SQL's interval qualifiers (fields restrict the value) and ISO 8601 input
+INPUTS = [
+    "SELECT INTERVAL '1-2' YEAR TO MONTH AS a, INTERVAL '-1-2' YEAR TO MONTH AS b,"
+    " INTERVAL '1.5' YEAR AS c, INTERVAL '1 year 2 months 3 days' MONTH AS d",
+    "SELECT INTERVAL '1 2:03' DAY TO MINUTE AS a, INTERVAL '1 2:03:04.5' DAY TO SECOND AS b,"
+    " INTERVAL '1 2' DAY TO HOUR AS c, INTERVAL '5' DAY TO MINUTE AS d,"
+    " INTERVAL '1-2' DAY TO SECOND AS e, INTERVAL '1 2:03' YEAR TO MONTH AS f",
+    "SELECT INTERVAL '2:03' HOUR TO MINUTE AS a, INTERVAL '1:2' MINUTE TO SECOND AS b,"
+    " INTERVAL '1:2' HOUR TO SECOND AS c, INTERVAL '1 day 2 hours 3 minutes 4.5 seconds'"
+    " MINUTE AS d, INTERVAL '-1.5' MINUTE AS e, INTERVAL '1 2' HOUR AS f",
+    "SELECT INTERVAL '1 2:03:04.123456' DAY TO SECOND(3) AS a,"
+    " INTERVAL '-00:00:04.56789' SECOND(2) AS b, INTERVAL '1 day 2 hours' DAY AS c",
+    "SELECT 'P1Y2M3DT4H5M6S'::interval AS a, 'P1Y2M3DT4H5M6.5S'::interval AS b,"
+    " 'PT1H'::interval AS c, 'P1W2D'::interval AS d, 'P-1Y-2M'::interval AS e,"
+    " 'P1.5Y2.5M'::interval AS f, 'PT'::interval AS g, 'P0.5W'::interval AS h",
+    "SELECT 'P0001-02-03T04:05:06'::interval AS a, 'P00010203T040506'::interval AS b,"
+    " 'P1-2-3T4:5:6'::interval AS c, 'P0001-02'::interval AS d, 'P1'::interval AS e,"
+    " 'PT0405'::interval AS f, INTERVAL 'P1Y2M' YEAR AS g",
+    "SELECT '1-2'::interval AS a, '1 2:03'::interval AS b, '-1 2:03'::interval AS c,"
+    " '1-2 3 4:05:06'::interval AS d, '1 week 2 days'::interval AS e",
+    "SELECT id, ('P' || id || 'DT' || id || 'H')::interval AS a, (id || '-2')::interval AS b,"
+    " (id || ' 2:03')::interval AS c FROM ev",
+]
+
+
+@pytest.mark.parametrize("query", INPUTS)
+def test_interval_input_as_postgres(
+    tidemark: psycopg.Connection[Any], postgres: psycopg.Connection[Any], query: str
+) -> None:
+    assert outcome(tidemark, query) == outcome(postgres, query)
+
+
+BAD_INPUTS = [
+    "SELECT 'P'::interval",
+    "SELECT 'P1H'::interval",
+    "SELECT 'p1y'::interval",
+    "SELECT '-P1D'::interval",
+    "SELECT 'P1Y2M ago'::interval",
+    "SELECT INTERVAL '1-13' YEAR TO MONTH",
+    "SELECT INTERVAL '1 2' DAY",
+    "SELECT INTERVAL 'abc' DAY",
+    "SELECT '1 day 2 days'::interval",
+    "SELECT INTERVAL '1.5:2' MINUTE TO SECOND",
+    "SELECT ('P' || id || 'X')::interval FROM ev WHERE id = 2",
+]
+
+
+@pytest.mark.parametrize("statement", BAD_INPUTS)
+def test_bad_interval_input_as_postgres(
+    tidemark: psycopg.Connection[Any], postgres: psycopg.Connection[Any], statement: str
+) -> None:
+    """22007 (22015 for a field out of range) with PostgreSQL's message and position."""
+
+    def error(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:
+        with pytest.raises(psycopg.Error) as caught:
+            conn.execute(statement)
+        diag = caught.value.diag
+        return caught.value.sqlstate, diag.message_primary, diag.statement_position
+
+    assert error(tidemark) == error(postgres)
+
+
 ERRORS = [
     "SELECT 'nonsense'::interval",
     "SELECT INTERVAL '1 fortnight'",

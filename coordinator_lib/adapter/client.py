@@ -79,7 +79,7 @@ _CLIENT_ERRORS: list[tuple[type[Exception], Callable[[Any], AdapterError]]] = [
     # Running a plan nested beyond sql/depth.py's limit.
     (RecursionError, lambda _: AdapterError.from_sql_error(too_deep())),
     # A runtime error evaluating the query in-process: its own SQLSTATE.
-    (EvalError, lambda error: AdapterError(error.message, code=error.code)),
+    (EvalError, AdapterError.from_eval_error),
     (
         budget.QueryOutOfMemory,
         lambda error: AdapterError(error.message, code=error.code, hint=error.hint),

@@ -751,7 +751,7 @@ class Coordinator:
             found = self.compute.find_dataflow(id)
             failure = None if found is None else found[1].failure
             if isinstance(failure, EvalError):
-                raise AdapterError(failure.message, code=failure.code)
+                raise AdapterError.from_eval_error(failure)
 
     def evaluate(
         self, expr: RelationExpr, timestamp: int, check: Callable[[], None] = lambda: None

@@ -3,13 +3,15 @@
 Every error and notice carries a PostgreSQL SQLSTATE, because the servers send
 it on as is: pgwire's ErrorResponse / NoticeResponse fields and the HTTP API's
 `{"error": {"message", "code", ...}}`. Errors from the SQL layer (parse, plan)
-become AdapterErrors keeping their code and position (`from_sql_error`).
+become AdapterErrors keeping their code and position (`from_sql_error`), and
+evaluation errors their SQLSTATE (`from_eval_error`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from coordinator_lib.compute.local_scalar import EvalError
 from coordinator_lib.sql.errors import SqlError, error_text
 
 
@@ -50,6 +52,12 @@ class AdapterError(Exception):
             detail=error.detail,
             hint=error.hint,
         )
+
+    @staticmethod
+    def from_eval_error(error: EvalError) -> AdapterError:
+        """A runtime error evaluating a query (division by zero, overflow)
+        with its SQLSTATE, as PostgreSQL reports it."""
+        return AdapterError(error.message, code=error.code)
 
 
 class InvalidTimestamp(AdapterError):

@@ -22,6 +22,7 @@ from coordinator_lib.adapter.errors import AdapterError
 from coordinator_lib.adapter.responses import ResultColumn
 from coordinator_lib.adapter.stream import Row, RowStream
 from coordinator_lib.adapter.verify import verify_datum_desc
+from coordinator_lib.compute.local_scalar import EvalError
 from coordinator_lib.expr.relation import Get
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import ScalarType
@@ -117,6 +118,8 @@ def _produce(
                 stream.put((decimal.Decimal(batch.upper.time), True, None, *([None] * arity)))
         if not stream.closed.is_set():  # its input closed: complete, or dropped
             error = coord.dropped_error(coord.storage_inputs(plan.expr), _TERMINATED)
+    except EvalError as failure:  # the view's error (compute/error_collection.py)
+        error = AdapterError.from_eval_error(failure)
     except BaseException as failure:  # handed to the consumer
         error = coord.dropped_error(coord.storage_inputs(plan.expr), _TERMINATED) or failure
     finally:

@@ -43,7 +43,11 @@ from coordinator_lib.compute.dataflow import (
     stored_rows,
 )
 from coordinator_lib.compute.engine import LOCAL_MAX_ROWS, Engine, Work, choose_engine
-from coordinator_lib.compute.error_collection import join_keys_mapped, raise_errors
+from coordinator_lib.compute.error_collection import (
+    join_keys_mapped,
+    raise_errors,
+    raise_errors_from,
+)
 from coordinator_lib.compute.errors import (
     CollectionMissing,
     DataflowCreationError,
@@ -541,7 +545,9 @@ class ComputeController:
     ) -> Iterator[SubscribeBatch]:
         """The snapshot at `as_of` (stamped `as_of`), then every change after
         it, in batches that end with the progress made; stops at `up_to`,
-        after `timeout_s`, or soon after `stop` is set."""
+        after `timeout_s`, or soon after `stop` is set. Raises the
+        collection's error (EvalError) at the first time it has one, as a
+        read at that time would (compute/error_collection.py)."""
         shard = self.storage.shard(id)
         hold = self.storage.acquire_read_hold(id, as_of)
         stopped = stop.is_set if stop is not None else (lambda: False)
@@ -550,12 +556,14 @@ class ComputeController:
                 if stopped():
                     return
                 time.sleep(0.05)
+            raise_errors([shard], as_of)
             snapshot = tuple(Update(row, as_of, diff) for row, diff in shard.snapshot(as_of))
             listen = shard.listen(as_of)
             hold.release()
             try:
                 yield SubscribeBatch(snapshot, Frontier.at(as_of + 1))
                 pending: list[Update] = []
+                lower = as_of + 1
                 deadline = None if timeout_s is None else time.monotonic() + timeout_s
                 while not listen.done and not stopped():
                     if deadline is not None and time.monotonic() > deadline:
@@ -566,10 +574,12 @@ class ComputeController:
                         if event.progress is not None:
                             upper = event.progress
                             if up_to is not None and not upper.less_than(up_to):
-                                yield SubscribeBatch(tuple(pending), Frontier.at(up_to))
-                                return
+                                upper = Frontier.at(up_to)
+                            raise_errors_from(shard, lower, upper)
                             yield SubscribeBatch(tuple(pending), upper)
-                            pending = []
+                            if upper.time is None or upper.time == up_to:
+                                return
+                            pending, lower = [], upper.time
             finally:
                 listen.close()
         finally:

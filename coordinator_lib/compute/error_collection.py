@@ -22,7 +22,9 @@ beside its output, `<output shard>-errs`, with rows (code, message).
   are at times the view is readable at, so never below that since.
 - A read of a collection at `t` whose errors at `t` are non-empty answers
   with the first error (`raise_errors`), with the original SQLSTATE; other
-  views are unaffected.
+  views are unaffected. A SUBSCRIBE is such a read at its as_of and then
+  at every time it passes (`raise_errors_from`): it ends with the first
+  error.
 - A join key that can fail (`ON a.x / a.y = b.v`) is computed by a Map on
   its input before the join (`join_keys_mapped`, applied to every
   dataflow), so its errors are that Map's, on both engines: the join itself
@@ -36,6 +38,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
+from collections import Counter
 from collections.abc import Callable, Iterable
 
 from coordinator_lib.compute.local_scalar import EvalError
@@ -107,8 +111,33 @@ def errors_at(output: Shard, timestamp: int) -> list[tuple[str, str, int]]:
 def raise_errors(outputs: Iterable[Shard], timestamp: int) -> None:
     """A read at `timestamp` answers with the first error of any collection read."""
     for output in outputs:
-        for code, message, _ in errors_at(output, timestamp):
-            raise EvalError(message, code)
+        _raise_first(((code, message), n) for code, message, n in errors_at(output, timestamp))
+
+
+def raise_errors_from(output: Shard, lower: int, upper: Frontier) -> None:
+    """A SUBSCRIBE's read of every time in [lower, upper), none before
+    `lower` having had an error (it stopped at the first): answered as a
+    read at the first of those times with an error (`raise_errors`). Counted
+    from the updates, not a snapshot per time: the listen lets the since
+    pass `lower`, and an update compacted forward to the since still counts
+    (those before `lower` add up to nothing)."""
+    errs = error_shard(output)
+    if errs is None:
+        return
+    counts: Counter[tuple[str, str]] = Counter()
+    updates = sorted(errs.updates_between(lower, upper), key=lambda update: update.time)
+    for _, at_time in itertools.groupby(updates, key=lambda update: update.time):
+        for update in at_time:
+            counts[update.row] += update.diff
+        _raise_first(counts.items())
+
+
+def _raise_first(errors: Iterable[tuple[tuple[str, str], int]]) -> None:
+    """The first (by code, then message) of the errors present at a time."""
+    present = sorted(row for row, count in errors if count > 0)
+    if present:
+        code, message = present[0]
+        raise EvalError(message, code)
 
 
 # The critical hold by which an error shard's since follows its view's.

@@ -19,7 +19,7 @@ from typing import Any
 
 from coordinator_lib.sql.insert_template import InsertTemplate, Shape, shape_of
 
-_SHAPES_MAX = 1024
+_SHAPES_MAX = 128  # texts with their tokens: a prepared statement's come again
 _ENTRIES_MAX = 512
 
 

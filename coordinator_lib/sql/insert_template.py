@@ -89,6 +89,8 @@ def shape_of(text: str) -> Shape | None:
 _Mark = tuple[str, int, bool]
 # One value of a template's VALUES: the index of the constant token that is
 # the whole value (most are), or the value's tree and its nodes' marks.
+# Each token's index by its start offset, and by its end offset.
+_Edges = tuple[dict[int, int], dict[int, int]]
 _Value = int | tuple[exp.Expr, tuple[tuple[_Mark, ...], ...]]
 
 
@@ -98,7 +100,7 @@ class InsertTemplate:
 
     item: CatalogItem
     columns: list[int]
-    table: exp.Expr
+    table: tuple[exp.Expr, tuple[tuple[_Mark, ...], ...]]  # the table's name, positioned
     rows: tuple[tuple[_Value, ...], ...]
     tuples: tuple[bool, ...]  # whether each row was written as a parenthesized list
 
@@ -122,7 +124,8 @@ class InsertTemplate:
             replace_parameters(values, params, types)
         check_no_parameters(values)
         ctx = PlanContext(catalog, text, PLANNER)
-        return plan_insert_values(self.item, self.columns, self.table, values, ctx)
+        table = _value(self.table, tokens, iter(()))
+        return plan_insert_values(self.item, self.columns, table, values, ctx)
 
 
 def _value(value: _Value, tokens: tuple[Token, ...], constants: Iterator[int]) -> exp.Expr:
@@ -170,8 +173,10 @@ def template_of(statement: exp.Expr, shape: Shape, catalog: SqlCatalog) -> Inser
     copy = statement.copy()
     item, columns, table = insert_values_target(copy, PlanContext(catalog, "", PLANNER))
     tokens = shape.tokens
-    by_start = {token.start: i for i, token in enumerate(tokens)}
-    by_end = {token.end: i for i, token in enumerate(tokens)}
+    edges = (
+        {token.start: i for i, token in enumerate(tokens)},
+        {token.end: i for i, token in enumerate(tokens)},
+    )
     constants = iter(shape.constants)
     rows: list[tuple[_Value, ...]] = []
     tuples: list[bool] = []
@@ -185,28 +190,41 @@ def template_of(statement: exp.Expr, shape: Shape, catalog: SqlCatalog) -> Inser
                     return None
                 values.append(index)
                 continue
-            marks: list[tuple[_Mark, ...]] = []
-            for child in node.walk(bfs=False):
-                if _is_constant(child):
-                    index = next(constants, None)
-                    if index is None or not _same(child, tokens[index]):
-                        return None
-                child_marks: list[_Mark] = []
-                for name in _POSITIONS:
-                    offset = child.meta.get(name) if child._meta else None
-                    if offset is None:
-                        continue
-                    at = by_end.get(offset) if name == "end" else by_start.get(offset)
-                    if at is None:
-                        return None
-                    child_marks.append((name, at, name == "end"))
-                marks.append(tuple(child_marks))
-            values.append((node, tuple(marks)))
+            value = _positioned(node, tokens, edges, constants)
+            if value is None:
+                return None
+            values.append(value)
         rows.append(tuple(values))
         tuples.append(is_tuple)
-    if next(constants, None) is not None:
+    table_value = _positioned(table, tokens, edges, iter(()))  # its positions move with spacing
+    if table_value is None or next(constants, None) is not None:
         return None
-    return InsertTemplate(item, columns, table, tuple(rows), tuple(tuples))
+    return InsertTemplate(item, columns, table_value, tuple(rows), tuple(tuples))
+
+
+def _positioned(
+    node: exp.Expr, tokens: tuple[Token, ...], edges: _Edges, constants: Iterator[int]
+) -> tuple[exp.Expr, tuple[tuple[_Mark, ...], ...]] | None:
+    """`node` with the token of each position its nodes record (consuming
+    the constants it holds); None if a position is not a token's edge."""
+    by_start, by_end = edges
+    marks: list[tuple[_Mark, ...]] = []
+    for child in node.walk(bfs=False):
+        if _is_constant(child):
+            index = next(constants, None)
+            if index is None or not _same(child, tokens[index]):
+                return None
+        child_marks: list[_Mark] = []
+        for name in _POSITIONS:
+            offset = child.meta.get(name) if child._meta else None
+            if offset is None:
+                continue
+            at = by_end.get(offset) if name == "end" else by_start.get(offset)
+            if at is None:
+                return None
+            child_marks.append((name, at, name == "end"))
+        marks.append(tuple(child_marks))
+    return node, tuple(marks)
 
 
 def _same(literal: exp.Expr, token: Token) -> bool:

@@ -55,7 +55,12 @@ def test_inserts_differing_in_constants_share_one_plan(
         # A bad constant in a cached plan: its own SQLSTATE, at its own position.
         assert _error(conn, "INSERT INTO t VALUES (1, 'x', '2024-13-45')") == ("22008", "31")
         assert _error(conn, "INSERT INTO t VALUES (12345678901, 'x', NULL)") == ("22003", "23")
-        assert _error(conn, "INSERT INTO t VALUES (NULL, 'x', '2024-01-01')")[0] == "23502"
+        assert _error(conn, "INSERT INTO t VALUES (NULL, 'x', '2024-01-01')") == ("23502", "13")
+        conn.execute("INSERT INTO t VALUES (%s, %s, %s)", (4, "p", None))  # its plan cached
+        spaced = "INSERT   INTO  t VALUES (%s, %s, %s)"  # the same shape, the table further on
+        with pytest.raises(psycopg.errors.NotNullViolation) as caught:
+            conn.execute(spaced, (None, "q", None))
+        assert caught.value.diag.statement_position == str(spaced.index(" t ") + 2)
         bad = "INSERT INTO t (v, d, id) VALUES ('a long text', DEFAULT, -12345678901)"
         planned = _error(conn, bad)  # planned in full: this shape is new
         conn.execute("INSERT INTO t (v, d, id) VALUES ('x', DEFAULT, -4)")  # its plan cached
@@ -66,6 +71,7 @@ def test_inserts_differing_in_constants_share_one_plan(
     assert [(r[0], r[1], str(r[2])) for r in rows] == [
         (-4, "x", "None"),
         (1, "a", "2024-01-01"),
+        (4, "p", "None"),
         (22, "bb b", "2024-02-29"),
         (333, "it's", "1999-12-31"),
     ]

@@ -10,6 +10,7 @@ from typing import Any
 
 from coordinator_lib.adapter.errors import AdapterError
 from coordinator_lib.repr.interval import Interval
+from coordinator_lib.repr.nan import is_nan, nan_ordered
 from coordinator_lib.sql.plans import RowSetFinishing
 
 Row = tuple[Any, ...]
@@ -23,6 +24,8 @@ def compare_values(a: Any, b: Any, desc: bool, nulls_last: bool) -> int:
         return (1 if a is None else -1) * (1 if nulls_last else -1)
     if isinstance(a, Interval):  # '1 mon' and '30 days' are equal (interval_cmp)
         a, b = a.cmp_key(), b.cmp_key()
+    elif is_nan(a) or is_nan(b):  # NaN equals NaN, above every number
+        a, b = nan_ordered(a), nan_ordered(b)
     if a == b:
         return 0
     if isinstance(a, tuple) and isinstance(b, tuple):

@@ -41,6 +41,7 @@ from coordinator_lib.expr.scalar import (
 from coordinator_lib.expr.text_input import INT_RANGES, REAL_MAX, parse_text_as
 from coordinator_lib.repr.array import array_text
 from coordinator_lib.repr.interval import Interval
+from coordinator_lib.repr.nan import is_nan, nan_ordered, one_nan
 from coordinator_lib.repr.numeric import ARITHMETIC, NumericFieldOverflow, numeric_display
 from coordinator_lib.repr.numeric import to_numeric as stored_numeric
 from coordinator_lib.repr.relation import ColumnType, ScalarType
@@ -266,38 +267,43 @@ def _scalar_type(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> ScalarType:
 
 
 def eval_scalar(expr: ScalarExpr, row: Row, types: tuple[ColumnType, ...]) -> Any:
-    """Evaluate `expr` on `row`, whose columns have `types`."""
+    """Evaluate `expr` on `row`, whose columns have `types` (a NaN as the
+    one NaN object rows hold: repr/nan.py)."""
+    return one_nan(_eval(expr, row, types))
+
+
+def _eval(expr: ScalarExpr, row: Row, types: tuple[ColumnType, ...]) -> Any:
     if isinstance(expr, Column):
         return row[expr.index]
     if isinstance(expr, Literal):
         return expr.value
     if isinstance(expr, If):
-        if eval_scalar(expr.cond, row, types) is True:
-            return eval_scalar(expr.then, row, types)
-        return eval_scalar(expr.els, row, types)
+        if _eval(expr.cond, row, types) is True:
+            return _eval(expr.then, row, types)
+        return _eval(expr.els, row, types)
     if isinstance(expr, CallVariadic):
         if expr.func is VariadicFunc.AND:
-            values = [eval_scalar(e, row, types) for e in expr.exprs]
+            values = [_eval(e, row, types) for e in expr.exprs]
             if any(v is False for v in values):
                 return False
             return None if any(v is None for v in values) else True
         if expr.func is VariadicFunc.OR:
-            values = [eval_scalar(e, row, types) for e in expr.exprs]
+            values = [_eval(e, row, types) for e in expr.exprs]
             if any(v is True for v in values):
                 return True
             return None if any(v is None for v in values) else False
         if expr.func is VariadicFunc.COALESCE:
             for e in expr.exprs:
-                value = eval_scalar(e, row, types)
+                value = _eval(e, row, types)
                 if value is not None:
                     return value
             return None
-        values = [v for v in (eval_scalar(e, row, types) for e in expr.exprs) if v is not None]
+        values = [v for v in (_eval(e, row, types) for e in expr.exprs) if v is not None]
         if not values:
             return None
         return max(values) if expr.func is VariadicFunc.GREATEST else min(values)
     if isinstance(expr, CallUnary):
-        value = eval_scalar(expr.expr, row, types)
+        value = _eval(expr.expr, row, types)
         func = expr.func
         if func is UnaryFunc.IS_NULL:
             return value is None
@@ -329,12 +335,14 @@ def eval_scalar(expr: ScalarExpr, row: Row, types: tuple[ColumnType, ...]) -> An
             return len(value)
         raise EvalError(f"cannot evaluate {func}")
     if isinstance(expr, CallBinary):
-        left = eval_scalar(expr.left, row, types)
-        right = eval_scalar(expr.right, row, types)
+        left = _eval(expr.left, row, types)
+        right = _eval(expr.right, row, types)
         if left is None or right is None:
             return None
         func = expr.func
         if func in COMPARISON_OPERATORS:
+            if is_nan(left) or is_nan(right):
+                left, right = nan_ordered(left), nan_ordered(right)
             return COMPARISON_OPERATORS[func](left, right)
         if func is BinaryFunc.LIKE:
             return _like(left, right)
@@ -342,10 +350,10 @@ def eval_scalar(expr: ScalarExpr, row: Row, types: tuple[ColumnType, ...]) -> An
             return left + right
         return _arith(func, left, right, _scalar_type(expr, types))
     if isinstance(expr, Cast):
-        value = eval_scalar(expr.expr, row, types)
+        value = _eval(expr.expr, row, types)
         return cast_value(value, _scalar_type(expr.expr, types), expr.to)
     if isinstance(expr, CallFunction):
-        args = [eval_scalar(arg, row, types) for arg in expr.args]
+        args = [_eval(arg, row, types) for arg in expr.args]
         try:
             return evaluate(expr.name, args)
         except ValueError as error:
@@ -353,7 +361,7 @@ def eval_scalar(expr: ScalarExpr, row: Row, types: tuple[ColumnType, ...]) -> An
     if isinstance(expr, RaiseError):
         raise EvalError(expr.message, expr.code)
     if isinstance(expr, Record):
-        return tuple(eval_scalar(f, row, types) for f in expr.fields)
+        return tuple(_eval(f, row, types) for f in expr.fields)
     raise EvalError(f"cannot evaluate {type(expr).__name__}")
 
 
@@ -365,7 +373,7 @@ def aggregate_values(
         return _array_agg(agg, rows, types)
     values: list[Any] = []
     for row, count in rows:
-        value = eval_scalar(agg.expr, row, types)
+        value = _eval(agg.expr, row, types)
         if value is not None:
             values += [value] * count
     if agg.distinct:
@@ -415,7 +423,7 @@ def _array_agg(
     rendering (`compute/render.py`) sorts with the same comparator."""
     items: list[tuple] = []
     for row, count in rows:
-        record = eval_scalar(agg.expr, row, types)
+        record = _eval(agg.expr, row, types)
         if record is not None:
             items += [record] * count
     if not items:

@@ -15,9 +15,11 @@ from enum import Enum
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from coordinator_lib.repr.errors import InvalidRow
 from coordinator_lib.repr.interval import Interval, from_struct
+from coordinator_lib.repr.nan import one_nan
 from coordinator_lib.repr.update import Row
 
 # Columns persist adds to every batch; user columns may not use these names.
@@ -323,13 +325,17 @@ def column_pylist(column: pa.ChunkedArray | pa.Array) -> list[Any]:
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
         if pa.types.is_struct(kind.value_type):
             return [None if v is None else tuple(map(from_struct, v)) for v in values]
+        if pa.types.is_floating(kind.value_type):
+            return [None if v is None else one_nan(tuple(v)) for v in values]
         return [None if v is None else tuple(v) for v in values]
     if pa.types.is_struct(kind):
         return [from_struct(v) for v in values]
+    if pa.types.is_floating(kind) and pc.any(pc.is_nan(column)).as_py():
+        return [one_nan(v) for v in values]
     return values
 
 
 def arrays_to_tuples(row: Any) -> tuple:
     """A row read from Spark (or any sequence of values) with list values as
     tuples."""
-    return tuple(tuple(v) if isinstance(v, list) else from_struct(v) for v in row)
+    return tuple(one_nan(tuple(v)) if isinstance(v, list) else one_nan(from_struct(v)) for v in row)

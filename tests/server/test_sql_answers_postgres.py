@@ -332,6 +332,47 @@ def test_view_follows_writes(
         postgres.execute(statement)
 
 
+# Views over a float column holding NaN: PostgreSQL's NaN equals NaN (one
+# group, one DISTINCT row, a join match) and sorts above every number.
+NAN_VIEWS = {
+    "nan_distinct": "SELECT DISTINCT x FROM fnan",
+    "nan_groups": "SELECT x, count(*) AS n, count(DISTINCT g) AS gs FROM fnan GROUP BY x",
+    "nan_per_g": "SELECT g, count(DISTINCT x) AS d, count(x) AS n FROM fnan GROUP BY g",
+    "nan_join": "SELECT a.g, b.g AS h FROM fnan a JOIN fnan b ON a.x = b.x",
+    "nan_compare": "SELECT g, x = 'NaN' AS is_nan, x > 1e300 AS big FROM fnan",
+}
+
+
+def test_nan_is_one_value_as_postgres(
+    tidemark: psycopg.Connection[Any], postgres: psycopg.Connection[Any]
+) -> None:
+    """NaNs written apart (and one computed) are one value in views and
+    queries, as PostgreSQL has them, and deleting them retracts them."""
+
+    def shown(conn: psycopg.Connection[Any], query: str, ordered: bool = False) -> list[str]:
+        rows = [repr(row) for row in conn.execute(query).fetchall()]  # nan != nan
+        return rows if ordered else sorted(rows)
+
+    postgres.execute("CREATE TEMP TABLE fnan (g int, x float8)")
+    tidemark.execute("CREATE TABLE fnan (g int, x float8)")
+    for name, query in NAN_VIEWS.items():
+        tidemark.execute(f"CREATE MATERIALIZED VIEW {name} AS {query}")
+    for statement in [
+        "INSERT INTO fnan VALUES (1, 'NaN'), (1, 'NaN'), (1, 1.5), (2, 'NaN'), (3, NULL)",
+        "INSERT INTO fnan VALUES (1, 'Infinity'::float8 - 'Infinity'::float8)",
+        "DELETE FROM fnan WHERE g = 2",
+        "DELETE FROM fnan WHERE g = 1 AND x <> 1.5",
+    ]:
+        tidemark.execute(statement)
+        postgres.execute(statement)
+        for name, query in NAN_VIEWS.items():
+            want = shown(postgres, query)
+            assert shown(tidemark, f"SELECT * FROM {name}") == want, (statement, name)
+            assert shown(tidemark, query) == want, (statement, query)
+        ordered = "SELECT g, x FROM fnan ORDER BY x DESC, g"
+        assert shown(tidemark, ordered, True) == shown(postgres, ordered, True), statement
+
+
 def test_avg_prints_as_materialize(tidemark: psycopg.Connection[Any]) -> None:
     """numeric without trailing zeros (Materialize; PostgreSQL keeps the
     scale: 1.7500000000000000), the value PostgreSQL's."""

@@ -20,7 +20,7 @@ import hmac
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from sqlglot import exp
@@ -346,7 +346,8 @@ class SessionClient:
                     authorize(coordinator, self.session, plan, catalog)
                     current_role.set(self.session.user)  # owner of what it creates
                     session_cursors.set(self.session.cursors)  # what pg_cursors lists
-                    with budget.active(budget.QueryBudget(check, self.session.max_query_memory)):
+                    statement_budget = budget.QueryBudget(check, self.session.max_query_memory)
+                    with budget.active(statement_budget):
                         response = sequence(coordinator, self.session, plan, catalog, check)
                     break
                 except CatalogConflict:
@@ -365,7 +366,28 @@ class SessionClient:
                 raise
             raise answer from None
         self._finish(record, kind, "success", None)
+        if response.rows is not None:
+            response.rows = self._streamed(response.rows, statement_budget)
         return response
+
+    def _streamed(
+        self, rows: Iterable[tuple[Any, ...]], statement_budget: budget.QueryBudget
+    ) -> Iterator[tuple[Any, ...]]:
+        """A response's rows as the client reads them, computed under the
+        statement's budget (a one-off query's rows are computed as they
+        are read: cancel, statement_timeout and max_query_memory hold
+        until the last); a failure is the client's error, as it would have
+        been before the first row, and fails the transaction."""
+        try:
+            yield from budget.pulled(rows, statement_budget)
+        except Exception as error:
+            failure = client_error(error)
+            if failure is None:
+                raise
+            self._fail_transaction()
+            if failure is error:
+                raise
+            raise failure from None
 
     def _finish(self, record: Any, kind: str, status: str, error: str | None) -> None:
         self.coordinator.statement_log.finish(record, status, error)

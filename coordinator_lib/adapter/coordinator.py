@@ -26,7 +26,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -755,7 +755,7 @@ class Coordinator:
 
     def evaluate(
         self, expr: RelationExpr, timestamp: int, check: Callable[[], None] = lambda: None
-    ) -> tuple[list[tuple[Row, int]], str]:
+    ) -> tuple[Iterable[tuple[Row, int]], str]:
         """`expr` at `timestamp` (inputs held and complete), fast paths first;
         also says which path answered (the statement log's strategy). An
         index that can answer at `timestamp` is waited for (it is stepped
@@ -779,7 +779,7 @@ class Coordinator:
                         self.compute.release_index(instance_id, index_id, timestamp)
             return self.storage.snapshot(expr.id, timestamp), "persist-fast-path"
         strategy = "standard" if expr.depends_on() else "constant"
-        return self.compute.peek_expr(expr, timestamp), strategy
+        return self.compute.stream_expr(expr, timestamp), strategy
 
     def peek(
         self,
@@ -814,7 +814,7 @@ class Coordinator:
         expr: RelationExpr,
         as_of: AsOfTime | None,
         check: Callable[[], None],
-    ) -> tuple[list[tuple[Row, int]], int]:
+    ) -> tuple[Iterable[tuple[Row, int]], int]:
         inputs = self.storage_inputs(expr)
         transaction = session.transaction
         if transaction is not None and transaction.timestamp is not None and as_of is None:

@@ -9,6 +9,7 @@ from functools import cmp_to_key
 from typing import Any
 
 from coordinator_lib.adapter.errors import AdapterError
+from coordinator_lib.compute.budget import held
 from coordinator_lib.repr.interval import Interval
 from coordinator_lib.repr.nan import is_nan, nan_ordered
 from coordinator_lib.sql.plans import RowSetFinishing
@@ -78,7 +79,9 @@ def iter_finished(rows: Iterable[tuple[Row, int]], finishing: RowSetFinishing) -
                     return result
             return 0
 
-        ordered: Iterable[Row] = sorted(_expanded(rows), key=cmp_to_key(compare))
+        whole = held(_expanded(rows))  # a sort holds every row: charged (53200)
+        whole.sort(key=cmp_to_key(compare))
+        ordered: Iterable[Row] = whole
     else:
         ordered = _expanded(rows)
     stop = None if finishing.limit is None else finishing.offset + finishing.limit

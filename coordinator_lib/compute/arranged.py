@@ -35,8 +35,13 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from coordinator_lib.compute.error_collection import input_errors
-from coordinator_lib.compute.local import LocalContext, LocalRendered, render_local
+from coordinator_lib.compute.error_collection import input_errors, raise_first
+from coordinator_lib.compute.local import (
+    LocalContext,
+    LocalRendered,
+    render_local,
+    stream_local,
+)
 from coordinator_lib.expr.relation import (
     Distinct,
     Join,
@@ -311,6 +316,31 @@ def render_step(
     """The view's consolidated updates in [lower, upper), its error updates
     and the rules that ran, in-process."""
     hydrating = lower == as_of
+    frames = _read_inputs(inputs, lower, upper, hydrating, reads)
+    ctx = LocalContext(lower, upper, frames, hydrating=hydrating, state=state)
+    rendered = render_local(expr, ctx)
+    errors = ctx.errors + input_errors(inputs.values(), as_of, lower, upper)
+    return consolidate(rendered.delta or []), consolidate(errors), ctx.rules
+
+
+def stream_peek(
+    expr: RelationExpr, inputs: dict[GlobalId, Shard], timestamp: int
+) -> Iterable[tuple[Row, int]]:
+    """`expr`'s rows at `timestamp` in-process, a one-off query: its inputs
+    are read now, its rows computed as they are read (local.stream_local)."""
+    upper = timestamp + 1
+    frames = _read_inputs(inputs, timestamp, upper, True, StepReads())
+    raise_first(input_errors(inputs.values(), timestamp, timestamp, upper))
+    ctx = LocalContext(timestamp, upper, frames, hydrating=True, streaming=True)
+    return stream_local(expr, ctx)
+
+
+def _read_inputs(
+    inputs: dict[GlobalId, Shard], lower: int, upper: int, hydrating: bool, reads: StepReads
+) -> dict[GlobalId, LocalRendered]:
+    """Each input's updates in [lower, upper) (hydrating: its snapshot at
+    lower is a delta at lower) and, unless hydrating, its old contents,
+    read if a rule asks."""
     frames: dict[GlobalId, LocalRendered] = {}
     for id, shard in inputs.items():
         if hydrating:
@@ -323,10 +353,7 @@ def render_step(
             delta = shard.updates_between(lower, Frontier.at(upper))
             reads.delta += len(delta)
             frames[id] = LocalRendered(_counted_snapshot(shard, lower - 1, reads), delta or None)
-    ctx = LocalContext(lower, upper, frames, hydrating=hydrating, state=state)
-    rendered = render_local(expr, ctx)
-    errors = ctx.errors + input_errors(inputs.values(), as_of, lower, upper)
-    return consolidate(rendered.delta or []), consolidate(errors), ctx.rules
+    return frames
 
 
 def _counted_snapshot(

@@ -1,29 +1,37 @@
 """A statement's budget for in-process evaluation: cancellation and memory.
 
-Why: the local engine builds Python lists row by row; a cross join can grow
-one by millions of rows a second, and nothing else looks at it while it
-runs. The loops that materialize rows settle with the statement's budget
-every `CHECK_EVERY` rows of work: that is where a cancel request or
+Why: the local engine runs Python loops over rows; a cross join produces
+millions of rows a second, and nothing else looks at it while it runs.
+Those loops settle with the running statement's budget every `CHECK_EVERY`
+rows of work (`Tally`): that is where a cancel request or
 `statement_timeout` stops it (the adapter's `check` raises), and where the
-memory it has materialized so far is weighed against `max_query_memory`.
+memory held so far is weighed against `max_query_memory`.
 
-The adapter installs the budget around a statement (`active`); code that
-runs outside a statement (view maintenance) sees `UNLIMITED`.
+The adapter installs the budget around a statement (`active`), and around
+each pull of the rows it streams to the client afterwards, so rows computed
+as the client reads them (a one-off query's streamed rows) settle with the
+statement that reads them; code that runs outside a statement (view
+maintenance) sees `UNLIMITED`.
 
-Memory is an estimate: each settle weighs the newest row (its containers
-and values, `sys.getsizeof`) times the rows added since the last settle,
-and the total only grows (intermediate lists are counted even after they
-are freed), so it bounds the peak from above.
+Memory is an estimate of what is held, not of what flows through: a list
+built (`held`), a join's index, a group's rows are charged; rows streamed
+on to the client are not. Each charge weighs one row (its containers and
+values, `sys.getsizeof`) times the rows added since the last settle, and
+the total only grows (intermediate lists are counted even after they are
+freed), so it bounds the peak from above.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
 import os
 import sys
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar, cast
+
+T = TypeVar("T")
 
 CHECK_EVERY = 4096
 """Rows of work between two settles: a few milliseconds of Python."""
@@ -87,31 +95,70 @@ def active(budget: QueryBudget) -> Iterator[QueryBudget]:
         _current.reset(token)
 
 
+def pulled(rows: Iterable[T], budget: QueryBudget) -> Iterator[T]:
+    """`rows`, each computed with `budget` active: a statement's result
+    streamed to the client after the statement returned."""
+    iterator = iter(rows)
+    try:
+        while True:
+            token = _current.set(budget)
+            try:
+                row = next(iterator, _END)
+            finally:
+                _current.reset(token)
+            if row is _END:
+                return
+            yield cast(T, row)
+    finally:  # a reader that stops early stops the producer (a SUBSCRIBE's) now
+        close = getattr(iterator, "close", None)
+        if close is not None:
+            close()
+
+
+_END = object()
+
+
 class Tally:
-    """A growing output list and the work done on it since the last settle:
-    `add(work)` per input row (work: how many rows it looked at)."""
+    """Work done (`add`, per input row: how many rows it looked at) and
+    rows held (`hold`) since the last settle; settles with the running
+    statement's budget (`current()`, looked up each time: a streamed
+    query's rows may be pulled by a later statement, a cursor's FETCH)."""
 
-    __slots__ = ("budget", "charged", "out", "work")
+    __slots__ = ("held", "sample", "work")
 
-    def __init__(self, out: list[Any], budget: QueryBudget | None = None) -> None:
-        self.budget = budget if budget is not None else current()
-        self.out = out
-        self.charged = len(out)
+    def __init__(self) -> None:
         self.work = 0
+        self.held = 0
+        self.sample: Any = None
 
     def add(self, work: int = 1) -> None:
         self.work += work
         if self.work >= CHECK_EVERY:
             self.settle()
 
+    def hold(self, item: Any) -> None:
+        """One more row like `item` is kept until the statement ends."""
+        self.held += 1
+        self.sample = item
+        self.add()
+
     def settle(self) -> None:
         self.work = 0
-        size = len(self.out)
-        if size > self.charged:
-            self.budget.charge(size - self.charged, self.out[-1])
-            self.charged = size
+        if self.held:
+            current().charge(self.held, self.sample)
+            self.held = 0
         else:
-            self.budget.check()
+            current().check()
+
+
+def held(items: Iterable[T]) -> list[T]:
+    """`items` as a list, charged as it grows."""
+    out: list[T] = []
+    iterator = iter(items)
+    while chunk := list(itertools.islice(iterator, CHECK_EVERY)):
+        out += chunk
+        current().charge(len(chunk), chunk[-1])
+    return out
 
 
 def charge_list(rows: list[Any]) -> list[Any]:

@@ -24,20 +24,20 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from coordinator_lib.compute import budget
+from coordinator_lib.compute.arranged import stream_peek
 from coordinator_lib.compute.arrangement import Arrangement
 from coordinator_lib.compute.dataflow import (
     DataflowDescription,
     StepResult,
     next_step_bounds,
     plan_step,
-    plan_step_local,
     step,
     step_frontier,
     stored_rows,
@@ -47,6 +47,7 @@ from coordinator_lib.compute.error_collection import (
     join_keys_mapped,
     raise_errors,
     raise_errors_from,
+    raise_first,
 )
 from coordinator_lib.compute.errors import (
     CollectionMissing,
@@ -500,19 +501,23 @@ class ComputeController:
             return self.storage.snapshot(id, timestamp)
 
     def peek_expr(self, expr: RelationExpr, timestamp: int) -> list[tuple[Row, int]]:
+        """`stream_expr`'s rows, all of them."""
+        return list(self.stream_expr(expr, timestamp))
+
+    def stream_expr(self, expr: RelationExpr, timestamp: int) -> Iterable[tuple[Row, int]]:
         """Evaluate `expr` over its inputs at `timestamp` once (a transient
         dataflow that hydrates and is dropped): in-process when the inputs
-        are small, else one Spark job. The caller holds the inputs readable
-        at `timestamp` and waited for their uppers to pass it."""
+        are small, its rows computed as they are read (arranged.stream_peek),
+        else one Spark job. The caller holds the inputs readable at
+        `timestamp` and waited for their uppers to pass it; the inputs are
+        read before this returns."""
         expr = substitute_mz_now(expr, timestamp)  # mz_now() is the time read at
         expr = join_keys_mapped(expr)  # a failing join key fails as its Map (exact errors)
         inputs = {id: self.storage.shard(id) for id in expr.depends_on()}
         description = DataflowDescription(GlobalId.transient(0), expr, timestamp)
         engine = choose_engine(Work.PEEK, stored_rows(inputs), self.local_max_rows)
         if engine is Engine.LOCAL:
-            updates, errors, _ = plan_step_local(description, inputs, timestamp, timestamp + 1)
-            _raise_first(errors)
-            return [(u.row, u.diff) for u in updates]
+            return stream_peek(description.expr, inputs, timestamp)
         with held_reads(), cancelable_jobs(self.spark, budget.current()):
             table = exact_on_failure(lambda: self._spark_peek(description, inputs, timestamp))
             if table is None:
@@ -527,7 +532,7 @@ class ComputeController:
         self, description: DataflowDescription, inputs: dict[GlobalId, Shard], timestamp: int
     ) -> pa.Table | None:
         delta, errors, _ = plan_step(self.spark, description, inputs, timestamp, timestamp + 1)
-        _raise_first(errors)
+        raise_first(errors)
         return None if delta is None else delta.toArrow()
 
     def raise_errors(self, ids: set[GlobalId], timestamp: int) -> None:
@@ -595,11 +600,3 @@ def _evaluation_error(error: Exception) -> Exception:
     if isinstance(code, str) and code.startswith("22"):
         return EvalError(str(error).strip().splitlines()[0], code)
     return error
-
-
-def _raise_first(errors: list[Update]) -> None:
-    """A one-shot query answers with its first error, as PostgreSQL does."""
-    for update in errors:
-        if update.diff > 0:
-            code, message = update.row
-            raise EvalError(message, code)

@@ -151,8 +151,22 @@ class Backend(Protocol[C]):
         (which takes in `delta`'s changes due at or past upper)."""
 
 
-def render_step(step: plan.Step, b: Backend[C]) -> Pair[C]:
-    """`step`'s (old, delta) for one step of the dataflow."""
+Memo = dict[int, Pair[C]]
+
+
+def render_step(step: plan.Step, b: Backend[C], memo: Memo[C] | None = None) -> Pair[C]:
+    """`step`'s (old, delta) for one step of the dataflow. With `memo`, a
+    shared step (plan.py) is rendered once for all its parents (a one-off
+    query's global aggregate reads its Reduce twice); without, once each."""
+    if memo is None:
+        return _render_step(step, b, None)
+    found = memo.get(id(step))
+    if found is None:
+        found = memo[id(step)] = _render_step(step, b, memo)
+    return found
+
+
+def _render_step(step: plan.Step, b: Backend[C], memo: Memo[C] | None) -> Pair[C]:
     for op in step.operators:
         b.record(type(op).__name__, rule_for(op).value)
     if isinstance(step, plan.Get):
@@ -160,20 +174,20 @@ def render_step(step: plan.Step, b: Backend[C]) -> Pair[C]:
     if isinstance(step, plan.Constant):
         return _constant(step, b)
     if isinstance(step, plan.Linear):
-        return _each(render_step(step.input, b), lambda c: b.map_filter_project(c, step))
+        return _each(render_step(step.input, b, memo), lambda c: b.map_filter_project(c, step))
     if isinstance(step, plan.FlatMap):
-        return _each(render_step(step.input, b), lambda c: b.flat_map(c, step))
+        return _each(render_step(step.input, b, memo), lambda c: b.flat_map(c, step))
     if isinstance(step, plan.Negate):
-        return _each(render_step(step.input, b), b.negate)
+        return _each(render_step(step.input, b, memo), b.negate)
     if isinstance(step, plan.Union):
-        parts = [render_step(child, b) for child in step.inputs_]
+        parts = [render_step(child, b, memo) for child in step.inputs_]
         return Pair(_union(b, [p.old for p in parts]), _union(b, [p.delta for p in parts]))
     if isinstance(step, plan.Join):
-        return _join(step, b)
+        return _join(step, b, memo)
     if isinstance(step, Keyed):
-        return _touched_keys(step, render_step(step.input, b), b)
+        return _touched_keys(step, render_step(step.input, b, memo), b)
     if isinstance(step, plan.TemporalFilter):
-        return _temporal(step, render_step(step.input, b), b)
+        return _temporal(step, render_step(step.input, b, memo), b)
     raise TypeError(f"no rendering for {type(step.expr).__name__}")
 
 
@@ -209,8 +223,8 @@ def _constant(step: plan.Constant, b: Backend[C]) -> Pair[C]:
     return Pair(b.constant(step, None), None)
 
 
-def _join(step: plan.Join, b: Backend[C]) -> Pair[C]:
-    parts = [render_step(child, b) for child in step.inputs_]
+def _join(step: plan.Join, b: Backend[C], memo: Memo[C] | None) -> Pair[C]:
+    parts = [render_step(child, b, memo) for child in step.inputs_]
     joined = _each(parts[0], lambda c: b.join_filter(c, step)) if step.first else parts[0]
     for join_step, part in zip(step.steps, parts[1:], strict=True):
         joined = _binary_join(joined, part, step, join_step, b)

@@ -140,6 +140,15 @@ def _raise_first(errors: Iterable[tuple[tuple[str, str], int]]) -> None:
         raise EvalError(message, code)
 
 
+def raise_first(errors: Iterable[Update]) -> None:
+    """A one-off query answers with its first error (of its error updates,
+    consolidated), as PostgreSQL answers with its first failing row's."""
+    for update in consolidate(errors):
+        if update.diff > 0:
+            code, message = update.row
+            raise EvalError(message, code)
+
+
 # The critical hold by which an error shard's since follows its view's.
 ERRORS_FOLLOW_VIEW = "errors-follow-view"
 

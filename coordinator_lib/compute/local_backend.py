@@ -9,18 +9,25 @@ step or of a Reduce's key or arguments failing) are taken in whatever its
 parents do with it (compute/error_collection.py). With a `StepState`
 (compute/arranged.py), joins and keyed operators read the old rows at the
 keys their delta touches from their inputs' arrangements.
+
+A one-off query (`LocalContext.streaming`: hydrating a single time) computes
+its deltas lazily instead, as generators pulled row by row from the client's
+end: map-filter-project, table functions, unions and joins pass each row on
+(a join keeps only its right input's index), and keyed operators fold their
+input into their groups as it comes (a step of one time has nothing to
+order), so a cross join into count(*) holds one group, not its rows.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 
 from coordinator_lib.compute import plan
-from coordinator_lib.compute.budget import Tally, charge_list
+from coordinator_lib.compute.budget import Tally, held
 from coordinator_lib.compute.delta_rules import Keyed, Pair
 from coordinator_lib.compute.error_collection import error_update
 from coordinator_lib.compute.join_plan import JoinStep
@@ -59,27 +66,23 @@ class LocalRendered:
 
 @dataclass(frozen=True, eq=False)
 class Rows:
-    """A collection in-process: `get()` lists old rows `(row, diff)` or, if
+    """A collection in-process: `get()` gives old rows `(row, diff)` or, if
     `timed`, updates `(row, time, diff)`; keyed (`key_by`), each starts with
-    its key. Old rows are computed on first use, a delta at once."""
+    its key. Old rows are computed on first use and kept, a delta at once
+    (a list) or, streaming, afresh as each `get()` is consumed."""
 
-    get: Callable[[], list[Any]]
+    get: Callable[[], Iterable[Any]]
     timed: bool
     # Keyed items `(key, accumulators, 1)` (local_groups.py), not rows.
     accumulated: bool = False
 
     @staticmethod
-    def old(compute: Callable[[], list[Any]]) -> Rows:
-        return Rows(cache(compute), False)
+    def old(compute: Callable[[], Iterable[Any]]) -> Rows:
+        return Rows(cache(lambda: held(compute())), False)
 
     @staticmethod
     def delta(rows: list[Any]) -> Rows:
         return Rows(lambda: rows, True)
-
-    @staticmethod
-    def like(c: Rows, compute: Callable[[], list[Any]]) -> Rows:
-        """`compute` over `c`, as lazy or eager as `c` is."""
-        return Rows.delta(compute()) if c.timed else Rows.old(compute)
 
 
 @dataclass
@@ -95,6 +98,8 @@ class LocalContext:
     # TopK or Window reads the keys its delta touches there, not its
     # input's old contents. None: read the old contents.
     state: StepState | None = None
+    # A one-off query: deltas are generators, computed as they are read.
+    streaming: bool = False
 
 
 class LocalBackend:
@@ -105,6 +110,15 @@ class LocalBackend:
         self.lower, self.upper, self.hydrating = ctx.lower, ctx.upper, ctx.hydrating
         self.state = ctx.state
         self.errors = ctx.errors
+        self.streaming = ctx.streaming
+
+    def _timed(self, compute: Callable[[], Iterator[Any]]) -> Rows:
+        """A delta of `compute`'s updates: lazy when streaming, else a list."""
+        return Rows(compute, True) if self.streaming else Rows.delta(held(compute()))
+
+    def _like(self, c: Rows, compute: Callable[[], Iterator[Any]]) -> Rows:
+        """`compute` over `c`: a delta if `c` is one, else old rows."""
+        return self._timed(compute) if c.timed else Rows.old(compute)
 
     def record(self, operator: str, rule: str) -> None:
         self.ctx.rules.append((operator, rule))
@@ -128,25 +142,24 @@ class LocalBackend:
         """`op` on each row (None drops it). If `fallible`, a row `op` fails
         on leaves, and in a delta its failure is an error update."""
 
-        def mapped() -> list[Any]:
-            out: list[Any] = []
-            tally = Tally(out)
+        errors, timed = self.errors, c.timed
+
+        def mapped() -> Iterator[Any]:
+            tally = Tally()
             for item in c.get():
+                tally.add()
                 try:
                     new = op(item[0])
                 except EvalError as error:
                     if not fallible:
                         raise
-                    if c.timed:
-                        self.errors.append(error_update(error, item[1], item[2]))
-                    new = None
+                    if timed:
+                        errors.append(error_update(error, item[1], item[2]))
+                    continue
                 if new is not None:
-                    out.append((new, *item[1:]) if not c.timed else Update(new, *item[1:]))
-                tally.add()
-            tally.settle()
-            return out
+                    yield Update(new, *item[1:]) if timed else (new, *item[1:])
 
-        return Rows.like(c, mapped)
+        return self._like(c, mapped)
 
     def map_filter_project(self, c: Rows, step: plan.Linear) -> Rows:
         return self._map_rows(c, _linear(list(step.applied())), True)
@@ -157,9 +170,8 @@ class LocalBackend:
         types = node.input.desc.types
         single = node.desc.arity - node.input.desc.arity - node.ordinality == 1
 
-        def expanded() -> list[Any]:
-            out: list[Any] = []
-            tally = Tally(out)
+        def expanded() -> Iterator[Any]:
+            tally = Tally()
             for row, *rest in c.get():
                 args = [eval_scalar(e, row, types) for e in node.exprs]
                 try:
@@ -169,20 +181,19 @@ class LocalBackend:
                 for position, value in enumerate(values, 1):
                     new = (*row, *((value,) if single else value))
                     new = (*new, position) if node.ordinality else new
-                    out.append(Update(new, *rest) if c.timed else (new, *rest))
+                    tally.add()
+                    yield Update(new, *rest) if c.timed else (new, *rest)
                 tally.add()
-            tally.settle()
-            return out
 
-        return Rows.like(c, expanded)
+        return self._like(c, expanded)
 
     def negate(self, c: Rows) -> Rows:
         if c.timed:
-            return Rows.delta(charge_list([Update(r, t, -d) for r, t, d in c.get()]))
-        return Rows.old(lambda: charge_list([(r, -d) for r, d in c.get()]))
+            return self._timed(lambda: (Update(r, t, -d) for r, t, d in c.get()))
+        return Rows.old(lambda: ((r, -d) for r, d in c.get()))
 
     def union(self, cs: list[Rows]) -> Rows:
-        return Rows.like(cs[0], lambda: charge_list([item for c in cs for item in c.get()]))
+        return self._like(cs[0], lambda: (item for c in cs for item in c.get()))
 
     def join_matches(
         self, left: Pair[Rows], right: Pair[Rows], join: plan.Join, step: JoinStep
@@ -218,14 +229,15 @@ class LocalBackend:
         check = _join_check(join)
         timed = left.timed and right.timed
 
-        def joined() -> list[Any]:
+        def joined() -> Iterator[Any]:
+            tally = Tally()  # a cross join makes millions of rows a second
             index: dict[Hashable, list[Any]] = defaultdict(list)
             for b in right.get():
                 key = right_key(b[0])
                 if key is not None:
                     index[key].append(b)
-            out: list[Any] = []
-            tally = Tally(out)  # a cross join grows `out` by millions of rows a second
+                    tally.hold(b)
+            filters = step.filters
             for a in left.get():
                 key = left_key(a[0])
                 if key is None:
@@ -233,14 +245,12 @@ class LocalBackend:
                 matches = index.get(key, ())
                 for b in matches:
                     row = a[0] + b[0]
-                    if check(row, step.filters):
+                    if check(row, filters):
                         diff = a[-1] * b[-1]
-                        out.append(Update(row, max(a[1], b[1]), diff) if timed else (row, diff))
+                        yield Update(row, max(a[1], b[1]), diff) if timed else (row, diff)
                 tally.add(len(matches) + 1)
-            tally.settle()
-            return out
 
-        return Rows.delta(joined()) if timed else Rows.old(joined)
+        return self._timed(joined) if timed else Rows.old(joined)
 
     def check_scalars(self, c: Rows, node: plan.Reduce) -> Rows:
         expr = node.expr
@@ -261,10 +271,8 @@ class LocalBackend:
         key_of = _key_function(node)
         if isinstance(node, plan.Reduce):  # a group is its values (plan.Reduce.value_columns)
             values = _values_of(node)
-            return Rows.like(
-                c, lambda: charge_list([(key_of(i[0]), values(i[0]), *i[1:]) for i in c.get()])
-            )
-        return Rows.like(c, lambda: charge_list([(key_of(i[0]), *i) for i in c.get()]))
+            return self._like(c, lambda: ((key_of(i[0]), values(i[0]), *i[1:]) for i in c.get()))
+        return self._like(c, lambda: ((key_of(i[0]), *i) for i in c.get()))
 
     def group_outputs(self, keyed_old: Rows, node: Keyed) -> Rows:
         output = _group_output(node)
@@ -295,14 +303,13 @@ class LocalBackend:
             arranged = self.state.arrange(
                 [(k, r, d) for k, r, _, d in delta], None if keyed_old is None else keyed_old.get
             )
-        if keyed_delta is None:
+        if keyed_delta is None or (arranged is None and keyed_old is None):
             return None
         touched = {u[0] for u in keyed_delta.get()}
         if arranged is not None:
             found = arranged(list(touched))
             return Rows.old(lambda: [(k, r, d) for k, rows in found.items() for r, d in rows])
-        if keyed_old is None:
-            return None
+        assert keyed_old is not None
         return Rows.old(lambda: [item for item in keyed_old.get() if item[0] in touched])
 
     def _touched_accumulators(
@@ -317,7 +324,7 @@ class LocalBackend:
         expr = node.expr
         assert isinstance(expr, rel.Reduce)
         read, changes = self.state.arrange_accumulators()
-        delta = [] if keyed_delta is None else keyed_delta.get()
+        delta = [] if keyed_delta is None else as_list(keyed_delta.get())
         old_rows = None if keyed_old is None else keyed_old.get
         firsts = [
             (i, self.state.arrange_in_order([(k, r, d) for k, r, _, d in delta], place, old_rows))
@@ -384,7 +391,7 @@ class LocalBackend:
             return list
         assert self.state is not None
 
-        def keyed(items: list[Any]) -> list[tuple[Any, Row, int]]:
+        def keyed(items: Iterable[Any]) -> list[tuple[Any, Row, int]]:
             return [((*k, i, v), (v,), d) for k, r, *_, d in items for i, v in values_of(r)]
 
         read = self.state.arrange(
@@ -413,7 +420,7 @@ class LocalBackend:
         assert self.state is not None
         expr = node.expr
         assert isinstance(expr, rel.TopK)
-        delta = [] if keyed_delta is None else keyed_delta.get()
+        delta = [] if keyed_delta is None else as_list(keyed_delta.get())
         read = self.state.arrange_in_order(
             [(k, r, d) for k, r, _, d in delta],
             row_ord(expr.order_key),
@@ -438,9 +445,6 @@ class LocalBackend:
 
     def group_changes(self, touched_old: Rows | None, keyed_delta: Rows, node: Keyed) -> Rows:
         new_group = _group(node)
-        by_key: dict[Hashable, list[tuple[Row, int, int]]] = defaultdict(list)
-        for key, row, time, diff in keyed_delta.get():
-            by_key[key].append((row, time, diff))
         before: dict[Hashable, _Group] = {}
         for key, row, diff in [] if touched_old is None else touched_old.get():
             group = before.get(key)
@@ -452,6 +456,26 @@ class LocalBackend:
             else:
                 group.add(row, diff)
         changes: list[Update] = []
+        if self.upper == self.lower + 1:  # every update is at lower: fold them in as they come
+            touched: dict[Hashable, tuple[_Group, Counter[Row]]] = {}
+            tally = Tally()
+            for key, row, _, diff in keyed_delta.get():
+                found = touched.get(key)
+                if found is None:
+                    group = before.get(key) or new_group(key)
+                    found = touched[key] = (group, group.output())
+                    tally.hold((key, row, found[1], vars(group)))  # its objects' sizes
+                found[0].add(row, diff)
+                if found[0].keeps_rows:
+                    tally.hold(row)
+                else:
+                    tally.add()
+            for group, previous in touched.values():
+                self._changed(previous, group.output(), self.lower, changes)
+            return Rows.delta(changes)
+        by_key: dict[Hashable, list[tuple[Row, int, int]]] = defaultdict(list)
+        for key, row, time, diff in keyed_delta.get():
+            by_key[key].append((row, time, diff))
         for key, updates in by_key.items():
             group = before.get(key) or new_group(key)
             previous = group.output()
@@ -460,14 +484,21 @@ class LocalBackend:
                     if time == t:
                         group.add(row, diff)
                 current = group.output()
-                for row in previous.keys() | current.keys():
-                    change = current[row] - previous[row]
-                    if isinstance(row, GroupError):
-                        self.errors.append(Update((row.code, row.message), t, change))
-                    elif change:
-                        changes.append(Update(row, t, change))
+                self._changed(previous, current, t, changes)
                 previous = current
         return Rows.delta(changes)
+
+    def _changed(
+        self, previous: Counter[Row], current: Counter[Row], time: int, changes: list[Update]
+    ) -> None:
+        """A group's output at `time` minus its output before, into
+        `changes`; a failing group's error changes into the step's errors."""
+        for row in previous.keys() | current.keys():
+            change = current[row] - previous[row]
+            if isinstance(row, GroupError):
+                self.errors.append(Update((row.code, row.message), time, change))
+            elif change:
+                changes.append(Update(row, time, change))
 
     def temporal_present(self, old: Rows, node: plan.TemporalFilter, time: int) -> Rows:
         window = _row_window(node)
@@ -569,10 +600,16 @@ def _join_keys(
 
 
 def _rendered(pair: Pair[Rows]) -> LocalRendered:
+    old = pair.old
     return LocalRendered(
-        None if pair.old is None else pair.old.get,
-        None if pair.delta is None else pair.delta.get(),
+        None if old is None else lambda: as_list(old.get()),
+        None if pair.delta is None else as_list(pair.delta.get()),
     )
+
+
+def as_list(rows: Iterable[Any]) -> list[Any]:
+    """The rows of a collection that is not streaming (a list already)."""
+    return rows if isinstance(rows, list) else list(rows)
 
 
 # --------------------------------------------------------- keyed operators
@@ -638,6 +675,8 @@ def _group_output(node: Keyed) -> Callable[[Hashable, Counter[Row]], Counter[Row
 class _Group:
     """A touched group being stepped: its rows (output evaluated from them)."""
 
+    keeps_rows = True  # each distinct row it is given is kept
+
     def __init__(
         self, key: Hashable, output: Callable[[Hashable, Counter[Row]], Counter[Row]]
     ) -> None:
@@ -657,6 +696,7 @@ class _AccumulatedGroup(_Group):
     def __init__(self, key: Hashable, reduce: rel.Reduce) -> None:
         self.key, self.accumulators = key, Accumulators(reduce)
         self.firsts: dict[int, Counter[Row]] = {i: Counter() for i in ordered(reduce)}
+        self.keeps_rows = bool(self.firsts)  # a MIN/MAX's values, in order
 
     def take(self, item: tuple[Any, ...], diff: int) -> None:
         """An item of the group's state (`_touched_accumulators`)."""

@@ -41,7 +41,7 @@ def test_badly_typed_peek_rows_are_refused(
     assert error.code == "XX000"
     assert error.message == "column \"a\" row 0: 'not a number' is not a integer"
     with monkeypatch.context() as patch:
-        patch.setattr(coordinator.compute, "peek_expr", _bad_rows)  # one-shot dataflow
+        patch.setattr(coordinator.compute, "stream_expr", _bad_rows)  # one-shot dataflow
         error = error_of(local_session, "SELECT a, b FROM t WHERE a > 0")
     assert (error.code, error.message) == (
         "XX000",
@@ -72,14 +72,14 @@ def test_badly_typed_rows_are_never_written(
         "DELETE FROM t WHERE a = 1",
     ):
         with monkeypatch.context() as patch:
-            patch.setattr(coordinator.compute, "peek_expr", _bad_rows)
+            patch.setattr(coordinator.compute, "stream_expr", _bad_rows)
             error = error_of(local_session, statement)
         assert error.code == "XX000", statement
         assert "'not a number' is not a integer" in error.message, statement
     # Inside a transaction the INSERT fails at once and COMMIT writes nothing.
     local_sql("BEGIN")
     with monkeypatch.context() as patch:
-        patch.setattr(coordinator.compute, "peek_expr", _bad_rows)
+        patch.setattr(coordinator.compute, "stream_expr", _bad_rows)
         assert error_of(local_session, "INSERT INTO t VALUES (3, upper('w'))").code == "XX000"
     local_sql("COMMIT")
     assert appended == []

@@ -1,8 +1,10 @@
 """A query cannot take the server down: over pgwire with psycopg, a runaway
 in-process query (a 600-row table cross-joined three times) stops on
 conn.cancel() and on statement_timeout with 57014, and on max_query_memory
-with 53200, while the server's memory stays bounded; the session stays
-usable after each. Large results stream to the client in bounded memory.
+with 53200 when it must hold its rows (a sort), while the server's memory
+stays bounded; the session stays usable after each. Large results stream
+to the client in bounded memory: a cross join's rows are computed as the
+client reads them, and an aggregate over it folds them as they come.
 
 The server is `tidemark serve` in its own process (no Spark: every input
 is small, so everything is evaluated in-process); its RSS is read from
@@ -31,6 +33,9 @@ pytestmark = pytest.mark.timeout(180)
 # 600 rows cross-joined three times: 216 million rows, hours of Python and
 # tens of GB if nothing stops it.
 TRIPLE_CROSS_JOIN = "SELECT count(*), sum(a.x + b.x + c.x) FROM t600 a, t600 b, t600 c"
+# 50 rows cross-joined three times: 125,000 rows, above 30 MB as the
+# engine's lists of updates (by its own estimate), a second or two to send.
+ROWS_50 = 50**3
 MB = 1 << 20
 
 
@@ -93,6 +98,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         with server.connect() as conn:
             conn.execute("CREATE TABLE t600 (x int)")
             conn.execute("INSERT INTO t600 VALUES " + ", ".join(f"({i})" for i in range(600)))
+            conn.execute("CREATE TABLE t50 (x int)")
+            conn.execute("INSERT INTO t50 SELECT x FROM t600 WHERE x < 50")
         yield server
     finally:
         stop_server(server)
@@ -132,19 +139,38 @@ class Running:
         return self.conn.execute("SELECT count(*) FROM t600").fetchone() == (600,)
 
 
-def wait_until_computing(server: Server, running: Running, baseline: int) -> None:
-    """The query materializes rows: the server grew by 50 MB."""
-    while server.rss() < baseline + 50 * MB:
-        assert not running.ended(0.05), (
-            f"the query ended before it was computing: {running.outcome}"
-        )
+class PeakRss:
+    """The server's peak RSS growth over `baseline` while in the block,
+    sampled every 20 ms on a thread."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.baseline = server.rss()
+        self.peak = self.baseline
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self.done.wait(0.02):
+            self.peak = max(self.peak, self.server.rss())
+
+    @property
+    def grew(self) -> int:
+        return self.peak - self.baseline
+
+    def __enter__(self) -> PeakRss:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.done.set()
+        self.thread.join()
 
 
 def test_cancel_stops_an_in_process_cross_join(server: Server) -> None:
-    baseline = server.rss()
-    # Only the cancel may stop it.
+    # Only the cancel may stop it; it runs for minutes (216 million rows).
     running = Running(server, TRIPLE_CROSS_JOIN, "SET max_query_memory = '64GB'")
-    wait_until_computing(server, running, baseline)
+    assert not running.ended(1.0), f"the query ended before it was canceled: {running.outcome}"
     running.conn.cancel()
     assert running.ended(30), "the query kept running after conn.cancel()"
     (error,) = running.outcome
@@ -166,10 +192,12 @@ def test_statement_timeout_stops_an_in_process_cross_join(server: Server) -> Non
     running.conn.close()
 
 
-def test_max_query_memory_stops_a_cross_join(server: Server) -> None:
+def test_max_query_memory_stops_a_sorted_cross_join(server: Server) -> None:
+    """ORDER BY holds every row before the first is sent: that is charged."""
     baseline = server.rss()
     peak = baseline
-    running = Running(server, TRIPLE_CROSS_JOIN, "SET max_query_memory = '200MB'")
+    sql = "SELECT a.x, b.x, c.x FROM t600 a, t600 b, t600 c ORDER BY 3, 2, 1"
+    running = Running(server, sql, "SET max_query_memory = '200MB'")
     while not running.ended(0.02) and peak < baseline + 4096 * MB:
         peak = max(peak, server.rss())
     assert running.ended(0), "the query kept growing past max_query_memory"
@@ -194,6 +222,68 @@ def test_max_query_memory_is_checked_and_has_a_default(conn: psycopg.Connection[
     assert conn.execute("SHOW max_query_memory").fetchone() == ("1MB",)
     # A query within the limit runs.
     assert conn.execute("SELECT count(*) FROM t600 a, t600 b WHERE a.x = b.x").fetchone() == (600,)
+
+
+def test_a_cross_join_streams_past_max_query_memory(server: Server) -> None:
+    """Its rows are computed as a cursor FETCHes them: far more than the
+    limit flows through, nothing of it is held (the server's RSS stays
+    flat). It used to be built whole first: 53200 at this limit."""
+    with server.connect() as conn, PeakRss(server) as rss:
+        conn.autocommit = False
+        conn.execute("SET max_query_memory = '8MB'")
+        cursor = conn.cursor("triples")
+        cursor.execute("SELECT a.x, b.x, c.x FROM t50 a, t50 b, t50 c")
+        count = total = 0
+        while rows := cursor.fetchmany(10_000):
+            count += len(rows)
+            total += sum(a * 2500 + b * 50 + c for a, b, c in rows)
+        conn.commit()
+    # Each triple once: the codes 0 .. 50**3 - 1, each once, sum to this.
+    assert (count, total) == (ROWS_50, ROWS_50 * (ROWS_50 - 1) // 2)
+    assert rss.grew < 40 * MB, f"server RSS grew by {rss.grew / MB:.0f} MB"
+
+
+def test_an_aggregate_folds_a_cross_join_as_it_comes(server: Server) -> None:
+    """count(*) over 125,000 joined rows holds one group, not the rows
+    (53200 at this limit when they were built whole first)."""
+    with server.connect() as conn:
+        conn.execute("SET max_query_memory = '4MB'")
+        sql = "SELECT count(*), sum(a.x + b.x + c.x) FROM t50 a, t50 b, t50 c"
+        assert conn.execute(sql).fetchone() == (ROWS_50, 3 * 2500 * (49 * 50 // 2))
+
+
+def test_a_slow_reader_cancels_a_streamed_cross_join_in_bounded_memory(server: Server) -> None:
+    """216 million rows read slowly, row by row: the server computes them as
+    they are read (its RSS stays flat, where it used to build them all
+    before sending the first), and a cancel stops it with 57014."""
+    conn = server.connect()
+    conn.execute("SET max_query_memory = '64GB'")  # only the cancel may stop it
+    read: list[int] = []
+    outcome: list[BaseException] = []
+
+    def reader() -> None:
+        try:
+            for _ in conn.cursor().stream("SELECT a.x, b.x, c.x FROM t600 a, t600 b, t600 c"):
+                read.append(1)
+                if len(read) % 1000 == 0:
+                    time.sleep(0.01)
+        except BaseException as error:
+            outcome.append(error)
+
+    with PeakRss(server) as rss:
+        thread = threading.Thread(target=reader, daemon=True)
+        thread.start()
+        while len(read) < 50_000 and rss.grew < 200 * MB and thread.is_alive():
+            time.sleep(0.05)
+        conn.cancel()
+        thread.join(60)
+    assert not thread.is_alive(), "the query kept running after conn.cancel()"
+    (error,) = outcome
+    assert isinstance(error, errors.QueryCanceled), error
+    assert rss.grew < 40 * MB, f"server RSS grew by {rss.grew / MB:.0f} MB"
+    assert len(read) >= 50_000, f"{len(read)} rows read before the cancel"
+    assert conn.execute("SELECT count(*) FROM t600").fetchone() == (600,)
+    conn.close()
 
 
 @pytest.mark.spark

@@ -36,6 +36,7 @@ _PYTHON_TYPES: dict[ScalarType, tuple[type, ...]] = {
     ScalarType.NUMERIC: (decimal.Decimal, int),
     ScalarType.TEXT: (str,),
     ScalarType.BPCHAR: (str,),
+    ScalarType.MAP_TEXT: (str,),
     ScalarType.BYTEA: (bytes,),
     ScalarType.DATE: (dt.date,),
     ScalarType.TIMESTAMP: (dt.datetime,),

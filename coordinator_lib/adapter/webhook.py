@@ -35,6 +35,7 @@ from coordinator_lib.compute.local_scalar import eval_scalar, to_numeric
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import RelationDesc, ScalarType
+from coordinator_lib.repr.text_map import map_value
 from coordinator_lib.sql.catalog import CatalogItem, ItemKind, QualifiedName
 from coordinator_lib.sql.coercion import parse_text_as
 from coordinator_lib.sql.escape_string import invalid_byte_sequence
@@ -108,7 +109,7 @@ class AppendWebhookValidator:
         row: list[Any] = []
         for check_input, secret in zip(self.validation.inputs, self._secrets, strict=True):
             if check_input.kind == "headers":
-                row.append(jsonb_text(dict(headers)))
+                row.append(map_value(headers))
             elif check_input.kind == "body":
                 value = body if check_input.bytes else _text_or_none(body)
                 if value is None:
@@ -169,7 +170,7 @@ def header_values(spec: WebhookHeaders, headers: Mapping[str, str]) -> tuple[Any
             for name, value in headers.items()
             if (not spec.allow or name in spec.allow) and name not in spec.block
         }
-        values.append((spec.column, jsonb_text(kept)))
+        values.append((spec.column, map_value(kept)))
     for index, header, as_bytes in spec.mapped:
         value = headers.get(header)
         if value is not None and as_bytes:

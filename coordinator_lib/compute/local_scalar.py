@@ -45,6 +45,7 @@ from coordinator_lib.repr.nan import is_nan, nan_ordered, one_nan
 from coordinator_lib.repr.numeric import ARITHMETIC, NumericFieldOverflow, numeric_display
 from coordinator_lib.repr.numeric import to_numeric as stored_numeric
 from coordinator_lib.repr.relation import ColumnType, ScalarType
+from coordinator_lib.repr.text_map import format_map
 from coordinator_lib.repr.time_of_day import format_time, time_from_micros, time_micros
 
 S = ScalarType
@@ -128,6 +129,8 @@ def to_text(value: Any, st: ScalarType) -> str:
         return "\\x" + value.hex()
     if st is S.TIME:
         return format_time(value)
+    if st is S.MAP_TEXT:
+        return format_map(value)
     if st is S.BPCHAR:  # char(n) as text drops its padding
         return value.rstrip(" ")
     return str(value)

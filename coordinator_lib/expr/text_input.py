@@ -22,6 +22,7 @@ from coordinator_lib.repr.interval import IntervalFieldOverflow, parse_interval
 from coordinator_lib.repr.jsonb import canonical_jsonb
 from coordinator_lib.repr.numeric import NumericFieldOverflow, to_numeric
 from coordinator_lib.repr.relation import ScalarType
+from coordinator_lib.repr.text_map import MapSyntaxError, parse_map
 from coordinator_lib.repr.time_of_day import TimeOutOfRange, parse_time
 
 S = ScalarType
@@ -170,6 +171,11 @@ def parse_text_as(text: str, st: ScalarType) -> Any:
             raise TextInputError(str(error), "22015") from None
         except ValueError as error:
             raise TextInputError.bad_datetime(str(error)) from None
+    if st is S.MAP_TEXT:
+        try:
+            return parse_map(text)
+        except MapSyntaxError as error:
+            raise TextInputError(str(error)) from None
     if st is S.JSONB:
         try:
             return canonical_jsonb(json.loads(text))

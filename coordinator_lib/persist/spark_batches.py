@@ -51,6 +51,7 @@ _SPARK_TYPES: dict[ScalarType, T.DataType] = {
     ScalarType.TIME: T.TimeType(6),
     # jsonb is stored as its canonical text, as on the pyarrow side.
     ScalarType.JSONB: T.StringType(),
+    ScalarType.MAP_TEXT: T.StringType(),
     # months, days, micros apart, as repr/relation.py stores them
     ScalarType.INTERVAL: T.StructType(
         [

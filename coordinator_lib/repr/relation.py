@@ -51,6 +51,9 @@ class ScalarType(Enum):
     INTERVAL = "interval"
     # A time of day (datetime.time), to the microsecond.
     TIME = "time"
+    # Materialize's map of text keys to text values, carried as its
+    # canonical JSON object text (repr/text_map.py).
+    MAP_TEXT = "map[text=>text]"
     # One-dimensional arrays of the types above (array_agg's results), values
     # are tuples (rows stay hashable); elements may be NULL.
     BOOLEAN_ARRAY = "boolean[]"
@@ -69,6 +72,7 @@ class ScalarType(Enum):
     JSONB_ARRAY = "jsonb[]"
     INTERVAL_ARRAY = "interval[]"
     TIME_ARRAY = "time[]"
+    MAP_TEXT_ARRAY = "map[text=>text][]"
 
     def to_arrow(self) -> pa.DataType:
         element = self.element
@@ -111,6 +115,7 @@ _ARROW_TYPES: dict[ScalarType, pa.DataType] = {
     ScalarType.TIME: pa.time64("us"),
     # jsonb is stored as its canonical text so Spark and pyarrow agree on it.
     ScalarType.JSONB: pa.string(),
+    ScalarType.MAP_TEXT: pa.string(),
     # A struct, not Arrow's month_day_nano_interval: Parquet cannot store
     # that (its INTERVAL is months, days, milliseconds), and Spark reads a
     # struct back as a struct.
@@ -288,7 +293,7 @@ def _check_value(value: Any, ty: ColumnType) -> str | None:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
     elif st is ScalarType.NUMERIC:
         ok = isinstance(value, int | decimal.Decimal) and not isinstance(value, bool)
-    elif st in (ScalarType.TEXT, ScalarType.BPCHAR):
+    elif st in (ScalarType.TEXT, ScalarType.BPCHAR, ScalarType.MAP_TEXT):
         ok = isinstance(value, str)
     elif st is ScalarType.BYTEA:
         ok = isinstance(value, bytes)

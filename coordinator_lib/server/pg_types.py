@@ -18,6 +18,7 @@ from coordinator_lib.repr.array import array_text
 from coordinator_lib.repr.interval import Interval, format_interval
 from coordinator_lib.repr.numeric import numeric_display
 from coordinator_lib.repr.relation import ScalarType
+from coordinator_lib.repr.text_map import format_map
 from coordinator_lib.repr.time_of_day import DAY_MICROS, format_time, time_from_micros, time_micros
 from coordinator_lib.sql.escape_string import invalid_byte_sequence
 
@@ -46,6 +47,8 @@ PG_TYPES: dict[ScalarType, PgType] = {
     ScalarType.JSONB: PgType(3802, "jsonb", -1),
     ScalarType.INTERVAL: PgType(1186, "interval", 16),
     ScalarType.TIME: PgType(1083, "time", 8),
+    # Sent as text: PostgreSQL clients have no map type.
+    ScalarType.MAP_TEXT: PgType(25, "text", -1),
     # Arrays (array_agg's results): PostgreSQL's `_<element>` types.
     ScalarType.BOOLEAN_ARRAY: PgType(1000, "_bool", -1),
     ScalarType.SMALLINT_ARRAY: PgType(1005, "_int2", -1),
@@ -63,12 +66,15 @@ PG_TYPES: dict[ScalarType, PgType] = {
     ScalarType.JSONB_ARRAY: PgType(3807, "_jsonb", -1),
     ScalarType.INTERVAL_ARRAY: PgType(1187, "_interval", -1),
     ScalarType.TIME_ARRAY: PgType(1183, "_time", -1),
+    ScalarType.MAP_TEXT_ARRAY: PgType(1009, "_text", -1),
 }
 
 # OIDs a client may name for a parameter, mapped back to our types (varchar,
 # bpchar, name and json read as text / jsonb; unknown (705) and 0 stay None).
 # Array types are output only (no array parameters yet).
-TYPES_BY_OID: dict[int, ScalarType] = {t.oid: s for s, t in PG_TYPES.items() if not s.is_array}
+TYPES_BY_OID: dict[int, ScalarType] = {
+    t.oid: s for s, t in PG_TYPES.items() if not s.is_array and s is not ScalarType.MAP_TEXT
+}
 TYPES_BY_OID.update({1043: ScalarType.TEXT, 1042: ScalarType.TEXT, 19: ScalarType.TEXT})
 TYPES_BY_OID.update({114: ScalarType.JSONB})
 
@@ -287,6 +293,7 @@ _TEXT_ENCODERS: dict[ScalarType, Callable[[Any], str]] = {
     ScalarType.JSONB: _format_jsonb,
     ScalarType.INTERVAL: format_interval,
     ScalarType.TIME: format_time,
+    ScalarType.MAP_TEXT: format_map,
 }
 
 
@@ -361,6 +368,7 @@ _BINARY_ENCODERS: dict[ScalarType, Callable[[Any], bytes]] = {
     ScalarType.JSONB: lambda v: b"\x01" + _format_jsonb(v).encode(),
     ScalarType.INTERVAL: lambda v: struct.pack(">qii", v.micros, v.days, v.months),
     ScalarType.TIME: lambda v: struct.pack(">q", time_micros(v)),
+    ScalarType.MAP_TEXT: lambda v: format_map(v).encode(),
 }
 
 

@@ -62,6 +62,7 @@ INTERNAL_NAMES = {
     S.JSONB: "jsonb",
     S.INTERVAL: "interval",
     S.TIME: "time",
+    S.MAP_TEXT: "map",
 }
 
 _DTYPES: dict[exp.DType, ScalarType] = {
@@ -102,6 +103,11 @@ def scalar_type_of(data_type: exp.DataType) -> ScalarType:
         element = data_type.expressions[0]
         if isinstance(element, exp.DataType) and element.this is not exp.DType.ARRAY:
             return scalar_type_of(element).array()
+    if kind is exp.DType.MAP and [scalar_type_of(t) for t in data_type.expressions] == [
+        S.TEXT,
+        S.TEXT,
+    ]:
+        return S.MAP_TEXT
     if kind is exp.DType.USERDEFINED:
         raise UnknownType(f'type "{data_type.args["kind"].name}" does not exist')
     name = data_type.sql(dialect="postgres").lower()
@@ -224,6 +230,7 @@ _CATEGORY = {
     S.TIMESTAMP: "D",
     S.TIMESTAMPTZ: "D",
     S.JSONB: "U",
+    S.MAP_TEXT: "U",
     S.INTERVAL: "T",
     S.TIME: "D",
     # Arrays (array_agg's results) compare only with the same array type.

@@ -333,6 +333,8 @@ def _json_get(b: ScalarBinder, node: exp.JSONExtract | exp.JSONExtractScalar) ->
     value = _jsonb(b, node.this)
     symbol = "->>" if isinstance(node, exp.JSONExtractScalar) else "->"
     keys = _json_keys(b, node.expression)
+    if value.scalar is S.MAP_TEXT and len(keys) == 1:  # `->` (`->>` kept for jsonb's users)
+        return _nullable(_Args(b, node, symbol, []).call("map_get", [value, keys[0]]))
     if value.scalar is not S.JSONB:
         shown = keys[0].scalar if keys else S.TEXT
         raise b.no_operator(node, symbol, value.scalar, shown)
@@ -343,6 +345,15 @@ def _json_get(b: ScalarBinder, node: exp.JSONExtract | exp.JSONExtractScalar) ->
             key = b.cast_to(key, S.BIGINT, node)
         value = _nullable(_Args(b, node, name, []).call(name, [value, key]))
     return value
+
+
+def _map_contains_key(b: ScalarBinder, node: exp.JSONBContainsTopKey) -> Typed:
+    """`map ? key` (Materialize's map; jsonb's `?` is not bound)."""
+    args = _Args(b, node, "?", [node.this, node.expression])
+    if args.values[0].unknown or args.values[0].scalar is not S.MAP_TEXT:
+        left, right = args.values
+        raise b.no_operator(node, "?", left.scalar, right.scalar)
+    return args.call("map_contains_key")
 
 
 def _nullable(value: Typed) -> Typed:
@@ -638,6 +649,7 @@ _BESPOKE: dict[type, Callable[[Any, Any], Typed]] = {
     exp.RegexpLike: _regex_match("regex_match", "~"),
     exp.RegexpILike: _regex_match("regex_imatch", "~*"),
     exp.JSONExtract: _json_get,
+    exp.JSONBContainsTopKey: _map_contains_key,
     exp.JSONExtractScalar: _json_get,
     exp.JSONBExtract: _json_path,
     exp.JSONBExtractScalar: _json_path,

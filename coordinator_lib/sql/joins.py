@@ -59,6 +59,7 @@ _ZERO: dict[ScalarType, Any] = {
     S.TIMESTAMP: dt.datetime(1970, 1, 1),
     S.TIMESTAMPTZ: dt.datetime(1970, 1, 1, tzinfo=dt.UTC),
     S.JSONB: "null",
+    S.MAP_TEXT: "{}",
     S.INTERVAL: ZERO,
     S.TIME: dt.time(0),
 }

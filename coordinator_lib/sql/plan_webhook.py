@@ -2,12 +2,12 @@
 
 A webhook source is a source whose rows arrive by HTTP POST. Its columns:
 `body` (jsonb for JSON, text for TEXT, bytea for BYTES) or, with a typed
-body schema, the declared columns; then `headers` (a jsonb object of the
-lower-cased header names, INCLUDE HEADERS) and one column per INCLUDE
+body schema, the declared columns; then `headers` (a map[text=>text] of the
+lower-cased header names, INCLUDE HEADERS, as Materialize types it) and one column per INCLUDE
 HEADER (text, or bytea with BYTES; NULL when the request lacks it).
 
 The CHECK is planned as a boolean scalar expression over one row: the WITH
-inputs in written order (`headers` jsonb, `body` text or bytea, each secret
+inputs in written order (`headers` map[text=>text], `body` text or bytea, each secret
 text or bytea) and, last, the request's receipt time, which is what now()
 means there. It is evaluated in-process (never on Spark).
 
@@ -232,7 +232,7 @@ def _plan_headers(
         if isinstance(include, IncludeHeaders):
             if column is not None:
                 raise ParseError("INCLUDE HEADERS given twice", position_of(include))
-            column = add_column(names, types, "headers", ColumnType(S.JSONB, False), include)
+            column = add_column(names, types, "headers", ColumnType(S.MAP_TEXT, False), include)
             for header in include.expressions:
                 (block if header.args.get("negated") else allow).append(header.name)
         elif isinstance(include, IncludeHeader):
@@ -261,10 +261,10 @@ def _plan_check(
         if kind == "HEADERS":
             if as_bytes:
                 raise UnsupportedFeature(
-                    "HEADERS ... BYTES is not supported (headers is a jsonb object of text)",
+                    "HEADERS ... BYTES is not supported (headers is a map[text=>text])",
                     position_of(option),
                 )
-            default, column_type = "headers", ColumnType(S.JSONB, False)
+            default, column_type = "headers", ColumnType(S.MAP_TEXT, False)
         elif kind == "BODY":
             default, column_type = "body", ColumnType(S.BYTEA if as_bytes else S.TEXT, False)
         else:

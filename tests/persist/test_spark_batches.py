@@ -54,6 +54,7 @@ ALL_TYPES = RelationDesc.of(
     ("iv", "interval"),
     ("tm", "time"),
     ("bc", "character"),
+    ("mp", "map[text=>text]"),
 )
 assert {t.scalar_type for t in ALL_TYPES.types} == {s for s in ScalarType if not s.is_array}
 
@@ -76,6 +77,7 @@ ALL_TYPES_UPDATES = [
             Interval(14, -3, 4_000_000_123),
             dt.time(23, 59, 58, 123456),
             "ab  ",
+            '{"a":"1","b":null}',
         ),
         1_700_000_000_000,
         1,
@@ -99,6 +101,7 @@ ALL_TYPES_UPDATES = [
             Interval(0, 0, -1),
             dt.time(0, 0),
             "",
+            "{}",
         ),
         1_700_000_000_001,
         -3,
@@ -108,6 +111,7 @@ ALL_TYPES_UPDATES = [
             None,
             None,
             2,
+            None,
             None,
             None,
             None,

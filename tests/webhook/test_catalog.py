@@ -128,7 +128,7 @@ def test_dependencies_system_relations_and_drop(handle: Handle, sql: Sql) -> Non
     assert since is not None and upper > since
     assert sql("SELECT name, type FROM mz_catalog.mz_columns WHERE id = '" + source_id + "'") == [
         ("body", "jsonb"),
-        ("headers", "jsonb"),
+        ("headers", "map[text=>text]"),
     ]
     assert sql("SHOW SOURCES") == [("w", "quickstart")]
     with pytest.raises(AdapterError, match="still depended upon by source"):

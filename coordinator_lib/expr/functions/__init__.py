@@ -11,6 +11,7 @@ from coordinator_lib.expr.functions import (  # noqa: F401  (each module declare
     math,
     regex,
     text,
+    text_map,
     to_char,
     webhook,
 )

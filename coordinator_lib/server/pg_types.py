@@ -69,11 +69,14 @@ PG_TYPES: dict[ScalarType, PgType] = {
     ScalarType.MAP_TEXT_ARRAY: PgType(1009, "_text", -1),
 }
 
+# Types PostgreSQL has not (Materialize's map), sent as text and not in pg_type.
+SENT_AS_TEXT = frozenset({ScalarType.MAP_TEXT, ScalarType.MAP_TEXT_ARRAY})
+
 # OIDs a client may name for a parameter, mapped back to our types (varchar,
 # bpchar, name and json read as text / jsonb; unknown (705) and 0 stay None).
 # Array types are output only (no array parameters yet).
 TYPES_BY_OID: dict[int, ScalarType] = {
-    t.oid: s for s, t in PG_TYPES.items() if not s.is_array and s is not ScalarType.MAP_TEXT
+    t.oid: s for s, t in PG_TYPES.items() if not s.is_array and s not in SENT_AS_TEXT
 }
 TYPES_BY_OID.update({1043: ScalarType.TEXT, 1042: ScalarType.TEXT, 19: ScalarType.TEXT})
 TYPES_BY_OID.update({114: ScalarType.JSONB})

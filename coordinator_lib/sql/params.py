@@ -58,7 +58,11 @@ def data_type(st: ScalarType) -> exp.DataType:
 
 @functools.cache
 def _data_type(st: ScalarType) -> exp.DataType:
-    # Built by parsing the type's name: once per type, not per bound parameter.
+    # An array as its element's (`map[text=>text][]` does not parse as an
+    # array); other types by parsing the name: once per type, not per parameter.
+    if st.element is not None:
+        element = _data_type(st.element).copy()
+        return exp.DataType(this=exp.DType.ARRAY, expressions=[element], nested=True)
     return exp.DataType.build(st.value, dialect=Tidemark)
 
 

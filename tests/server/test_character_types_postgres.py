@@ -79,6 +79,16 @@ def test_steps_answer_as_postgres(
         assert ours == theirs, step
 
 
+def test_materialized_view_over_the_columns_as_postgres(
+    tidemark: psycopg.Connection[Any], postgres: psycopg.Connection[Any]
+) -> None:
+    """A materialized view keeps char(n) padded and compares it without the
+    blanks, as a query on PostgreSQL answers."""
+    query = "SELECT n, c, c || '|' AS cc, length(c) AS lc, v FROM vc WHERE c = 'ab'"
+    tidemark.execute(f"CREATE MATERIALIZED VIEW mvc AS {query}")
+    assert outcome(tidemark, "SELECT * FROM mvc") == outcome(postgres, query)
+
+
 def _copy(conn: psycopg.Connection[Any], rows: list[tuple[Any, ...]]) -> tuple[str, Any]:
     try:
         with conn.cursor().copy("COPY vc (v, c, b, n) FROM STDIN") as copy:

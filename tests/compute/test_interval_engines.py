@@ -38,6 +38,10 @@ INTERVALS = {
         # max(i * id) is '90 days' by PostgreSQL's order, '1 mon' by field
         "grouped": "SELECT count(*) AS n, sum(extract(day FROM a - b)) AS days,"
         " max(i * id) AS top FROM ev WHERE a - b < INTERVAL '400 days'",
+        # '1 mon' = '30 days': one group (printed '1 mon', PostgreSQL's first
+        # read); window order by PostgreSQL's key; sum/avg field by field
+        "by_key": "SELECT i, count(*) AS n, rank() OVER (ORDER BY i) AS r FROM ev GROUP BY i",
+        "sums": "SELECT sum(i) AS s, avg(i) AS a, count(DISTINCT i) AS k FROM ev",
     },
     "writes": [
         "INSERT INTO ev VALUES (6, '2020-12-31', '2020-02-29', '2 mons 1 day'),"

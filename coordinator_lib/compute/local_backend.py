@@ -646,7 +646,11 @@ def _group_output(node: Keyed) -> Callable[[Hashable, Counter[Row]], Counter[Row
         def ordered_output(key: Hashable, rows: Counter[Row]) -> Counter[Row]:
             present = [(row, n) for row, n in rows.items() if n > 0]
             out: Counter[Row] = Counter()
-            for row, n in evaluate(ordered, present) if present else []:
+            try:
+                evaluated = evaluate(ordered, present) if present else []
+            except EvalError as error:  # a window aggregate's own failure (a sum's overflow)
+                return Counter({cast(Row, GroupError(error.code, error.message)): 1})
+            for row, n in evaluated:
                 out[row] += n
             return out
 

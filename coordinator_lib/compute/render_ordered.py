@@ -17,7 +17,12 @@ from pyspark.sql import Window as SparkWindow
 from pyspark.sql import functions as F
 
 from coordinator_lib.compute.scalar import column_name
-from coordinator_lib.compute.spark_aggregates import aggregate_column, array_agg_column
+from coordinator_lib.compute.spark_aggregates import (
+    aggregate_column,
+    array_agg_column,
+    sum_overflow,
+)
+from coordinator_lib.compute.spark_errors import ERROR, first_error
 from coordinator_lib.compute.spark_frames import POINT, data_columns
 from coordinator_lib.expr.relation import (
     AggregateFunc,
@@ -113,6 +118,7 @@ def _window(expr: Window, state: DataFrame, key_cols: list[str]) -> DataFrame:
 
     out_types = expr.desc.types[arity:]
     values: list[SparkColumn] = []
+    errors: list[SparkColumn] = []  # per aggregate that can fail, its frame's error
     for j, (func, out_type) in enumerate(zip(expr.functions, out_types, strict=True)):
         kind = func.func
         value: SparkColumn
@@ -137,11 +143,23 @@ def _window(expr: Window, state: DataFrame, key_cols: list[str]) -> DataFrame:
                 position = lo + F.lit((func.offset or 1) - 1)
             value = at(position, func.args[0], position.isNotNull() & (position <= hi))
         else:
-            value = _aggregate(func, out_type, _frame_spec(expr, func.frame, in_order, partition))
+            frame = _frame_spec(expr, func.frame, in_order, partition)
+            value, error = _aggregate(func, out_type, frame)
+            if error is not None:
+                errors.append(error.alias(f"__e{len(errors)}"))
         values.append(value.cast(spark_type(out_type.scalar_type)).alias(column_name(arity + j)))
-    numbered = rows.select(*data, POINT, *values)
+    numbered = rows.select(*data, POINT, *values, *errors)
     out = data_columns(expr.desc.arity)
-    return numbered.groupBy(*out, POINT).agg(F.count(F.lit(1)).cast("long").alias(OUT))
+    count = F.count(F.lit(1)).cast("long").alias(OUT)
+    if not errors:
+        return numbered.groupBy(*out, POINT).agg(count)
+    # A frame's error is its partition's (at that point), as the in-process
+    # engine fails the partition's evaluation on it: the first function's.
+    whole_partition = SparkWindow.partitionBy(*partition)
+    error = first_error([F.max(f"__e{i}").over(whole_partition) for i in range(len(errors))])
+    assert error is not None
+    failed = numbered.select(*out, POINT, error.alias(ERROR))
+    return failed.groupBy(*out, POINT, ERROR).agg(count)
 
 
 def _lag_lead(
@@ -174,8 +192,12 @@ def _lag_lead(
     return F.when(number + n <= size, F.lead(arg, n).over(in_order)).otherwise(default)
 
 
-def _aggregate(func: WindowExpr, out_type: ColumnType, frame: WindowSpec) -> SparkColumn:
-    """An aggregate over its frame, computed as Reduce computes it (spark_aggregates.py)."""
+def _aggregate(
+    func: WindowExpr, out_type: ColumnType, frame: WindowSpec
+) -> tuple[SparkColumn, SparkColumn | None]:
+    """An aggregate over its frame, computed as Reduce computes it
+    (spark_aggregates.py), and its own error there (a sum's overflow), or
+    None if it cannot fail."""
     aggregate = func.aggregate()
     assert aggregate is not None, func.func
     value = F.col(column_name(func.args[0]))
@@ -185,16 +207,23 @@ def _aggregate(func: WindowExpr, out_type: ColumnType, frame: WindowSpec) -> Spa
 
     if aggregate.func is AggregateFunc.ARRAY_AGG:  # a struct (f0 the value, f1... the keys)
         fields = [F.col(column_name(a)).alias(f"f{i}") for i, a in enumerate(func.args)]
-        return array_agg_column(aggregate, F.struct(*fields), F.lit(True), over)
+        return array_agg_column(aggregate, F.struct(*fields), F.lit(True), over), None
+    out = out_type.scalar_type
     if aggregate.func is not AggregateFunc.COUNT:
-        value = value.cast(spark_type(out_type.scalar_type))
-    interval = out_type.scalar_type is ScalarType.INTERVAL
-    return aggregate_column(aggregate, value, F.lit(True), over, interval=interval)
+        value = value.cast(spark_type(out))
+    interval = out is ScalarType.INTERVAL
+    column = aggregate_column(aggregate, value, F.lit(True), over, interval=interval)
+    if aggregate.func is AggregateFunc.SUM:  # past its type: NULL here, and the error
+        column = column.try_cast(spark_type(out))
+    return column, sum_overflow(aggregate, value, out, over)
 
 
 def ordered_values(expr: TopK | Window, state: DataFrame, key_cols: list[str]) -> DataFrame:
     """Per (key, point): the operator's output rows with their multiplicity
-    (`OUT`), from the rows present there with theirs (`COUNT`)."""
+    (`OUT`), from the rows present there with theirs (`COUNT`). A Window
+    whose aggregates can fail (a SUM) has a column `ERROR` too: non-NULL on
+    every row of a partition whose evaluation fails at that point, which
+    is then its partition's error in place of its rows."""
     if isinstance(expr, TopK):
         return _topk(expr, state, key_cols)
     return _window(expr, state, key_cols)

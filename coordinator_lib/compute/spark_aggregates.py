@@ -2,6 +2,8 @@
 for a group (spark_backend.py's grouped aggregation) or a window frame
 (render_ordered.py), so both compute bit-identical values. Each row counts
 `__m` times (its multiplicity at a point; 1 per exploded copy in a window).
+A SUM's own overflow is one rule for both (`sum_overflow`): an error of its
+group, or of its window's partition, never a failed job.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from coordinator_lib.compute.spark_errors import error_struct
@@ -20,6 +23,7 @@ from coordinator_lib.repr.relation import ScalarType
 
 # Puts one Spark aggregate call over a window frame (identity when grouped).
 Over = Callable[[SparkColumn], SparkColumn]
+COPIES = "__m"  # a row's multiplicity: how many times the aggregates count it
 
 
 def _grouped(column: SparkColumn) -> SparkColumn:
@@ -76,28 +80,29 @@ def aggregate_column(
     present: SparkColumn,
     over: Over = _grouped,
     interval: bool = False,
+    copies: str = COPIES,
 ) -> SparkColumn:
-    """One aggregate over the rows (`__m` copies each) of a group, or of a
-    window frame when `over` puts each Spark aggregate over it. `interval`:
+    """One aggregate over the rows (`copies` copies each) of a group, or of
+    a window frame when `over` puts each Spark aggregate over it. `interval`:
     min/max order the values by PostgreSQL's interval key (then by field,
-    as the in-process engine does), not by field alone."""
-    m = F.col("__m")
+    as the in-process engine does), not by field alone. A DISTINCT SUM is
+    a SUM whose `copies` count each value present once (`distinct_copies`)."""
+    m = F.col(copies)
     nonnull = value.isNotNull()
     func = aggregate.func
     if aggregate.distinct:
         keep = present & nonnull
         if func is AggregateFunc.COUNT:
             return over(F.count_distinct(F.when(keep, value)))
-        if func is AggregateFunc.SUM:
-            return over(F.sum_distinct(F.when(keep, value)))
+        assert func is not AggregateFunc.SUM or copies != COPIES, "needs distinct_copies"
         # min/max over distinct values is min/max over values
     if func is AggregateFunc.COUNT:
         return F.coalesce(over(F.sum(F.when(nonnull, m))), F.lit(0)).cast("long")
     if func is AggregateFunc.SUM:
-        # Grouped, a sum past its type is NULL here and an error of its group
-        # (`sum_overflow`); over a window frame it fails the job.
-        summed = F.try_sum if over is _grouped else F.sum
-        total = over(summed(F.when(nonnull, value * m)))
+        # A sum past its type is NULL here (the caller try_casts it to its
+        # output type) and an error of its group or partition (`sum_overflow`).
+        # A row counted no times adds nothing (an infinity times 0 is NaN).
+        total = over(F.try_sum(F.when(nonnull & (m != 0), value * m)))
         return F.when(over(F.sum(F.when(nonnull, m))) > 0, total)
     if func in (AggregateFunc.MIN, AggregateFunc.MAX):
         keyed = F.struct(spark_order_key(value).alias("k"), value.alias("v")) if interval else value
@@ -106,9 +111,9 @@ def aggregate_column(
         return chosen.getField("v") if interval else chosen
     if func is AggregateFunc.STRING_AGG:
         # Each value as often as its multiplicity (once with DISTINCT), sorted.
-        copies = F.lit(1) if aggregate.distinct else m.cast("int")
+        repeat = F.lit(1) if aggregate.distinct else m.cast("int")
         items = F.flatten(
-            over(F.collect_list(F.when(present & nonnull, F.array_repeat(value, copies))))
+            over(F.collect_list(F.when(present & nonnull, F.array_repeat(value, repeat))))
         )
         ordered = F.sort_array(items, asc=not aggregate.descending)
         joined = F.array_join(ordered, aggregate.separator or "")
@@ -116,23 +121,41 @@ def aggregate_column(
     raise TypeError(f"no rendering for aggregate {func}")
 
 
+def distinct_copies(tuples: DataFrame, group: list[str], column: str, copies: str) -> DataFrame:
+    """`tuples` (a group's rows with their multiplicity `__m`) with a column
+    `copies`: 1 on one row of each non-NULL value of `column` present in
+    its group (multiplicity above 0), 0 elsewhere. A DISTINCT SUM is the SUM
+    over these copies, as the in-process engine adds each value present
+    once (`local_groups.Accumulators`), so it has the SUM's overflow checks."""
+    present = (F.col(COPIES) > 0) & F.col(column).isNotNull()
+    order = Window.partitionBy(*group, column).orderBy(F.col(COPIES).desc())
+    first = F.row_number().over(order) == 1
+    return tuples.withColumn(copies, F.when(present & first, 1).otherwise(0).cast("long"))
+
+
 def sum_overflow(
-    aggregate: AggregateExpr, value: SparkColumn, out_type: ScalarType
+    aggregate: AggregateExpr,
+    value: SparkColumn,
+    out_type: ScalarType,
+    over: Over = _grouped,
+    copies: str = COPIES,
 ) -> SparkColumn | None:
-    """A grouped SUM's own overflow, as the local engine raises it
+    """A SUM's own overflow, as the local engine raises it
     (`local_groups.Accumulators.output`, `local_scalar.aggregate_values`):
     22003 where the sum leaves its type although each value fits (a numeric
     beyond its bound, an integer beyond its width, a finite float sum that
-    is infinite). Its group's row is then an error (as Materialize's reduce
-    sends it to errs) instead of a failed job; None if it cannot overflow."""
-    if aggregate.func is not AggregateFunc.SUM or aggregate.distinct:
+    is infinite), over a group or, with `over`, a window frame. Its group's
+    row (its partition's rows) is then an error, as Materialize's reduce
+    sends it to errs, instead of a failed job; None if it cannot overflow."""
+    if aggregate.func is not AggregateFunc.SUM:
         return None
-    m = F.col("__m")
+    m = F.col(copies)
     nonnull = value.isNotNull()
+    counted = nonnull & (m != 0)
     if out_type in (ScalarType.REAL, ScalarType.DOUBLE):
         infinity = F.lit(float("inf"))
-        total = F.sum(F.when(nonnull, value * m))
-        finite = F.max(F.when(nonnull, F.abs(value))) < infinity
+        total = over(F.sum(F.when(counted, value * m)))
+        finite = over(F.max(F.when(counted, F.abs(value)))) < infinity
         overflow = (F.abs(total) == infinity) & finite
         return F.when(overflow, error_struct("22003", "value out of range: overflow"))
     if out_type is ScalarType.NUMERIC:
@@ -143,6 +166,6 @@ def sum_overflow(
         return None
     # value * m may be typed with fewer decimal places (and more digits) than
     # the output: the sum is checked against the output type, not its own.
-    some = F.sum(F.when(nonnull, m)) > 0
-    total = F.try_sum(F.when(nonnull, value * m)).try_cast(spark_type(out_type))
+    some = over(F.sum(F.when(nonnull, m))) > 0
+    total = over(F.try_sum(F.when(counted, value * m))).try_cast(spark_type(out_type))
     return F.when(some & total.isNull(), error_struct("22003", message))

@@ -24,8 +24,10 @@ from coordinator_lib.compute.join_plan import JoinStep
 from coordinator_lib.compute.render_ordered import COUNT, OUT, ordered_values, stacked
 from coordinator_lib.compute.scalar import column_name, to_spark
 from coordinator_lib.compute.spark_aggregates import (
+    COPIES,
     aggregate_column,
     array_agg_column,
+    distinct_copies,
     sum_overflow,
 )
 from coordinator_lib.compute.spark_errors import (
@@ -176,6 +178,8 @@ class SparkBackend:
             )
             state = state.filter(F.col(COUNT) > 0).withColumn(POINT, F.lit(before).cast("long"))
             computed = ordered_values(expr, state, _ordered_keys(expr))
+            if ERROR in computed.columns:  # a failing partition's error is in the errs already
+                computed = computed.filter(F.col(ERROR).isNull())
             return computed.select(*data_columns(expr.desc.arity), F.col(OUT).alias(DIFF))
         group = _Group.of(node)
         points = keyed_old.select(*group.key_cols).distinct().withColumn(POINT, F.lit(before))
@@ -206,7 +210,12 @@ class SparkBackend:
             .distinct()
         )
         if isinstance(node, plan.TopK | plan.Window):
-            return _ordered_changes(_ordered(node), events, points, key_cols, self.lower - 1)
+            changes, errors = _ordered_changes(
+                _ordered(node), events, points, key_cols, self.lower - 1
+            )
+            if errors is not None:
+                self.ctx.errors.append(errors)
+            return changes
         group = _Group.of(node)
         values = group.values_at_points(events, points)
         changes, errors = _emit_changes(
@@ -466,8 +475,11 @@ def _ordered_changes(
     points: DataFrame,
     key_cols: list[str],
     before: int,
-) -> DataFrame:
-    """At each point after `before`, the point's output minus its predecessor's."""
+) -> tuple[DataFrame, DataFrame | None]:
+    """At each point after `before`, the point's output minus its
+    predecessor's. A partition whose evaluation fails at a point (`ERROR`)
+    has its error in place of its rows: (data changes, error changes as
+    code, message, time, diff; None if the operator cannot fail)."""
     data = data_columns(expr.input.desc.arity)
     out_cols = data_columns(expr.desc.arity)
     events = events.select(*data, TIME, DIFF)
@@ -480,6 +492,10 @@ def _ordered_changes(
     )
     state = joined.groupBy(*data, POINT).agg(F.sum(DIFF).alias(COUNT)).filter(F.col(COUNT) > 0)
     values = ordered_values(expr, state, key_cols)
+    failing = None
+    if ERROR in values.columns:
+        failing = values.filter(F.col(ERROR).isNotNull()).select(*key_cols, POINT, ERROR).distinct()
+        values = values.filter(F.col(ERROR).isNull())
     inserts = values.filter(F.col(POINT) > before).select(
         *out_cols, F.col(POINT).alias(TIME), F.col(OUT).alias(DIFF)
     )
@@ -495,7 +511,27 @@ def _ordered_changes(
         (values[POINT] == successors["__prev"]) & _null_safe([(c, f"__q{c}") for c in key_cols]),
         how="inner",
     ).select(*out_cols, F.col("__q").alias(TIME), (-F.col(OUT)).alias(DIFF))
-    return inserts.unionByName(retractions)
+    changes = inserts.unionByName(retractions)
+    if failing is None:
+        return changes, None
+    error = F.col(ERROR)
+    arrivals = failing.filter(F.col(POINT) > before).select(
+        error["code"].alias("code"),
+        error["message"].alias("message"),
+        F.col(POINT).alias(TIME),
+        F.lit(1).cast("long").alias(DIFF),
+    )
+    departures = failing.join(
+        successors,
+        (failing[POINT] == successors["__prev"]) & _null_safe([(c, f"__q{c}") for c in key_cols]),
+        how="inner",
+    ).select(
+        error["code"].alias("code"),
+        error["message"].alias("message"),
+        F.col("__q").alias(TIME),
+        F.lit(-1).cast("long").alias(DIFF),
+    )
+    return changes, arrivals.unionByName(departures)
 
 
 # ------------------------------------------------------------------ temporal
@@ -540,30 +576,35 @@ def _values_at_points(
     # rows present (multiplicity > 0) at that point. Aggregates compute in
     # their output type: sum(bigint) is numeric and must not overflow at 64 bits.
     tuples = joined.groupBy(*[f"__p{c}" for c in key_cols], POINT, *agg_cols).agg(
-        F.sum(DIFF).alias("__m")
+        F.sum(DIFF).alias(COPIES)
     )
-    present = F.col("__m") > 0
-    aggs = [F.sum("__m").alias("__rows")]
+    present = F.col(COPIES) > 0
+    aggs = [F.sum(COPIES).alias("__rows")]
     errors: list[SparkColumn | None] = []
+    group = [*[f"__p{c}" for c in key_cols], POINT]
     for aggregate, col, out_type in zip(aggregates, agg_cols, output_types, strict=True):
         value = F.col(col)
         if aggregate.func is AggregateFunc.ARRAY_AGG:  # a struct (value, keys...)
             column = array_agg_column(aggregate, value, present)
             aggs.append(column.cast(spark_type(out_type.scalar_type)).alias(col))
             continue
+        copies = COPIES
+        if aggregate.func is AggregateFunc.SUM and aggregate.distinct:
+            copies = f"__d{col}"
+            tuples = distinct_copies(tuples, group, col, copies)
         if aggregate.func is not AggregateFunc.COUNT:
             # count's output type (bigint) is not its input's: count(text) counts text.
             value = value.cast(spark_type(out_type.scalar_type))
         interval = out_type.scalar_type is ScalarType.INTERVAL
-        column = aggregate_column(aggregate, value, present, interval=interval)
+        column = aggregate_column(aggregate, value, present, interval=interval, copies=copies)
         if aggregate.func is AggregateFunc.SUM:
             # A sum past its type is NULL here and an error of its group.
             column = column.try_cast(spark_type(out_type.scalar_type))
         aggs.append(column.alias(col))
-        errors.append(sum_overflow(aggregate, value, out_type.scalar_type))
+        errors.append(sum_overflow(aggregate, value, out_type.scalar_type, copies=copies))
     error = first_error(errors)
     aggs.append((no_error() if error is None else error).alias(ERROR))
-    grouped = tuples.groupBy(*[f"__p{c}" for c in key_cols], POINT).agg(*aggs)
+    grouped = tuples.groupBy(*group).agg(*aggs)
     return grouped.select(
         *[F.col(f"__p{c}").alias(c) for c in key_cols], POINT, "__rows", *agg_cols, ERROR
     )

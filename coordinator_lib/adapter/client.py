@@ -365,29 +365,39 @@ class SessionClient:
             if answer is error:
                 raise
             raise answer from None
-        self._finish(record, kind, "success", None)
-        if response.rows is not None:
-            response.rows = self._streamed(response.rows, statement_budget)
+        if response.rows is None:
+            self._finish(record, kind, "success", None)
+        else:
+            response.rows = self._streamed(response.rows, statement_budget, record, kind)
         return response
 
     def _streamed(
-        self, rows: Iterable[tuple[Any, ...]], statement_budget: budget.QueryBudget
+        self,
+        rows: Iterable[tuple[Any, ...]],
+        statement_budget: budget.QueryBudget,
+        record: Any,
+        kind: str,
     ) -> Iterator[tuple[Any, ...]]:
         """A response's rows as the client reads them, computed under the
         statement's budget (a one-off query's rows are computed as they
         are read: cancel, statement_timeout and max_query_memory hold
         until the last); a failure is the client's error, as it would have
-        been before the first row, and fails the transaction."""
+        been before the first row, fails the transaction and is what the
+        statement log records: the statement ends with its last row."""
+        status, message = "success", None
         try:
             yield from budget.pulled(rows, statement_budget)
+        except QueryCanceled as error:
+            status, message = "canceled", error.message
+            raise
         except Exception as error:
             failure = client_error(error)
-            if failure is None:
-                raise
-            self._fail_transaction()
-            if failure is error:
+            status, message = "error", str(error) if failure is None else failure.message
+            if failure is None or failure is error:
                 raise
             raise failure from None
+        finally:
+            self._finish(record, kind, status, message)
 
     def _finish(self, record: Any, kind: str, status: str, error: str | None) -> None:
         self.coordinator.statement_log.finish(record, status, error)

@@ -283,7 +283,35 @@ def test_a_slow_reader_cancels_a_streamed_cross_join_in_bounded_memory(server: S
     assert rss.grew < 40 * MB, f"server RSS grew by {rss.grew / MB:.0f} MB"
     assert len(read) >= 50_000, f"{len(read)} rows read before the cancel"
     assert conn.execute("SELECT count(*) FROM t600").fetchone() == (600,)
+    assert logged(conn, "SELECT a.x, b.x, c.x FROM t600 a, t600 b, t600 c") == (
+        "canceled",
+        "canceling statement due to user request",
+    )
     conn.close()
+
+
+def logged(conn: psycopg.Connection[Any], sql: str) -> tuple[str, str | None]:
+    """How the statement log says the last run of `sql` ended."""
+    row = conn.execute(
+        "SELECT status, error_message FROM mz_internal.mz_statement_log"
+        " WHERE sql = %s ORDER BY began_at DESC LIMIT 1",
+        (sql,),
+    ).fetchone()
+    assert row is not None, f"{sql!r} is not in the statement log"
+    return row
+
+
+def test_a_streamed_query_failing_midway_is_logged_as_its_error(server: Server) -> None:
+    """One row of 125,000 divides by zero: the client gets 22012 after rows
+    were sent, and the statement log records that error, not the success
+    it had when its first rows were ready."""
+    sql = "SELECT 1 / (a.x * 2500 + b.x * 50 + c.x - 100000) FROM t50 a, t50 b, t50 c"
+    with server.connect() as conn:
+        with pytest.raises(errors.DivisionByZero):
+            conn.execute(sql).fetchall()
+        assert logged(conn, sql) == ("error", "division by zero")
+        conn.execute("SELECT 1 FROM t50 LIMIT 1").fetchall()
+        assert logged(conn, "SELECT 1 FROM t50 LIMIT 1") == ("success", None)
 
 
 @pytest.mark.spark

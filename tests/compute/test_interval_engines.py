@@ -1,4 +1,4 @@
-"""Interval and time views on both engines against a real PostgreSQL: the
+"""Interval, time and char(n) views on both engines against a real PostgreSQL: the
 same materialized views stepped on Spark, then in-process, then on Spark
 again while rows change, each step's contents printed as pgwire prints them
 and held to PostgreSQL's text for the same query. A switch of engines only
@@ -65,9 +65,22 @@ TIMES = {
         "DELETE FROM tm WHERE t < '01:00'",
     ],
 }
+# char(n) is kept padded; Spark compares and converts it without the blanks.
+CHARS = {
+    "table": "CREATE TABLE ch (id int, c char(4), v varchar(3))",
+    "rows": "INSERT INTO ch VALUES (1, 'ab', 'ab'), (2, 'ab  ', 'x'), (3, 'abcd', NULL)",
+    "views": {
+        "chars": "SELECT id, c, c || '|' AS cc, length(c) AS n, v FROM ch WHERE c = 'ab'",
+    },
+    "writes": [
+        "INSERT INTO ch VALUES (4, 'ab ', 'abc'), (5, 'a', 'a')",
+        "UPDATE ch SET c = 'ab' WHERE id = 5",
+        "DELETE FROM ch WHERE id = 1",
+    ],
+}
 # Read as text, so the output format is compared; numerics by value
 # (PostgreSQL keeps trailing zeros, Materialize and Tidemark do not).
-TEXT_TYPES = ("interval", "timestamp", "int4", "int8", "text", "time")
+TEXT_TYPES = ("interval", "timestamp", "int4", "int8", "text", "time", "bpchar", "varchar")
 
 
 def _ours(session: SqlSession, id: Any) -> Counter:
@@ -87,7 +100,7 @@ def _ours(session: SqlSession, id: Any) -> Counter:
     return +out
 
 
-@pytest.mark.parametrize("case", [INTERVALS, TIMES], ids=["interval", "time"])
+@pytest.mark.parametrize("case", [INTERVALS, TIMES, CHARS], ids=["interval", "time", "char"])
 def test_views_on_both_engines_match_postgres(
     spark: SparkSession, tmp_path: Path, postgres_url: str, case: dict[str, Any]
 ) -> None:

@@ -647,6 +647,15 @@ class TidemarkGenerator(MaterializeGenerator):
         Explain: lambda self, e: TidemarkGenerator._explain_sql(self, e),
     }
 
+    def interval_sql(self, expression: exp.Interval) -> str:
+        """`INTERVAL '1-2' YEAR TO MONTH` as written (a stored view is
+        re-read from this text): the qualifier changes how the string reads,
+        so it stays outside it."""
+        unit, value = expression.args.get("unit"), expression.this
+        if isinstance(unit, exp.Var) and isinstance(value, exp.Literal) and value.is_string:
+            return f"INTERVAL {self.sql(value)} {unit.name}"
+        return super().interval_sql(expression)
+
     def query_modifiers(self, expression: exp.Expr, *sqls: str) -> str:
         sql = super().query_modifiers(expression, *sqls)
         as_of = expression.args.get("as_of")

@@ -15,6 +15,7 @@ import datetime as dt
 import decimal
 import functools
 import itertools
+import operator
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -86,21 +87,50 @@ def pandera_schema(desc: RelationDesc) -> pa.DataFrameSchema:
     return pa.DataFrameSchema(columns, strict=True, coerce=False)
 
 
+# A column whose values are all of exactly these types (and, for integers,
+# whose least and greatest values are in range) fits without a per-value
+# rule: `set(map(type, ...))`, min and max run in C. Anything else (a
+# subclass, a timestamp's zone, an array) takes `_fits` value by value.
+_EXACT_TYPES: dict[ScalarType, frozenset[type]] = {
+    scalar_type: frozenset(types) for scalar_type, types in _PYTHON_TYPES.items()
+}
+_ZONE = operator.attrgetter("tzinfo")
+_NONE = type(None)
+
+
+def _column_fits(scalar_type: ScalarType, nullable: bool, values: Sequence[Any]) -> bool:
+    kinds = set(map(type, values))
+    present = values
+    if _NONE in kinds:
+        if not nullable:
+            return False
+        kinds.discard(_NONE)
+        present = [v for v in values if v is not None]
+    if not present:
+        return True
+    exact = _EXACT_TYPES.get(scalar_type) if scalar_type.element is None else None
+    if exact is not None and kinds <= exact:
+        if scalar_type is ScalarType.TIMESTAMP:
+            return not any(map(_ZONE, present))
+        if scalar_type is ScalarType.TIMESTAMPTZ:
+            return all(map(_ZONE, present))
+        bits = _BITS.get(scalar_type)
+        return bits is None or (
+            -(2 ** (bits - 1)) <= min(present) and max(present) < 2 ** (bits - 1)
+        )
+    return all(_fits(scalar_type, v) for v in present)
+
+
 def _all_fit(desc: RelationDesc, rows: Sequence[tuple[Any, ...]]) -> bool:
-    """The schema's rule (`_fits` and nullability) applied row by row without
-    building a frame: pandera costs milliseconds per call, which a one-row
-    INSERT cannot afford. Only rows that fail go through pandera, which
-    names the column and row."""
-    checks = [(i, column.scalar_type, column.nullable) for i, column in enumerate(desc.types)]
-    for row in rows:
-        for i, scalar_type, nullable in checks:
-            value = row[i]
-            if value is None:
-                if not nullable:
-                    return False
-            elif not _fits(scalar_type, value):
-                return False
-    return True
+    """The schema's rule (`_fits` and nullability) applied column by column
+    without building a frame: pandera costs milliseconds per call, which a
+    one-row INSERT cannot afford. Only rows that fail go through pandera,
+    which names the column and row."""
+    columns = zip(*rows, strict=True)
+    return all(
+        _column_fits(column.scalar_type, column.nullable, values)
+        for column, values in zip(desc.types, columns, strict=False)
+    )
 
 
 def verify_datum_desc(desc: RelationDesc, rows: Sequence[tuple[Any, ...]]) -> None:
@@ -108,11 +138,11 @@ def verify_datum_desc(desc: RelationDesc, rows: Sequence[tuple[Any, ...]]) -> No
     naming the first column and row of `rows` that does not match `desc`."""
     if not rows:
         return
-    for position, row in enumerate(rows):
-        if len(row) != desc.arity:
-            raise AdapterError(
-                f"row {position} has {len(row)} columns, expected {desc.arity}", code="XX000"
-            )
+    if set(map(len, rows)) != {desc.arity}:
+        position, row = next((p, r) for p, r in enumerate(rows) if len(r) != desc.arity)
+        raise AdapterError(
+            f"row {position} has {len(row)} columns, expected {desc.arity}", code="XX000"
+        )
     if _all_fit(desc, rows):
         return
     frame = pd.DataFrame(list(rows), columns=list(desc.names), dtype=object)

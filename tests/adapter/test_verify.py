@@ -6,9 +6,11 @@ import datetime as dt
 import decimal
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from coordinator_lib.adapter.errors import AdapterError
-from coordinator_lib.adapter.verify import pandera_schema, verify_datum_desc
+from coordinator_lib.adapter.verify import _all_fit, _fits, pandera_schema, verify_datum_desc
 from coordinator_lib.repr.relation import RelationDesc
 
 DESC = RelationDesc.of(
@@ -19,6 +21,23 @@ DESC = RelationDesc.of(
     ("day", "date"),
     ("small", "smallint"),
 )
+
+
+_TYPES = [
+    "boolean",
+    "smallint",
+    "integer",
+    "bigint",
+    "real",
+    "double precision",
+    "numeric",
+    "text",
+    "bytea",
+    "date",
+    "timestamp",
+    "timestamp with time zone",
+    "jsonb",
+]
 
 
 def test_good_rows_pass() -> None:
@@ -67,3 +86,46 @@ def test_schema_has_one_column_per_desc_column() -> None:
     assert list(schema.columns) == list(DESC.names)
     assert schema.columns["id"].nullable is False
     assert schema.columns["name"].nullable is True
+
+
+# Values of every kind a column may be handed, right or wrong for it; a
+# batch mostly of one kind (with NULLs), as columns are, or mixed.
+_KINDS = [
+    st.booleans(),
+    st.integers(min_value=-(2**64), max_value=2**64),
+    st.floats(allow_nan=True),
+    st.text(max_size=3),
+    st.binary(max_size=3),
+    st.decimals(allow_nan=False, allow_infinity=False, places=2),
+    st.dates(),
+    st.datetimes(timezones=st.sampled_from([None, dt.UTC])),
+    st.tuples(st.integers(-3, 3), st.none()),
+]
+_BATCHES = st.one_of(
+    *(st.lists(st.one_of(st.none(), kind), min_size=1, max_size=6) for kind in _KINDS),
+    st.lists(st.one_of(st.none(), *_KINDS), min_size=1, max_size=6),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    column=st.sampled_from(
+        [(name, type_) for name in ("c",) for type_ in _TYPES] + [("c", "int[]")]
+    ),
+    nullable=st.booleans(),
+    values=_BATCHES,
+)
+@example(column=("c", "smallint"), nullable=True, values=[None, 1, 32768])
+@example(column=("c", "timestamp"), nullable=False, values=[dt.datetime(2024, 1, 1, tzinfo=dt.UTC)])
+@example(column=("c", "timestamp with time zone"), nullable=True, values=[dt.datetime(2024, 1, 1)])
+def test_a_column_fits_as_each_of_its_values_does(
+    column: tuple[str, str], nullable: bool, values: list
+) -> None:
+    """The column-at-a-time check (types and integer ranges in C) accepts a
+    batch exactly when every value passes the per-value rule."""
+    desc = RelationDesc.of((*column, nullable))
+    scalar_type = desc.types[0].scalar_type
+    each = all(
+        (v is None and nullable) or (v is not None and _fits(scalar_type, v)) for v in values
+    )
+    assert _all_fit(desc, [(v,) for v in values]) == each

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import functools
+import json
 import math
 import re
 from collections.abc import Callable
@@ -143,6 +144,10 @@ def cast_value(value: Any, src: ScalarType, dst: ScalarType) -> Any:
         return to_text(value, src)
     if src is S.BPCHAR:
         value, src = to_text(value, src), S.TEXT
+    if src is S.JSONB:
+        value, src = _jsonb_scalar(value, dst)
+        if src is dst:
+            return value
     if src is S.TEXT:
         try:
             return parse_text_as(value, dst)
@@ -188,6 +193,26 @@ def cast_value(value: Any, src: ScalarType, dst: ScalarType) -> Any:
     if src is S.INTERVAL and dst is S.TIME:
         return time_from_micros(value.micros)
     raise EvalError(f"no cast from {src.value} to {dst.value}")
+
+
+_JSON_KINDS = {dict: "object", list: "array", str: "string", type(None): "null"}
+
+
+def _jsonb_scalar(value: str, dst: ScalarType) -> tuple[Any, ScalarType]:
+    """A jsonb number or boolean as the value to cast on (PostgreSQL's
+    jsonb casts); any other jsonb is 22023, named as PostgreSQL names it."""
+    parsed = json.loads(value, parse_float=decimal.Decimal, parse_int=decimal.Decimal)
+    if isinstance(parsed, bool):
+        if dst is S.BOOLEAN:
+            return parsed, S.BOOLEAN
+        kind = "boolean"
+    elif isinstance(parsed, decimal.Decimal):
+        if dst is not S.BOOLEAN:
+            return parsed, S.NUMERIC
+        kind = "numeric"
+    else:
+        kind = _JSON_KINDS[type(parsed)]
+    raise EvalError(f"cannot cast jsonb {kind} to type {dst.value}", "22023")
 
 
 def _arith(func: BinaryFunc, a: Any, b: Any, st: ScalarType) -> Any:

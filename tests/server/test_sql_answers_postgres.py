@@ -231,6 +231,10 @@ QUERIES = {
     " jsonb_object_agg('k' || v, v * 1.5 ORDER BY v) AS o FROM w GROUP BY g",
     "jsonb_agg_jsonb": "SELECT jsonb_agg(('{\"v\": [' || v || ']}')::jsonb ORDER BY v) AS a,"
     " jsonb_object_agg(g, ('{\"v\": ' || v || '}')::jsonb ORDER BY v) AS o FROM w",
+    # jsonb numbers and booleans cast to numbers and booleans; other jsonb is 22023
+    "jsonb_casts": "SELECT id, (body->'k'->'zz')::int AS i, (body->'k'->'zz')::float8 AS f,"
+    " (body->'k'->'zz')::numeric AS n, ('2.5'::jsonb)::int AS r, ('true'::jsonb)::bool AS b"
+    " FROM j",
     # a row IN subquery of another width is PostgreSQL's 42601, named so
     "row_in_too_few": "SELECT (k, x) IN (SELECT k FROM t2) FROM t1",
     "row_in_too_many": "SELECT (k, x) NOT IN (SELECT k, x, k FROM t2 WHERE t2.k = t1.k) FROM t1",
@@ -398,6 +402,22 @@ def test_generate_series_step_zero_is_an_error(
     assert outcome(tidemark, query) == outcome(postgres, query) == ("error", "22023")
     tidemark.execute(f"CREATE MATERIALIZED VIEW mv_step_zero AS {query}")
     assert outcome(tidemark, "SELECT * FROM mv_step_zero") == ("error", "22023")
+
+
+def test_jsonb_casts_of_other_values_are_errors(
+    tidemark: psycopg.Connection[Any], postgres: psycopg.Connection[Any]
+) -> None:
+    """A jsonb object, array, string or null cast to a number or boolean is
+    22023, as in PostgreSQL (it was XX000: Python's float() of its text),
+    and a view's read fails while a row gives it one."""
+    for query in (
+        "SELECT body::float8 FROM j",
+        "SELECT ('\"1\"'::jsonb)::int",
+        "SELECT 'null'::jsonb::bool",
+    ):
+        assert outcome(tidemark, query) == outcome(postgres, query) == ("error", "22023"), query
+    tidemark.execute("CREATE MATERIALIZED VIEW mv_jsonb_cast AS SELECT body::numeric FROM j")
+    assert outcome(tidemark, "SELECT * FROM mv_jsonb_cast") == ("error", "22023")
 
 
 def test_jsonb_table_functions_of_other_values_give_no_rows(

@@ -280,6 +280,21 @@ class TidemarkParser(StatementParser):
         )
         return self.expression(exp.Cast(this=exp.Literal.string(text.text), to=to), name)
 
+    def _parse_csv(self, parse_method: Any, sep: TokenType = TokenType.COMMA) -> list[Any]:
+        """A list may not hold an empty item (`SELECT 1,,2`, `f(,1)`), as in
+        PostgreSQL; sqlglot skips one."""
+        tokens, index = self._tokens, self._index
+        items = super()._parse_csv(parse_method, sep)
+        if sep is TokenType.COMMA:
+            for i in range(index, self._index - 1):
+                # A comma right after the list's opening or another comma:
+                # an empty item (the list's tokens lie between the two indexes).
+                if tokens[i].token_type == TokenType.COMMA and (
+                    i == index or tokens[i - 1].token_type == TokenType.COMMA
+                ):
+                    self.raise_error("syntax error", tokens[i])
+        return items
+
     def _parse_expressions(self) -> list[exp.Expr]:
         """An expression list (a select list) may not end in a comma, as in
         PostgreSQL; sqlglot drops a trailing one."""

@@ -115,6 +115,9 @@ def test_dollar_tokens_match_postgres(pg: psycopg.Connection, items: list[str], 
         "SELECT $1abc",
         "SELECT 1a",  # PostgreSQL 15: trailing junk after numeric literal
         "SELECT $$$x$,$$,1a$$",  # the same after a dollar quote (found by the test above)
+        "SELECT $$$$,,a$$",  # an empty list item is a syntax error (found by the test above)
+        "SELECT 1,,2",
+        "SELECT coalesce(,1)",
         "SELECT $a",
         "SELECT $$never closed",
         "SELECT a$1",

@@ -116,9 +116,21 @@ DatatypeMismatch = TypeMismatch
 
 class UndefinedOperator(TypeMismatch):
     """No operator for these operand types, e.g. `text + integer` (undefined_function).
-    A TypeMismatch too, since that is what the user got wrong."""
+    A TypeMismatch too, since that is what the user got wrong. Worded as
+    Materialize words it (`shown`: `interval - date`, `- text`)."""
 
     code = "42883"
+
+    @classmethod
+    def no_overload(
+        cls, shown: str, position: int | None, hint: str | None = None
+    ) -> UndefinedOperator:
+        return cls(
+            f"no overload for {shown}: arguments cannot be implicitly cast to any "
+            "implementation's parameters; try providing explicit casts",
+            position,
+            hint=hint,
+        )
 
 
 class CannotCoerce(TypeMismatch):

@@ -113,6 +113,7 @@ from coordinator_lib.sql.scalar import (
     finalize,
     is_aggregate,
     null_of,
+    unsupported_call,
 )
 from coordinator_lib.sql.scope import MERGED_USING, Scope, ScopeItem, ident_name, table_parts
 from coordinator_lib.sql.subquery import lower_filter, lower_subqueries
@@ -742,10 +743,7 @@ def _plan_aggregate(node: exp.Expr, binder: ScalarBinder, plan: _AggregatePlan) 
         plan.calls[id(node)] = plan_extra_aggregate(call, binder, plan.index, condition)
         return
     if not isinstance(call, exp.Count | exp.Sum | exp.Avg | exp.Min | exp.Max):
-        raise UnsupportedFeature(
-            f"aggregate function {call.sql_name().lower()} is not supported yet",
-            position_of(call),
-        )
+        raise unsupported_call(call.sql_name().lower(), True, position_of(call))
     name = call.sql_name().lower()
     arg_node = call.this
     distinct = isinstance(arg_node, exp.Distinct)
@@ -1040,8 +1038,9 @@ def _ordinal(node: exp.Expr, count: int) -> int | None:
     if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
         k = int(node.this)
         if not 1 <= k <= count:
-            raise InvalidColumnReference(
-                f"ORDER BY position {k} is not in select list", position_of(node)
+            raise InvalidColumnReference(  # Materialize's wording; PostgreSQL's 42P10
+                f"column reference {k} in ORDER BY clause is out of range (1 - {count})",
+                position_of(node),
             )
         return k - 1
     return None

@@ -64,6 +64,7 @@ from coordinator_lib.sql.errors import (
     UndefinedFunction,
     UndefinedOperator,
     UnsupportedFeature,
+    WrongObjectType,
 )
 from coordinator_lib.sql.outer import OuterColumn, SubqueryExpr, SubqueryKind
 from coordinator_lib.sql.positions import operator_position, position_of
@@ -90,6 +91,34 @@ def is_aggregate(node: exp.Expr) -> bool:
     if isinstance(node, exp.Filter):
         return isinstance(node.this, exp.AggFunc)
     return isinstance(node, exp.AggFunc) and not isinstance(node.parent, exp.Window | exp.Filter)
+
+
+# Functions that exist only as window functions: called without OVER they
+# are 42809, as PostgreSQL and Materialize answer, not an unknown function.
+_WINDOW_FUNCTIONS = frozenset(
+    {
+        "row_number",
+        "rank",
+        "dense_rank",
+        "percent_rank",
+        "cume_dist",
+        "ntile",
+        "lag",
+        "lead",
+        "first_value",
+        "last_value",
+        "nth_value",
+    }
+)
+
+
+def unsupported_call(name: str, aggregate: bool, position: int | None) -> SqlError:
+    """The error for a call of `name` that cannot be planned here: a window
+    function without OVER is 42809, as PostgreSQL and Materialize answer."""
+    if name in _WINDOW_FUNCTIONS:
+        return WrongObjectType(f"window function {name} requires an OVER clause", position)
+    kind = "aggregate function" if aggregate else "function"
+    return UnsupportedFeature(f"{kind} {name} is not supported yet", position)
 
 
 def _is_subquery(node: exp.Expr) -> bool:
@@ -133,8 +162,11 @@ class Grouping:
         if isinstance(bound.expr, OuterColumn):  # an enclosing query's column: a constant here
             return bound
         if isinstance(node, exp.Column):
-            parts = [ident_name(p) for p in node.parts]
-            name = ".".join(parts)
+            # Named as Materialize names it: with its FROM item ("t.a").
+            if isinstance(bound.expr, Column):
+                name = self.pre.scope.describe(bound.expr.index)
+            else:
+                name = ".".join(ident_name(p) for p in node.parts)
             raise GroupingError(
                 f'column "{name}" must appear in the GROUP BY clause '
                 "or be used in an aggregate function",
@@ -277,10 +309,8 @@ class ScalarBinder:
         if isinstance(node, exp.TryCast):
             raise UnsupportedFeature("TRY_CAST is not supported", position)
         written = _function_name(node)
-        if isinstance(node, exp.AggFunc) and written:
-            raise UnsupportedFeature(f"aggregate function {written} is not supported yet", position)
         if written:
-            raise UnsupportedFeature(f"function {written} is not supported yet", position)
+            raise unsupported_call(written, isinstance(node, exp.AggFunc), position)
         raise UnsupportedFeature(
             f"expression {node.sql(dialect='postgres')!r} is not supported", position
         )
@@ -438,12 +468,7 @@ class ScalarBinder:
         self, node: exp.Expr, symbol: str, left: ScalarType, right: ScalarType | None = None
     ) -> UndefinedOperator:
         shown = f"{left.value} {symbol} {right.value}" if right else f"{symbol} {left.value}"
-        return UndefinedOperator(
-            f"operator does not exist: {shown}",
-            operator_position(node),
-            hint="No operator matches the given name and argument types. "
-            "You might need to add explicit type casts.",
-        )
+        return UndefinedOperator.no_overload(shown, operator_position(node))
 
     # --- operators -------------------------------------------------------------
 

@@ -117,8 +117,8 @@ def compare_mz_now(
     if found is None:
         shown = other.scalar.value
         sides = f"mz_timestamp {symbol} {shown}" if mz_left else f"{shown} {symbol} mz_timestamp"
-        raise UndefinedOperator(
-            f"operator does not exist: {sides}",
+        raise UndefinedOperator.no_overload(
+            sides,
             operator_position(node),
             hint="mz_now() compares with integers (milliseconds since the epoch), numeric, "
             "date, timestamp and timestamp with time zone values.",

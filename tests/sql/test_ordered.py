@@ -240,7 +240,7 @@ def test_explain_shows_frames_and_the_window_rule() -> None:
         (
             "SELECT b, rank() OVER (ORDER BY c) FROM t GROUP BY b",
             "42803",
-            'column "c" must appear in the GROUP BY clause',
+            'column "t.c" must appear in the GROUP BY clause',
             "c) FROM",
         ),
     ],

@@ -58,7 +58,7 @@ from coordinator_lib.repr.relation import ScalarType
 from coordinator_lib.sql.depth import too_deep
 from coordinator_lib.sql.dialect import Tidemark
 from coordinator_lib.sql.errors import NotNullViolation, SqlError
-from coordinator_lib.sql.insert_template import Shape, template_of
+from coordinator_lib.sql.insert_template import CONSTANT_VALUES_NODES, Shape, template_of
 from coordinator_lib.sql.params import bind_parameters, parameter_count, parameter_types
 from coordinator_lib.sql.plan import parse_statements, plan_parsed
 from coordinator_lib.sql.plan_role import redact
@@ -179,18 +179,7 @@ class Client:
 _SESSION_CLIENTS: dict[int, SessionClient] = {}
 # Nodes none of the substitutions before planning changes: an INSERT of
 # constants is only these, and each substitution copies the whole tree.
-_PLAIN_NODES = (
-    exp.Insert,
-    exp.Schema,
-    exp.Table,
-    exp.Identifier,
-    exp.Values,
-    exp.Tuple,
-    exp.Literal,
-    exp.Neg,
-    exp.Null,
-    exp.Boolean,
-)
+_PLAIN_NODES = (exp.Insert, exp.Schema, exp.Table, exp.Identifier, *CONSTANT_VALUES_NODES)
 
 
 def _names_and_constants(statement: exp.Expr) -> bool:

@@ -34,17 +34,12 @@ from coordinator_lib.sql.plan_core import insert_values_target, plan_insert_valu
 from coordinator_lib.sql.plans import InsertPlan
 
 _CONSTANTS = frozenset({TokenType.NUMBER, TokenType.STRING})
-# The nodes a template's VALUES may hold: constants, parameters, NULL,
-# DEFAULT; anything else (a call, an operator but minus) is planned each time.
-_TEMPLATE_NODES = (
-    exp.Values,
-    exp.Tuple,
-    exp.Literal,
-    exp.Neg,
-    exp.Null,
-    exp.Boolean,
-    exp.Parameter,
-)
+# The nodes of a VALUES list of constants (NULL, booleans, numbers and
+# strings, negated or not).
+CONSTANT_VALUES_NODES = (exp.Values, exp.Tuple, exp.Literal, exp.Neg, exp.Null, exp.Boolean)
+# The nodes a template's VALUES may hold: those and parameters; anything
+# else (a call, an operator but minus) is planned each time.
+_TEMPLATE_NODES = (*CONSTANT_VALUES_NODES, exp.Parameter)
 _POSITIONS = ("start", "end", "op_start")
 _DIALECT = Tidemark()
 _LONGEST = 4096  # a longer text (a bulk INSERT) is parsed each time, never kept

@@ -17,6 +17,7 @@ import pytest
 from psycopg.types.string import TextLoader
 
 from tests.fixtures.served import connect, served
+from tests.server.test_sql_answers_postgres import outcome
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -64,18 +65,6 @@ def postgres(postgres_url: str) -> Iterator[psycopg.Connection[Any]]:
         for statement in ROWS:
             conn.execute(statement)
         yield conn
-
-
-def outcome(conn: psycopg.Connection[Any], query: str) -> tuple[str, Any]:
-    """("rows", column names, sorted rows) or ("error", SQLSTATE)."""
-    try:
-        cursor = conn.execute(query)
-    except psycopg.Error as error:
-        return "error", error.sqlstate
-    if cursor.description is None:
-        return "rows", None
-    names = [c.name for c in cursor.description]
-    return "rows", (names, sorted(cursor.fetchall(), key=repr))
 
 
 QUERIES = {

@@ -343,16 +343,10 @@ class SessionClient:
                     continue
             else:
                 raise AdapterError("the catalog kept changing; try again", code="40001")
-        except QueryCanceled as error:
-            self._finish(record, kind, "canceled", error.message)
-            raise
         except Exception as error:
-            answer = client_error(error)
-            if answer is None:
-                raise  # a bug: the server answers it XX000 and logs it
-            self._finish(record, kind, "error", answer.message)
-            if answer is error:
-                raise
+            answer = self._ended_by(record, kind, error)
+            if answer is None or answer is error:
+                raise  # None: a bug, which the server answers XX000 and logs
             raise answer from None
         if response.rows is None:
             self._finish(record, kind, "success", None)
@@ -373,20 +367,29 @@ class SessionClient:
         until the last); a failure is the client's error, as it would have
         been before the first row, fails the transaction and is what the
         statement log records: the statement ends with its last row."""
-        status, message = "success", None
+        failed = False
         try:
             yield from budget.pulled(rows, statement_budget)
-        except QueryCanceled as error:
-            status, message = "canceled", error.message
-            raise
         except Exception as error:
-            failure = client_error(error)
-            status, message = "error", str(error) if failure is None else failure.message
-            if failure is None or failure is error:
+            failed = True
+            answer = self._ended_by(record, kind, error)
+            if answer is None or answer is error:
                 raise
-            raise failure from None
+            raise answer from None
         finally:
-            self._finish(record, kind, status, message)
+            if not failed:  # the last row, or the client closed the portal
+                self._finish(record, kind, "success", None)
+
+    def _ended_by(self, record: Any, kind: str, error: Exception) -> AdapterError | None:
+        """Record in the statement log how `error` ended the statement
+        (canceled, or the client's error) and return what the client gets:
+        None for an error no statement should raise (a bug)."""
+        answer = client_error(error)
+        if isinstance(error, QueryCanceled):
+            self._finish(record, kind, "canceled", error.message)
+        else:
+            self._finish(record, kind, "error", str(error) if answer is None else answer.message)
+        return answer
 
     def _finish(self, record: Any, kind: str, status: str, error: str | None) -> None:
         self.coordinator.statement_log.finish(record, status, error)

@@ -19,7 +19,7 @@ import json
 import math
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -459,6 +459,32 @@ class AppendResult:
     duplicate: bool = False
 
 
+@dataclass(frozen=True)
+class WebhookRequest:
+    """One POST: the source's path names, the body, the headers (names lower
+    case) and when it was received (what now() means in the CHECK)."""
+
+    database: str
+    schema: str
+    name: str
+    body: bytes
+    headers: Mapping[str, str]
+    received_at: dt.datetime
+
+
+Outcome = AppendResult | Exception
+
+
+@dataclass
+class _Staged:
+    """A request that passed its checks, waiting for the batch's commit."""
+
+    index: int
+    source: AppendWebhookResponse
+    rows: list[Row]
+    key: str | None
+
+
 class WebhookAppender:
     """The webhook endpoint's adapter half (one per coordinator process)."""
 
@@ -478,43 +504,120 @@ class WebhookAppender:
         headers: Mapping[str, str],
         received_at: dt.datetime,
     ) -> AppendResult:
-        """Validate, build and durably append one request's rows. Header
-        names are lower-case; `received_at` is what now() means in the CHECK."""
+        """Validate, build and durably append one request's rows (raises
+        what `append_all` reports for it)."""
+        request = WebhookRequest(database, schema, name, body, headers, received_at)
+        [outcome] = self.append_all([request])
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def append_all(self, requests: Sequence[WebhookRequest]) -> list[Outcome]:
+        """Each request's outcome, in order: its AppendResult, or the error
+        that refused it (AppendWebhookError with its HTTP status, or any
+        other exception: a bug). The rows of every request that passes its
+        checks go into one group commit (one timestamp, one encoded batch
+        per source), so a burst of requests costs one commit, not one each.
+        A request whose Idempotency-Key an earlier request of the same call
+        holds gets that one's outcome (a duplicate if it was appended)."""
+        outcomes: list[Outcome | None] = [None] * len(requests)
+        staged: list[_Staged] = []
+        holder: dict[tuple[GlobalId, str], int] = {}  # a key claimed here -> its request
+        followers: list[tuple[int, int]] = []  # (request, request holding its key)
+        for index, request in enumerate(requests):
+            try:
+                found = self._stage(index, request)
+                if isinstance(found, AppendResult):
+                    outcomes[index] = found
+                    continue
+                if found.key is not None:
+                    first = holder.get((found.source.id, found.key))
+                    if first is not None:
+                        followers.append((index, first))
+                        continue
+                    if not self.keys.claim(found.source.id, found.key):
+                        outcomes[index] = AppendResult(0, duplicate=True)
+                        continue
+                    holder[(found.source.id, found.key)] = index
+                staged.append(found)
+            except Exception as error:  # this request's refusal (or bug), not the others'
+                outcomes[index] = error
+        try:
+            self._commit(staged, outcomes)
+        finally:
+            for item in staged:
+                if item.key is not None:
+                    appended = isinstance(outcomes[item.index], AppendResult)
+                    self.keys.release(item.source.id, item.key, appended)
+        for index, first in followers:
+            outcome = outcomes[first]
+            outcomes[index] = (
+                AppendResult(0, duplicate=True) if isinstance(outcome, AppendResult) else outcome
+            )
+        assert all(outcome is not None for outcome in outcomes)
+        return outcomes  # type: ignore[return-value]
+
+    def _stage(self, index: int, request: WebhookRequest) -> _Staged | AppendResult:
+        """The request's rows after its CHECK, or AppendResult(0) for a body
+        with no rows (nothing to commit)."""
         if self.coord.closing:
             raise AppendWebhookError.unavailable()
-        source = self.cache.get(database, schema, name)
-        if source.validator is not None and not source.validator.eval(body, headers, received_at):
+        source = self.cache.get(request.database, request.schema, request.name)
+        validator = source.validator
+        if validator is not None and not validator.eval(
+            request.body, request.headers, request.received_at
+        ):
             raise AppendWebhookError.validation_failed()
-        rows = source.rows(body, headers)
-        key = headers.get(IDEMPOTENCY_HEADER)
-        if key is None:
-            return AppendResult(len(rows), self._commit(source, rows))
-        self._seed(source)
-        if not self.keys.claim(source.id, key):
-            return AppendResult(0, duplicate=True)
-        appended = False
-        try:
-            timestamp = self._commit(source, rows)
-            appended = True
-        finally:
-            self.keys.release(source.id, key, appended)
-        return AppendResult(len(rows), timestamp)
-
-    def _commit(self, source: AppendWebhookResponse, rows: list[Row]) -> int | None:
+        rows = source.rows(request.body, request.headers)
         if not rows:
-            return None
-        try:
-            return self.coord.commit_writes({source.id: [(row, 1) for row in rows]})
-        except DependencyDropped:  # dropped just now
-            name = source.name
-            raise AppendWebhookError.not_found(name.database, name.schema, name.item) from None
-        except StorageError as error:
-            if self.coord.closing:
-                raise AppendWebhookError.unavailable() from None
-            if isinstance(error, IdentifierMissing):  # dropped just now
-                name = source.name
-                raise AppendWebhookError.not_found(name.database, name.schema, name.item) from None
-            raise
+            return AppendResult(0)
+        key = request.headers.get(IDEMPOTENCY_HEADER)
+        if key is not None:
+            self._seed(source)
+        return _Staged(index, source, rows, key)
+
+    def _commit(self, staged: list[_Staged], outcomes: list[Outcome | None]) -> None:
+        """Commit the staged requests' rows together and record each one's
+        outcome. If that fails and they span several sources, each source
+        is committed on its own, so a source dropped just now fails only its
+        own requests."""
+        if not staged:
+            return
+        by_source: dict[GlobalId, list[_Staged]] = {}
+        for item in staged:
+            by_source.setdefault(item.source.id, []).append(item)
+        groups = [staged] if len(by_source) == 1 else [*by_source.values()]
+        if len(groups) > 1:
+            try:
+                self._commit_group(staged, outcomes)
+                return
+            except Exception:  # retried per source below, which reports it
+                pass
+        for group in groups:
+            try:
+                self._commit_group(group, outcomes)
+            except Exception as error:
+                refusal = self._refusal(group[0].source, error)
+                for item in group:
+                    outcomes[item.index] = refusal
+
+    def _commit_group(self, group: list[_Staged], outcomes: list[Outcome | None]) -> None:
+        changes: dict[GlobalId, list[tuple[Row, int]]] = {}
+        for item in group:
+            changes.setdefault(item.source.id, []).extend((row, 1) for row in item.rows)
+        timestamp = self.coord.commit_writes(changes)
+        for item in group:
+            outcomes[item.index] = AppendResult(len(item.rows), timestamp)
+
+    def _refusal(self, source: AppendWebhookResponse, error: Exception) -> Exception:
+        """What a failed commit answers: 404 for a source dropped just now,
+        503 while shutting down, else the error itself."""
+        name = source.name
+        if isinstance(error, StorageError) and self.coord.closing:
+            return AppendWebhookError.unavailable()
+        if isinstance(error, DependencyDropped | IdentifierMissing):
+            return AppendWebhookError.not_found(name.database, name.schema, name.item)
+        return error
 
     def _seed(self, source: AppendWebhookResponse) -> None:
         """Once per source and process: remember the keys its rows hold."""
@@ -586,5 +689,6 @@ __all__ = [
     "AppendWebhookValidator",
     "WebhookAppender",
     "WebhookAppenderCache",
+    "WebhookRequest",
     "install_webhook_source",
 ]

@@ -57,7 +57,8 @@ class Environment:
             self.handle.coordinator.metrics,
             host=host,
             port=http_port,
-            extra_routes=[*self.webhooks.routes(), *scheduler_routes(self.cluster_service)],
+            extra_routes=scheduler_routes(self.cluster_service),
+            raw_routes=[self.webhooks],
             tls=tls,
         )
 

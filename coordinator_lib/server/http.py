@@ -50,7 +50,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import uvicorn
 from starlette.applications import Starlette
@@ -58,6 +58,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
 
 from coordinator_lib.adapter.errors import AdapterError, AdapterNotice
 from coordinator_lib.adapter.metrics import Metrics
@@ -142,8 +143,36 @@ ROUTES: tuple[BaseRoute, ...] = (
     Route("/api/sql", sql_endpoint, methods=["POST"], max_body_size=MAX_REQUEST_BYTES),
     Route("/api/health", health_endpoint, methods=["GET"]),
     Route("/metrics", metrics_endpoint, methods=["GET"]),
-    # Webhook sources join here: POST /api/webhook/{database}/{schema}/{source}.
+    # Webhook sources are a raw route (server/webhook.py), ahead of these.
 )
+
+
+class RawRoute(Protocol):
+    """An endpoint served straight from uvicorn, before Starlette's
+    middleware and router (the webhook's: its per-request cost is all that
+    bounds it). `match` says whether a request is its own (with what the
+    path named); `serve` answers it. `scope["app"]` is the Starlette app."""
+
+    def match(self, scope: Scope) -> Any | None: ...
+
+    async def serve(self, scope: Scope, receive: Receive, send: Send, matched: Any) -> None: ...
+
+
+class _FrontDoor:
+    """The ASGI app uvicorn serves: raw routes first, then Starlette."""
+
+    def __init__(self, app: Starlette, raw_routes: Sequence[RawRoute]) -> None:
+        self.app, self.raw_routes = app, tuple(raw_routes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for route in self.raw_routes:
+                matched = route.match(scope)
+                if matched is not None:
+                    scope["app"] = self.app
+                    await route.serve(scope, receive, send, matched)
+                    return
+        await self.app(scope, receive, send)
 
 
 # -- the server ----------------------------------------------------------
@@ -161,9 +190,11 @@ class HttpServer:
         port: int = DEFAULT_PORT,
         *,
         extra_routes: Sequence[BaseRoute] = (),
+        raw_routes: Sequence[RawRoute] = (),
         tls: tuple[str, str] | None = None,
     ) -> None:
         self.app = build_app(client, metrics, extra_routes)
+        self.raw_routes = raw_routes
         self.host = host
         self.port = port  # the bound port once started (port 0 picks a free one)
         self.tls = tls  # (certificate file, key file): serve https
@@ -183,7 +214,7 @@ class HttpServer:
         sock = _bind(self.host, self.port)
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
-            self.app,
+            _FrontDoor(self.app, self.raw_routes),
             log_level="warning",
             access_log=False,
             lifespan="off",

@@ -17,8 +17,14 @@ secret or the CHECK's details):
 - 500: anything else (a bug; logged).
 
 Header names are lower-cased; a header whose value is not visible ASCII is
-left out (as Materialize does). The appending runs on a thread pool of its
-own, so a request waiting for its group commit holds no event-loop time.
+left out (as Materialize does).
+
+The endpoint is a raw ASGI route (`server/http.py`'s `RawRoute`): uvicorn
+hands it the request without Starlette's middleware and router, which cost
+more per request than the rest of the HTTP path. Requests go from the event
+loop to one appending thread (`AppendQueue`), which takes every request
+queued at once into one `WebhookAppender.append_all`, so requests in flight
+together share one group commit, and the thread handoff is once per batch.
 """
 
 from __future__ import annotations
@@ -26,14 +32,17 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+import threading
+from typing import TYPE_CHECKING, Any
 
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import PlainTextResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
 
-from coordinator_lib.adapter.webhook import AppendWebhookError, WebhookAppender
+from coordinator_lib.adapter.webhook import (
+    AppendWebhookError,
+    Outcome,
+    WebhookAppender,
+    WebhookRequest,
+)
 from coordinator_lib.persist.errors import DiskFull
 
 if TYPE_CHECKING:
@@ -41,9 +50,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-PATH = "/api/webhook/{database}/{schema}/{source}"
-_THREADS = 64  # appenders blocked on a group commit at once; more requests queue
+PREFIX = "/api/webhook/"  # then <database>/<schema>/<source>
 _DRAIN_BYTES = 64 * 1024 * 1024  # read (and drop) this much of a too-large body, then hang up
+_TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
+
+
+class ClientDisconnect(Exception):
+    """The client hung up before its body arrived."""
 
 
 def request_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
@@ -65,90 +78,171 @@ def request_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
     return headers
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
     """The body, or AppendWebhookError 413 once it passes `limit` bytes (the
     rest is read and dropped, so the client gets the answer)."""
     too_large = AppendWebhookError(413, f"request body is larger than {limit} bytes")
-    declared = request.headers.get("content-length", "")
+    declared = next((v for n, v in scope["headers"] if n.lower() == b"content-length"), b"")
+    over = declared.isdigit() and int(declared) > limit
     chunks: list[bytes] = []
     size = 0
-    over = declared.isdigit() and int(declared) > limit
-    async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
             over = True
-        if over:
-            if size > _DRAIN_BYTES:
-                break
-            continue
-        chunks.append(chunk)
+        if not over:
+            chunks.append(chunk)
+        if not message.get("more_body", False) or size > _DRAIN_BYTES:
+            break
     if over:
         raise too_large
-    return b"".join(chunks)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+class AppendQueue:
+    """Requests handed from the event loop to one appending thread. The
+    thread takes every request queued at once into one `append_all` (one
+    group commit), then settles their futures with one call into the loop:
+    batches grow to what is in flight, with no timer."""
+
+    def __init__(self, appender: WebhookAppender) -> None:
+        self.appender = appender
+        self._pending: list[tuple[WebhookRequest, asyncio.Future[Outcome]]] = []
+        self._ready = threading.Condition()
+        self._closed = False
+        self.batches = 0  # append_all calls made (tests count them)
+        self._thread = threading.Thread(target=self._run, name="webhook-append", daemon=True)
+        self._thread.start()
+
+    def submit(self, request: WebhookRequest) -> asyncio.Future[Outcome]:
+        """The request's outcome, once its batch is committed (or refused)."""
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        with self._ready:
+            if self._closed:
+                raise AppendWebhookError.unavailable()
+            self._pending.append((request, future))
+            self._ready.notify()
+        return future
+
+    def close(self) -> None:
+        """Stop taking requests; those queued and not yet taken get 503."""
+        with self._ready:
+            self._closed = True
+            self._ready.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._pending and not self._closed:
+                    self._ready.wait()
+                batch, self._pending = self._pending, []
+                closed = self._closed
+            if not batch:
+                return
+            requests = [request for request, _ in batch]
+            outcomes: list[Outcome]
+            if closed:
+                outcomes = [AppendWebhookError.unavailable() for _ in batch]
+            else:
+                try:
+                    outcomes = self.appender.append_all(requests)
+                except Exception as error:  # a bug outside any one request: all of them get it
+                    outcomes = [error] * len(batch)
+                self.batches += 1
+            loops: dict[asyncio.AbstractEventLoop, list[Any]] = {}
+            for (_, future), outcome in zip(batch, outcomes, strict=True):
+                loops.setdefault(future.get_loop(), []).append((future, outcome))
+            for loop, settled in loops.items():
+                try:
+                    loop.call_soon_threadsafe(_settle, settled)
+                except RuntimeError:  # the loop is closed: nobody is waiting
+                    continue
+
+
+def _settle(settled: list[tuple[asyncio.Future[Outcome], Outcome]]) -> None:
+    for future, outcome in settled:
+        if not future.done():
+            future.set_result(outcome)
 
 
 class WebhookEndpoint:
-    """The route and its limits; `close()` when the server stops."""
+    """The raw route and its limits; `close()` when the server stops."""
 
     def __init__(self, coordinator: Coordinator) -> None:
         config = coordinator.config
         self.appender = WebhookAppender(coordinator)
+        self.queue = AppendQueue(self.appender)
         self.max_body_bytes = config.webhook_max_body_bytes
         self.max_concurrency = config.webhook_max_concurrency
         self.in_flight = 0  # only touched on the event loop
-        self._executor = ThreadPoolExecutor(
-            max_workers=max(1, min(self.max_concurrency, _THREADS)),
-            thread_name_prefix="webhook",
-        )
-
-    def routes(self) -> list[BaseRoute]:
-        return [Route(PATH, self.handle, methods=["POST"])]
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self.queue.close()
 
-    async def handle(self, request: Request) -> Response:
-        if request.app.state.shutting_down:
-            return _answer(AppendWebhookError.unavailable())
+    def match(self, scope: Scope) -> tuple[str, str, str] | None:
+        """(database, schema, source) of a `POST /api/webhook/d/s/n`; None
+        leaves the request to the other routes (404, 405)."""
+        path: str = scope["path"]
+        if scope["method"] != "POST" or not path.startswith(PREFIX):
+            return None
+        names = path[len(PREFIX) :].split("/")
+        if len(names) != 3 or not all(names):
+            return None
+        return names[0], names[1], names[2]
+
+    async def serve(
+        self, scope: Scope, receive: Receive, send: Send, names: tuple[str, str, str]
+    ) -> None:
+        status, text = await self._answer(scope, receive, names)
+        body = text.encode()
+        headers = [(b"content-length", str(len(body)).encode())]
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": headers + _TEXT if body else headers,
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    async def _answer(
+        self, scope: Scope, receive: Receive, names: tuple[str, str, str]
+    ) -> tuple[int, str]:
+        """The status and plain-text body (empty for 200)."""
+        if scope["app"].state.shutting_down:
+            return _refused(AppendWebhookError.unavailable())
         if self.in_flight >= self.max_concurrency:
-            return _answer(AppendWebhookError(429, "too many requests"))
+            return _refused(AppendWebhookError(429, "too many requests"))
         self.in_flight += 1
         try:
             received_at = dt.datetime.now(dt.UTC)
-            params = request.path_params
-            headers = request_headers(request.scope["headers"])
-            body = await read_body(request, self.max_body_bytes)
-            await asyncio.get_running_loop().run_in_executor(
-                self._executor,
-                self.appender.append,
-                params["database"],
-                params["schema"],
-                params["source"],
-                body,
-                headers,
-                received_at,
+            headers = request_headers(scope["headers"])
+            body = await read_body(scope, receive, self.max_body_bytes)
+            outcome = await self.queue.submit(
+                WebhookRequest(*names, body=body, headers=headers, received_at=received_at)
             )
-            return Response(status_code=200)
+            if isinstance(outcome, Exception):
+                raise outcome
+            return 200, ""
         except AppendWebhookError as error:
-            return _answer(error)
+            return _refused(error)
         except ClientDisconnect:
-            return Response(status_code=400)  # nobody is listening
+            return 400, ""  # nobody is listening
         except DiskFull:  # nothing was written; a retry succeeds once space is freed
-            return PlainTextResponse("insufficient storage: the disk is full", status_code=507)
-        except RuntimeError as error:
-            if request.app.state.shutting_down or "shutdown" in str(error):
-                return _answer(AppendWebhookError.unavailable())  # the executor stopped
-            logger.exception("webhook request failed")
-            return PlainTextResponse("internal error", status_code=500)
+            return 507, "insufficient storage: the disk is full"
         except Exception:
             logger.exception("webhook request failed")  # no body or headers: they may hold secrets
-            return PlainTextResponse("internal error", status_code=500)
+            return 500, "internal error"
         finally:
             self.in_flight -= 1
 
 
-def _answer(error: AppendWebhookError) -> Response:
-    return PlainTextResponse(error.message, status_code=error.status)
+def _refused(error: AppendWebhookError) -> tuple[int, str]:
+    return error.status, error.message
 
 
-__all__ = ["PATH", "WebhookEndpoint", "read_body", "request_headers"]
+__all__ = ["PREFIX", "AppendQueue", "WebhookEndpoint", "read_body", "request_headers"]

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -404,3 +405,35 @@ def test_materialize_documented_check_over_headers_map(environment: Environment,
     with connect(environment) as conn:  # pgwire prints a map as Materialize does
         [(shown,)] = conn.execute("SELECT headers FROM docs").fetchall()
         assert shown.startswith("{x-n=>3,x-signature=>")
+
+
+def test_concurrent_posts_land_exactly_once_in_shared_commits(
+    environment: Environment, sql: Sql, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """48 clients POST at once while a commit is slow: every one gets its
+    200 only once its event is stored, each event is stored once, and the
+    requests that queued meanwhile went into a few commits of many
+    requests each (one `commit_writes` per batch, not per request)."""
+    sql("CREATE SOURCE burst FROM WEBHOOK BODY FORMAT JSON")
+    coord = environment.handle.coordinator
+    commit = coord.commit_writes
+    commits: list[int] = []  # rows in each commit of `burst`
+
+    def slow_commit(changes: Any) -> int:
+        time.sleep(0.2)  # requests arriving meanwhile queue for the next commit
+        commits.append(sum(len(rows) for rows in changes.values()))
+        return commit(changes)
+
+    monkeypatch.setattr(coord, "commit_writes", slow_commit)
+    clients = 48
+    start = threading.Barrier(clients)
+
+    def send(n: int) -> int:
+        start.wait(30)
+        return post(environment, "burst", json.dumps({"n": n})).status_code
+
+    with ThreadPoolExecutor(clients) as pool:
+        assert list(pool.map(send, range(clients))) == [200] * clients
+    stored = sorted(json.loads(body)["n"] for (body,) in sql("SELECT body FROM burst"))
+    assert stored == list(range(clients))
+    assert sum(commits) == clients and len(commits) <= clients // 8, commits

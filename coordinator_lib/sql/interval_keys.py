@@ -24,7 +24,12 @@ either engine runs:
 Only the user's groupings: the planner's own Distincts (decorrelated outer
 rows, outer joins' matched keys) must keep values apart, since they are
 joined back by value. Joins need nothing here: `=` on intervals is already
-bound to the key. INTERSECT and EXCEPT still match rows by field.
+bound to the key.
+
+INTERSECT and EXCEPT [ALL] over interval columns match rows by key too
+(`matched`): both sides are grouped by the key row, counting each side's
+rows, and a group that survives prints max() of its left side's values, as
+often as PostgreSQL's rule for its counts says (once, min(l, r) or l - r).
 """
 
 from __future__ import annotations
@@ -36,15 +41,27 @@ from coordinator_lib.expr.relation import (
     AggregateExpr,
     AggregateFunc,
     Distinct,
+    Filter,
+    FlatMap,
     Map,
     OrderKey,
     Project,
     Reduce,
     RelationExpr,
     TopK,
+    Union,
     Window,
 )
-from coordinator_lib.expr.scalar import Column, ScalarExpr
+from coordinator_lib.expr.scalar import (
+    BinaryFunc,
+    CallBinary,
+    CallVariadic,
+    Column,
+    Literal,
+    ScalarExpr,
+    VariadicFunc,
+)
+from coordinator_lib.expr.table_functions import TableFunc
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 
 
@@ -127,4 +144,61 @@ def ordered(node: Window | TopK) -> RelationExpr:
     return Project(inner, (*range(d.arity), *added), tuple(names))
 
 
-__all__ = ["cmp_key", "distinct", "distinct_by_key", "grouped", "ordered"]
+def matched(
+    left: RelationExpr, right: RelationExpr, intersect: bool, distinct: bool
+) -> RelationExpr | None:
+    """INTERSECT / EXCEPT [ALL] with interval columns matched by key (None
+    when there are none: rows then match by value)."""
+    d = left.desc
+    intervals = [i for i, t in enumerate(d.types) if _is_interval(t)]
+    if not intervals:
+        return None
+    yes = Literal(True, ColumnType(ScalarType.BOOLEAN, False))
+    no = Literal(None, ColumnType(ScalarType.BOOLEAN, True))
+
+    def keyed(rel: RelationExpr, shown: bool, side: tuple[Literal, Literal]) -> RelationExpr:
+        """The row with its intervals as keys, then the values it shows (only
+        the left side's: NULL on the right), then a tag per side."""
+        keys = tuple(
+            cmp_key(Column(i), d.types[i]) if i in intervals else Column(i) for i in range(d.arity)
+        )
+        values = tuple(
+            Column(i) if shown else Literal(None, ColumnType(ScalarType.INTERVAL, True))
+            for i in intervals
+        )
+        mapped = Map(rel, (*keys, *values, *side))
+        return Project(mapped, tuple(range(d.arity, d.arity + len(keys) + len(values) + 2)))
+
+    both = Union((keyed(left, True, (yes, no)), keyed(right, False, (no, yes))))
+    width = d.arity + len(intervals)
+    counts = (AggregateExpr(AggregateFunc.COUNT, Column(width + k)) for k in (0, 1))
+    shown = (AggregateExpr(AggregateFunc.MAX, Column(d.arity + n)) for n in range(len(intervals)))
+    reduce = Reduce(both, tuple(Column(i) for i in range(d.arity)), (*counts, *shown), d.names)
+    lefts, rights = Column(d.arity), Column(d.arity + 1)
+    zero = Literal(0, ColumnType(ScalarType.BIGINT, False))
+    out: RelationExpr
+    if distinct:
+        rights_test = BinaryFunc.GT if intersect else BinaryFunc.EQ
+        out = Filter(
+            reduce, (CallBinary(BinaryFunc.GT, lefts, zero), CallBinary(rights_test, rights, zero))
+        )
+    else:
+        copies = (
+            CallVariadic(VariadicFunc.LEAST, (lefts, rights))
+            if intersect
+            else CallBinary(BinaryFunc.SUB, lefts, rights)
+        )
+        one = Literal(1, ColumnType(ScalarType.BIGINT, False))
+        out = FlatMap(
+            Map(reduce, (one, copies)),
+            TableFunc.GENERATE_SERIES,
+            (Column(reduce.desc.arity), Column(reduce.desc.arity + 1), Column(reduce.desc.arity)),
+        )
+    first_shown = d.arity + 2
+    outputs = tuple(
+        first_shown + intervals.index(i) if i in intervals else i for i in range(d.arity)
+    )
+    return Project(out, outputs, d.names)
+
+
+__all__ = ["cmp_key", "distinct", "distinct_by_key", "grouped", "matched", "ordered"]

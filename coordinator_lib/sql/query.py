@@ -1283,10 +1283,13 @@ def plan_set_operation(node: exp.Expr, ctx: PlanContext) -> BoundQuery:
     rrel = coerce_columns(right, targets, False, nodes, word, list(left.names))
     distinct = node.args.get("distinct", True)
     rel: RelationExpr
+    by_key = interval_keys.matched(lrel, rrel, isinstance(node, exp.Intersect), bool(distinct))
     if isinstance(node, exp.Union):
         rel = Union((lrel, rrel))
         if distinct:
             rel = interval_keys.distinct(rel)
+    elif by_key is not None:
+        rel = by_key
     elif isinstance(node, exp.Except):
         rel = Threshold(Union((Distinct(lrel) if distinct else lrel, Negate(rrel))))
     else:  # INTERSECT ALL is l - (l - r) clipped at zero: min of the two counts

@@ -42,6 +42,9 @@ INTERVALS = {
         # read); window order by PostgreSQL's key; sum/avg field by field
         "by_key": "SELECT i, count(*) AS n, rank() OVER (ORDER BY i) AS r FROM ev GROUP BY i",
         "sums": "SELECT sum(i) AS s, avg(i) AS a, count(DISTINCT i) AS k FROM ev",
+        # matched by key: '2 mons' (after the UPDATE) = '60 days', '1 mon' = '720 hours'
+        "matched": "SELECT INTERVAL '60 days' AS i INTERSECT SELECT i FROM ev",
+        "unmatched": "SELECT i FROM ev EXCEPT ALL SELECT INTERVAL '720 hours'",
     },
     "writes": [
         "INSERT INTO ev VALUES (6, '2020-12-31', '2020-02-29', '2 mons 1 day'),"

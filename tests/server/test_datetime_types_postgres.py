@@ -100,6 +100,13 @@ QUERIES = {
     "group_by_expression": "SELECT i * 2 AS j, count(*) AS n FROM ev GROUP BY i * 2",
     "distinct_interval": "SELECT DISTINCT i FROM ev",
     "union_interval": "SELECT i FROM ev UNION SELECT INTERVAL '720 hours'",
+    # INTERSECT and EXCEPT match '720 hours' with '1 mon' and '30 days'; a
+    # group prints its left side's value (PostgreSQL's first read here)
+    "intersect_interval": "SELECT INTERVAL '720 hours' AS i INTERSECT SELECT i FROM ev",
+    "except_interval": "SELECT i FROM ev EXCEPT SELECT INTERVAL '24 hours' + INTERVAL '2:03:04.25'",
+    "except_all_interval": "SELECT i FROM ev EXCEPT ALL SELECT INTERVAL '720 hours'",
+    "intersect_all_interval": "(VALUES (INTERVAL '720 hours'), ('720 hours'), ('-14 mons'))"
+    " INTERSECT ALL SELECT i FROM ev",
     "count_distinct_interval": "SELECT count(DISTINCT i) AS n, count(DISTINCT i) FILTER"
     " (WHERE id > 1) AS m FROM ev",
     "join_on_interval": "SELECT x.id, y.id AS other FROM ev x JOIN ev y ON x.i = y.i",
@@ -163,6 +170,8 @@ def test_views_follow_writes(
         # the group of '1 mon' and '30 days' loses '1 mon' (UPDATE): it prints '30 days'
         "iv_follow_group": "SELECT i, count(*) AS n FROM ev GROUP BY i",
         "iv_follow_avg": "SELECT sum(i) AS s, avg(i) AS a, avg(a - b) AS d FROM ev",
+        "iv_follow_intersect": "SELECT INTERVAL '60 days' AS i INTERSECT SELECT i FROM ev",
+        "iv_follow_except": "SELECT i FROM ev EXCEPT ALL SELECT INTERVAL '720 hours'",
     }
     for name, query in queries.items():
         tidemark.execute(f"CREATE MATERIALIZED VIEW {name} AS {query}")

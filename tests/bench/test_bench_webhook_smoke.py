@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
 from bench import webhook
 
-pytestmark = pytest.mark.slow
 
-
+@pytest.mark.slow
 def test_bench_webhook_tiny(tmp_path: Path) -> None:
     argv = ["--seconds", "0.5", "--concurrency", "1,4", "--array-concurrency", "2"]
     assert webhook.main([*argv, "--out", str(tmp_path)]) == 0
@@ -27,3 +28,16 @@ def test_bench_webhook_tiny(tmp_path: Path) -> None:
     assert all(p["requests"] > 0 and p["errors"] == 0 for p in phases)
     assert phases[-1]["events_per_s"] == pytest.approx(phases[-1]["requests_per_s"] * 100, 0.01)
     assert "| 1 event | 4 |" in (tmp_path / "webhook.md").read_text()
+
+
+def test_the_landed_check_finds_lost_repeated_and_unacknowledged_events() -> None:
+    """`check_landed` (what every phase ends with) fails on an acknowledged
+    request whose event is missing, an event stored twice, or one stored
+    for a request that was not acknowledged; it passes on an exact match."""
+    stored = [[1, 1], [2, 2], [4, 1]]  # request number, events stored
+    server = cast(Any, SimpleNamespace(sql=lambda query: stored))
+    with pytest.raises(AssertionError) as failed:
+        webhook.check_landed(server, "events", [1, 2, 3], 1)
+    assert "missing [3], unacknowledged [4], not exactly once [2]" in str(failed.value)
+    stored[:] = [[1, 1], [2, 1]]
+    webhook.check_landed(server, "events", [1, 2], 1)

@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import csv
 import json
+import os
 import random
 import tempfile
 import threading
@@ -61,9 +62,11 @@ def tree_mb(path: Path) -> float:
     """Bytes under `path` in MB: the data the server keeps grows with the
     load generator's tables, and so may what it caches of them."""
     total = 0
-    for file in path.rglob("*"):
-        with contextlib.suppress(OSError):
-            total += file.stat().st_size
+    # os.walk skips a directory that compaction removes while it is walked
+    for directory, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.stat(os.path.join(directory, name)).st_size
     return total / 2**20
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+import pyarrow as pa
 from pandera.errors import SchemaError, SchemaErrorReason
 
 from coordinator_lib.adapter.errors import AdapterError, DependencyDropped
@@ -32,10 +33,13 @@ from coordinator_lib.adapter.secrets import secret_values
 from coordinator_lib.adapter.secrets_key import SecretsKeyError
 from coordinator_lib.adapter.verify import pandera_schema
 from coordinator_lib.compute.local_scalar import eval_scalar, to_numeric
+from coordinator_lib.persist import batch as batch_io
+from coordinator_lib.repr.errors import InvalidRow
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import RelationDesc, ScalarType
 from coordinator_lib.repr.text_map import map_value
+from coordinator_lib.repr.update import Update
 from coordinator_lib.sql.catalog import CatalogItem, ItemKind, QualifiedName
 from coordinator_lib.sql.coercion import parse_text_as
 from coordinator_lib.sql.escape_string import invalid_byte_sequence
@@ -144,6 +148,7 @@ class AppendWebhookResponse:
 
     id: GlobalId
     name: QualifiedName
+    desc: RelationDesc  # the source's columns, as stored
     plan: CreateWebhookSourcePlan
     validator: AppendWebhookValidator | None
 
@@ -443,7 +448,7 @@ class WebhookAppenderCache:
             except AdapterError:
                 return None
             validator = AppendWebhookValidator(plan.validation, values)
-        return AppendWebhookResponse(item.id, item.name, plan, validator)
+        return AppendWebhookResponse(item.id, item.name, item.desc, plan, validator)
 
 
 # --- appending ----------------------------------------------------------------------------
@@ -602,12 +607,42 @@ class WebhookAppender:
                     outcomes[item.index] = refusal
 
     def _commit_group(self, group: list[_Staged], outcomes: list[Outcome | None]) -> None:
-        changes: dict[GlobalId, list[tuple[Row, int]]] = {}
+        encoded = self._encode(group, outcomes)
+        if not encoded:
+            return
+        timestamp = self.coord.commit_writes({id: [] for id in encoded}, encoded)
         for item in group:
-            changes.setdefault(item.source.id, []).extend((row, 1) for row in item.rows)
-        timestamp = self.coord.commit_writes(changes)
+            if outcomes[item.index] is None:
+                outcomes[item.index] = AppendResult(len(item.rows), timestamp)
+
+    def _encode(
+        self, group: list[_Staged], outcomes: list[Outcome | None]
+    ) -> dict[GlobalId, pa.Table]:
+        """Each source's rows of `group` as one batch table (what group
+        commit appends), built once per batch rather than per request. The
+        rows were built to fit the source's columns (typed bodies checked by
+        pandera), so they are not checked again row by row; a value Arrow
+        cannot hold fails only its own request (400)."""
+        updates: dict[GlobalId, list[Update]] = {}
         for item in group:
-            outcomes[item.index] = AppendResult(len(item.rows), timestamp)
+            updates.setdefault(item.source.id, []).extend(Update(r, 0, 1) for r in item.rows)
+        descs = {item.source.id: item.source.desc for item in group}
+        try:
+            return {id: batch_io.updates_to_table(ups, descs[id]) for id, ups in updates.items()}
+        except InvalidRow:
+            pass
+        kept: list[_Staged] = []
+        for item in group:  # find the requests that cannot be stored
+            try:
+                batch_io.updates_to_table([Update(r, 0, 1) for r in item.rows], item.source.desc)
+                kept.append(item)
+            except InvalidRow as error:
+                message = f"body does not match the source's schema: {_short(error)}"
+                outcomes[item.index] = AppendWebhookError(400, message)
+        updates = {}
+        for item in kept:
+            updates.setdefault(item.source.id, []).extend(Update(r, 0, 1) for r in item.rows)
+        return {id: batch_io.updates_to_table(ups, descs[id]) for id, ups in updates.items()}
 
     def _refusal(self, source: AppendWebhookResponse, error: Exception) -> Exception:
         """What a failed commit answers: 404 for a source dropped just now,

@@ -16,14 +16,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from coordinator_lib.adapter import webhook as webhook_module
 from coordinator_lib.adapter.client import Handle, serve
 from coordinator_lib.adapter.idempotency import IdempotencyKeys
 from coordinator_lib.adapter.webhook import (
     AppendResult,
     AppendWebhookError,
     WebhookAppender,
+    WebhookRequest,
     jsonb_text,
 )
+from coordinator_lib.repr.errors import InvalidRow
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.jsonb import canonical_jsonb
 from coordinator_lib.repr.relation import TIME_COLUMN
@@ -161,7 +164,7 @@ def test_duplicates_write_nothing_and_failures_can_be_retried(
     assert sorted(r.duplicate for r in results) == [False] + [True] * 7
     commit = coord.commit_writes
 
-    def failing(changes: Any) -> int:
+    def failing(changes: Any, encoded: Any = None) -> int:
         raise RuntimeError("storage is down")
 
     monkeypatch.setattr(coord, "commit_writes", failing)
@@ -244,3 +247,30 @@ def test_stored_jsonb_text_is_canonical(value: Any) -> None:
     else:
         with pytest.raises(ValueError):
             jsonb_text(value)
+
+
+def test_a_request_that_cannot_be_encoded_fails_alone(
+    handle: Handle, sql: Sql, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's rows are encoded together; if that fails, only the request
+    whose rows cannot be stored is refused (400), and the rest commit."""
+    sql("CREATE SOURCE events FROM WEBHOOK BODY FORMAT TEXT")
+    appender = WebhookAppender(handle.coordinator)
+    encode = webhook_module.batch_io.updates_to_table
+
+    def refusing(updates: Any, desc: Any) -> Any:
+        if any(update.row[0] == "unstorable" for update in updates):
+            raise InvalidRow("no room for it")
+        return encode(updates, desc)
+
+    monkeypatch.setattr(webhook_module.batch_io, "updates_to_table", refusing)
+    bodies = ["a", "unstorable", "b"]
+    requests = [
+        WebhookRequest("materialize", "public", "events", body.encode(), {}, NOW) for body in bodies
+    ]
+    first, bad, last = appender.append_all(requests)
+    assert isinstance(first, AppendResult) and isinstance(last, AppendResult)
+    assert first.timestamp == last.timestamp  # one commit
+    assert isinstance(bad, AppendWebhookError) and bad.status == 400
+    assert "no room for it" in bad.message
+    assert sorted(sql("SELECT body FROM events")) == [("a",), ("b",)]

@@ -224,10 +224,10 @@ def test_429_over_the_concurrency_limit_and_500_for_a_bug(
     commit = coord.commit_writes
     entered, release = threading.Event(), threading.Event()
 
-    def slow_commit(changes: Any) -> int:
+    def slow_commit(changes: Any, encoded: Any = None) -> int:
         entered.set()
         release.wait(30)
-        return commit(changes)
+        return commit(changes, encoded)
 
     monkeypatch.setattr(coord, "commit_writes", slow_commit)
     first: list[int] = []
@@ -240,7 +240,7 @@ def test_429_over_the_concurrency_limit_and_500_for_a_bug(
     worker.join(30)
     assert first == [200]
 
-    def broken_commit(changes: Any) -> int:
+    def broken_commit(changes: Any, encoded: Any = None) -> int:
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(coord, "commit_writes", broken_commit)
@@ -419,10 +419,10 @@ def test_concurrent_posts_land_exactly_once_in_shared_commits(
     commit = coord.commit_writes
     commits: list[int] = []  # rows in each commit of `burst`
 
-    def slow_commit(changes: Any) -> int:
+    def slow_commit(changes: Any, encoded: Any = None) -> int:
         time.sleep(0.2)  # requests arriving meanwhile queue for the next commit
-        commits.append(sum(len(rows) for rows in changes.values()))
-        return commit(changes)
+        commits.append(sum(table.num_rows for table in encoded.values()))
+        return commit(changes, encoded)
 
     monkeypatch.setattr(coord, "commit_writes", slow_commit)
     clients = 48

@@ -127,13 +127,13 @@ class Shard:
         return self.machine.state()
 
     def upper(self) -> Frontier:
-        return self.state().upper_frontier
+        return self.machine.current_state().upper_frontier
 
     def since(self) -> Frontier:
-        return self.state().since_frontier
+        return self.machine.current_state().since_frontier
 
     def statistics(self) -> ShardStatistics:
-        state = self.state()
+        state = self.machine.current_state()
         return ShardStatistics(
             rows=sum(b.rows for b in state.batches),
             bytes=sum(b.bytes for b in state.batches),

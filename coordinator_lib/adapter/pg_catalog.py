@@ -110,14 +110,12 @@ TYPMOD_HEADER = 4
 
 
 def column_pg_type(column: ColumnType) -> tuple[PgTypeRow, int]:
-    """The pg_type row and typmod (-1: none) of a column: text with a
-    length is varchar(n), as it was declared."""
-    if column.length is None:
-        return _BY_SCALAR.get(column.scalar_type, _BY_SCALAR[ScalarType.TEXT]), -1
-    typmod = column.length + TYPMOD_HEADER
-    if column.scalar_type is ScalarType.TEXT:
+    """The pg_type row and typmod (-1: none) of a column: text declared
+    varchar or with a length is varchar[(n)], as it was declared."""
+    typmod = -1 if column.length is None else column.length + TYPMOD_HEADER
+    if column.scalar_type is ScalarType.TEXT and (column.varchar or column.length is not None):
         return _BY_OID[VARCHAR_OID], typmod
-    return _BY_SCALAR[column.scalar_type], typmod
+    return _BY_SCALAR.get(column.scalar_type, _BY_SCALAR[ScalarType.TEXT]), typmod
 
 
 def pg_type_rows() -> list[tuple]:

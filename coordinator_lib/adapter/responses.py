@@ -18,7 +18,8 @@ from enum import StrEnum
 from typing import Any
 
 from coordinator_lib.adapter.errors import AdapterNotice
-from coordinator_lib.repr.relation import ScalarType
+from coordinator_lib.adapter.pg_catalog import column_pg_type
+from coordinator_lib.repr.relation import ColumnType, ScalarType
 
 Row = tuple[Any, ...]
 
@@ -60,11 +61,24 @@ class ExecuteResponseKind(StrEnum):
 @dataclass(frozen=True)
 class ResultColumn:
     """One column of a result: the name the client sees and its SQL type
-    (the servers derive PostgreSQL type OIDs and JSON encodings from it)."""
+    (the servers derive PostgreSQL type OIDs and JSON encodings from it;
+    `type_oid` and `typmod` are set for varchar[(n)] and char(n), which
+    keep their declared type, as pg_attribute shows it)."""
 
     name: str
     scalar_type: ScalarType
     nullable: bool = True
+    type_oid: int | None = None
+    typmod: int = -1
+
+    @staticmethod
+    def of(name: str, column: ColumnType, nullable: bool | None = None) -> ResultColumn:
+        """The column `name` of type `column` (`nullable` overriding its own)."""
+        nullable = column.nullable if nullable is None else nullable
+        if column.scalar_type not in (ScalarType.TEXT, ScalarType.BPCHAR):
+            return ResultColumn(name, column.scalar_type, nullable)
+        pg_type, typmod = column_pg_type(column)
+        return ResultColumn(name, column.scalar_type, nullable, pg_type.oid, typmod)
 
 
 @dataclass

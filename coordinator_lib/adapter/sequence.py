@@ -635,8 +635,7 @@ def select_columns(plan: p.SelectPlan) -> tuple[ResultColumn, ...]:
     desc = plan.desc
     names = plan.column_names or desc.names
     return tuple(
-        ResultColumn(name, column.scalar_type, column.nullable)
-        for name, column in zip(names, desc.types, strict=True)
+        ResultColumn.of(name, column) for name, column in zip(names, desc.types, strict=True)
     )
 
 

@@ -44,7 +44,7 @@ def subscribe_columns(plan: SubscribePlan) -> tuple[ResultColumn, ...]:
         columns.append(ResultColumn("mz_progressed", ScalarType.BOOLEAN, False))
     columns.append(ResultColumn("mz_diff", ScalarType.BIGINT, plan.progress))
     for name, column in zip(desc.names, desc.types, strict=True):
-        columns.append(ResultColumn(name, column.scalar_type, column.nullable or plan.progress))
+        columns.append(ResultColumn.of(name, column, column.nullable or plan.progress))
     return tuple(columns)
 
 

@@ -171,11 +171,14 @@ def parse_scalar_type(name: str) -> ScalarType:
 class ColumnType:
     """A column's type. `length` is the declared `n` of `varchar(n)` (on
     text) or `char(n)` (on bpchar): PostgreSQL's type modifier, which writes
-    into the column enforce (sql/typmod.py) and the catalog shows."""
+    into the column enforce (sql/typmod.py) and the catalog shows. `varchar`:
+    text declared `varchar` / `character varying`, with or without a length,
+    which the catalog and pgwire show as PostgreSQL's varchar (OID 1043)."""
 
     scalar_type: ScalarType
     nullable: bool = True
     length: int | None = None
+    varchar: bool = False
 
 
 @dataclass(frozen=True)
@@ -249,7 +252,8 @@ class RelationDesc:
         return {
             "names": list(self.names),
             "types": [
-                [t.scalar_type.value, t.nullable] + ([] if t.length is None else [t.length])
+                [t.scalar_type.value, t.nullable]
+                + ([t.length, True] if t.varchar else [] if t.length is None else [t.length])
                 for t in self.types
             ],
             "keys": [list(k) for k in self.keys],

@@ -535,9 +535,9 @@ def column_json(column: ResultColumn) -> dict[str, Any]:
     pg_type = PG_TYPES[column.scalar_type]
     return {
         "name": column.name,
-        "type_oid": pg_type.oid,
+        "type_oid": pg_type.oid if column.type_oid is None else column.type_oid,
         "type_len": pg_type.size,
-        "type_mod": -1,
+        "type_mod": column.typmod,
     }
 
 

@@ -201,7 +201,10 @@ def _row_description(columns: Sequence[ResultColumn], formats: Sequence[int]) ->
     parts = [struct.pack(">h", len(columns))]
     for column, fmt in zip(columns, formats, strict=True):
         pg = PG_TYPES[column.scalar_type]
-        parts.append(_cstr(column.name) + struct.pack(">ihihih", 0, 0, pg.oid, pg.size, -1, fmt))
+        oid = pg.oid if column.type_oid is None else column.type_oid
+        parts.append(
+            _cstr(column.name) + struct.pack(">ihihih", 0, 0, oid, pg.size, column.typmod, fmt)
+        )
     return _message(b"T", b"".join(parts))
 
 

@@ -28,8 +28,9 @@ from sqlglot import exp
 from coordinator_lib.expr.scalar import NUMERIC_RANK, is_integer, is_numeric
 from coordinator_lib.expr.text_input import INT_RANGES, REAL_MAX, TextInputError
 from coordinator_lib.expr.text_input import parse_text_as as _parse_text_as
+from coordinator_lib.repr.interval import QUALIFIERS
 from coordinator_lib.repr.numeric import NumericFieldOverflow, numeric_display, to_numeric
-from coordinator_lib.repr.relation import ScalarType
+from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.sql.errors import (
     DatetimeFieldOverflow,
     InvalidDatetimeFormat,
@@ -37,6 +38,7 @@ from coordinator_lib.sql.errors import (
     InvalidTextRepresentation,
     InvalidTimeZoneDisplacement,
     NumericValueOutOfRange,
+    ParseError,
     SqlError,
     UnknownType,
     UnsupportedFeature,
@@ -99,6 +101,8 @@ def scalar_type_of(data_type: exp.DataType) -> ScalarType:
     if kind in _DTYPES:
         type_length(data_type)
         return _DTYPES[kind]
+    if isinstance(kind, exp.Interval):  # `interval hour`: fields, `interval_typmod`
+        return S.INTERVAL
     if kind is exp.DType.ARRAY and len(data_type.expressions) == 1:  # `integer[]`
         element = data_type.expressions[0]
         if isinstance(element, exp.DataType) and element.this is not exp.DType.ARRAY:
@@ -142,6 +146,34 @@ def type_length(data_type: exp.DataType) -> int | None:
     if not 1 <= length <= VARCHAR_MAX_LENGTH:
         raise InvalidParameter(f"length for type {name} must be between 1 and {VARCHAR_MAX_LENGTH}")
     return length
+
+
+def declared_type(data_type: exp.DataType, nullable: bool = True) -> ColumnType:
+    """A column's type as declared: its scalar type, `varchar(n)` /
+    `char(n)`'s length, and whether text was declared varchar."""
+    varchar = data_type.this in (exp.DType.VARCHAR, exp.DType.NVARCHAR)
+    return ColumnType(scalar_type_of(data_type), nullable, type_length(data_type), varchar)
+
+
+def interval_typmod(data_type: exp.DataType) -> tuple[str, int] | None:
+    """The qualifier (`HOUR`, `DAY TO SECOND`; "" for none) and seconds
+    precision (6 for none) of `interval <fields>(p)`, or None for a plain
+    interval or another type."""
+    kind, params = data_type.this, data_type.expressions
+    fields = kind.args["unit"].sql().upper() if isinstance(kind, exp.Interval) else ""
+    if not fields and not (kind is exp.DType.INTERVAL and params):
+        return None
+    if fields and fields not in QUALIFIERS:
+        raise ParseError(f"invalid interval qualifier {fields}")
+    precision = 6
+    if params:
+        digits = params[0].this
+        if len(params) != 1 or not isinstance(digits, exp.Literal) or digits.is_string:
+            raise InvalidParameter("INTERVAL precision must be an integer")
+        precision = int(digits.this)
+        if precision < 0:
+            raise InvalidParameter(f"INTERVAL({precision}) precision must not be negative")
+    return fields, min(precision, 6)
 
 
 def timestamp_precision(data_type: exp.DataType) -> int | None:

@@ -251,6 +251,27 @@ class TidemarkParser(StatementParser):
             unit = exp.Var(this=qualifier)
         return self.expression(exp.Interval(this=this, unit=unit))
 
+    def _parse_types(
+        self,
+        check_func: bool = False,
+        schema: bool = False,
+        allow_identifiers: bool = True,
+        with_collation: bool = False,
+    ) -> exp.Expr | None:
+        """The type `interval <fields> SECOND(p)` keeps its precision as the
+        DataType's parameter, as `interval(p)` does (sqlglot stops at `(`)."""
+        this = super()._parse_types(check_func, schema, allow_identifiers, with_collation)
+        if (
+            isinstance(this, exp.DataType)
+            and isinstance(this.this, exp.Interval)
+            and this.this.args["unit"].sql().upper().endswith("SECOND")
+            and self._match(TokenType.L_PAREN)
+        ):
+            digits = self._parse_number()
+            self._match_r_paren()
+            this.set("expressions", [exp.DataTypeParam(this=digits)])
+        return this
+
     def _parse_type(
         self, parse_interval: bool = True, fallback_to_identifier: bool = False
     ) -> exp.Expr | None:
@@ -661,6 +682,15 @@ class TidemarkGenerator(MaterializeGenerator):
         CreateSource: lambda self, e: TidemarkGenerator._create_source_sql(self, e),
         Explain: lambda self, e: TidemarkGenerator._explain_sql(self, e),
     }
+
+    def datatype_sql(self, expression: exp.DataType) -> str:
+        """`INTERVAL(p)` and `INTERVAL DAY TO SECOND(p)`: the precision
+        after the fields (sqlglot prints `INTERVAL p`)."""
+        this, params = expression.this, expression.expressions
+        if params and (this is exp.DType.INTERVAL or isinstance(this, exp.Interval)):
+            bare = super().datatype_sql(exp.DataType(this=this))
+            return f"{bare}({self.expressions(expression, flat=True)})"
+        return super().datatype_sql(expression)
 
     def interval_sql(self, expression: exp.Interval) -> str:
         """`INTERVAL '1-2' YEAR TO MONTH` as written (a stored view is

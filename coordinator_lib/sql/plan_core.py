@@ -20,7 +20,7 @@ from coordinator_lib.expr.scalar import Column, Literal, ScalarExpr, conjuncts
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import ColumnType, RelationDesc, ScalarType
 from coordinator_lib.sql.catalog import CatalogItem, ItemKind, QualifiedName
-from coordinator_lib.sql.coercion import parse_interval_ms, scalar_type_of, type_length
+from coordinator_lib.sql.coercion import declared_type, parse_interval_ms
 from coordinator_lib.sql.constraints import (
     is_key_constraint,
     is_table_constraint,
@@ -237,7 +237,7 @@ def plan_create_table(statement: exp.Create, ctx: PlanContext) -> CreateTablePla
         if kind is None:
             raise ParseError(f'column "{column_name}" needs a type', position_of(column))
         try:
-            scalar = scalar_type_of(kind)
+            declared = declared_type(kind)
         except SqlError as error:
             raise error.at(position_of(kind) or position_of(column)) from None
         nullable = True
@@ -251,7 +251,7 @@ def plan_create_table(statement: exp.Create, ctx: PlanContext) -> CreateTablePla
                     position_of(constraint) or position_of(column),
                 )
         names.append(column_name)
-        types.append(ColumnType(scalar, nullable, type_length(kind)))
+        types.append(replace(declared, nullable=nullable))
     unique = plan_unique_constraints(schema, name.item, names)
     primary = not_null_columns(unique)
     types = [replace(t, nullable=False) if i in primary else t for i, t in enumerate(types)]

@@ -15,7 +15,7 @@ column reference is a GroupingError.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,7 @@ from coordinator_lib.expr.scalar import (
     is_numeric,
 )
 from coordinator_lib.expr.temporal import MzNow
+from coordinator_lib.repr.interval import Interval
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.sql import function_calls
 from coordinator_lib.sql.coercion import (
@@ -46,14 +47,15 @@ from coordinator_lib.sql.coercion import (
     can_cast_explicitly,
     can_cast_implicitly,
     common_type,
+    declared_type,
     fold_cast,
     integer_literal_type,
+    interval_typmod,
     number_literal,
     operator_type,
     parse_text_as,
     scalar_type_of,
     timestamp_precision,
-    type_length,
 )
 from coordinator_lib.sql.errors import (
     CannotCoerce,
@@ -677,9 +679,13 @@ class ScalarBinder:
             raise UnsupportedFeature("this form of CAST is not supported", position_of(node))
         try:
             target = scalar_type_of(node.to)
+            typmod = interval_typmod(node.to)
         except SqlError as error:
             raise error.at(position_of(node.to) or position_of(node)) from None
         value = self.bind(node.this)
+        known_text = isinstance(value.expr, Literal) and value.expr.value is not None
+        if typmod is not None and value.unknown and known_text:
+            return self._interval_literal(node, value, *typmod)
         if value.unknown:
             cast = self.resolve_unknown(value, target, node.this)
         elif not can_cast_explicitly(value.scalar, target):
@@ -688,11 +694,21 @@ class ScalarBinder:
             )
         else:
             cast = self.cast_to(value, target, node)
-        length = type_length(node.to)
-        if length is not None:  # an explicit cast cuts the text to the length (char pads)
-            count = Literal(length, ColumnType(ScalarType.INTEGER, False))
+        if typmod is not None:  # PostgreSQL's interval_scale
+            fields = Literal(typmod[0], ColumnType(S.TEXT, False))
+            digits = Literal(typmod[1], ColumnType(S.INTEGER, False))
+            restricted = CallFunction("interval_restrict", (cast.expr, fields, digits), cast.type)
+            return self.typed(restricted)
+        # the result shows as declared (varchar, varchar(n), char(n))
+        declared = replace(declared_type(node.to), nullable=cast.type.nullable)
+        if declared.length is not None:  # an explicit cast cuts the text to it (char pads)
+            count = Literal(declared.length, ColumnType(ScalarType.INTEGER, False))
             cut = "bpchar_cut" if target is S.BPCHAR else "left"
-            return self.typed(CallFunction(cut, (cast.expr, count), cast.type))
+            return self.typed(CallFunction(cut, (cast.expr, count), declared))
+        if declared.varchar and isinstance(cast.expr, Literal):
+            return self.typed(Literal(cast.expr.value, declared))
+        if cast.type.varchar and not declared.varchar:  # varchar::text is text
+            return self.typed(Cast(cast.expr, target))
         try:
             precision = timestamp_precision(node.to)
         except SqlError as error:
@@ -701,6 +717,16 @@ class ScalarBinder:
             return cast
         digits = Literal(precision, ColumnType(ScalarType.INTEGER, False))
         return self.typed(CallFunction("timestamp_round", (cast.expr, digits), cast.type))
+
+    def _interval_literal(self, node: exp.Cast, value: Typed, fields: str, precision: int) -> Typed:
+        """`'...'::interval <fields>(p)` reads the text with the qualifier
+        (a bare number is its last field), as `INTERVAL '...' <fields>` does."""
+        assert isinstance(value.expr, Literal)
+        try:
+            parsed = function_calls.parse_interval(value.expr.value, fields or None, precision)
+        except SqlError as error:
+            raise error.at(position_of(node.this) or position_of(node)) from None
+        return literal(Interval(*parsed), S.INTERVAL)
 
     def _case(self, node: exp.Case) -> Typed:
         operand_node = node.args.get("this")

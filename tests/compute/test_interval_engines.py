@@ -45,6 +45,8 @@ INTERVALS = {
         # matched by key: '2 mons' (after the UPDATE) = '60 days', '1 mon' = '720 hours'
         "matched": "SELECT INTERVAL '60 days' AS i INTERSECT SELECT i FROM ev",
         "unmatched": "SELECT i FROM ev EXCEPT ALL SELECT INTERVAL '720 hours'",
+        "typmods": "SELECT id, i::interval hour AS h, (a - b)::interval(0) AS p0,"
+        " CAST(a - b AS interval day to second(1)) AS ds FROM ev",
     },
     "writes": [
         "INSERT INTO ev VALUES (6, '2020-12-31', '2020-02-29', '2 mons 1 day'),"

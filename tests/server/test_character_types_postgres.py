@@ -128,3 +128,55 @@ def test_psql_describe_shows_the_modifiers(tidemark: psycopg.Connection[Any]) ->
         "b|character(1)|||",
         "n|integer|||",
     ]
+
+
+# varchar keeps its name without a length too; casts show the type they name
+DECLARED = "CREATE TABLE vt (a varchar, b varchar(5), c char(3), d text, e character varying(2))"
+DECLARED_QUERY = (
+    "SELECT a, b, c, d, e, b || 'x' AS f, 'x'::varchar(3) AS g, 'x'::varchar AS h,"
+    " 'x'::char(2) AS i, a::text AS j FROM vt"
+)
+
+
+def _described(conn: psycopg.Connection[Any], query: str) -> list[tuple[Any, ...]]:
+    """Each result column as psycopg sees it: name, type OID, length from the typmod."""
+    description = conn.execute(query).description
+    assert description is not None
+    return [(c.name, c.type_code, c.display_size) for c in description]
+
+
+def _format_types(conn: psycopg.Connection[Any], relation: str) -> list[tuple[Any, ...]]:
+    return conn.execute(
+        "SELECT attname, atttypid::int, atttypmod, format_type(atttypid, atttypmod)"
+        f" FROM pg_attribute WHERE attrelid = '{relation}'::regclass AND attnum > 0"
+        " ORDER BY attnum"
+    ).fetchall()
+
+
+def test_declared_types_reach_clients_as_postgres(
+    tidemark: psycopg.Connection[Any], postgres: psycopg.Connection[Any]
+) -> None:
+    """varchar (1043) and char(n) (1042) with typmod n + 4 in RowDescription,
+    for a table's columns, casts, and a view's and a materialized view's
+    columns; pg_attribute and psql's `\\d` name them as PostgreSQL does."""
+    tidemark.execute(DECLARED)
+    postgres.execute(DECLARED.replace("CREATE TABLE", "CREATE TEMP TABLE"))
+    for conn in (tidemark, postgres):
+        conn.execute("INSERT INTO vt VALUES ('x', 'yy', 'z', 'w', 'q')")
+    expected = _described(postgres, DECLARED_QUERY)
+    assert _described(tidemark, DECLARED_QUERY) == expected
+    postgres.execute(f"CREATE TEMP VIEW vt_view AS {DECLARED_QUERY}")
+    tidemark.execute(f"CREATE VIEW vt_view AS {DECLARED_QUERY}")
+    tidemark.execute(f"CREATE MATERIALIZED VIEW vt_mv AS {DECLARED_QUERY}")
+    assert _described(tidemark, "SELECT * FROM vt_view") == expected
+    assert _described(tidemark, "SELECT * FROM vt_mv") == expected
+    assert _format_types(tidemark, "vt") == _format_types(postgres, "vt")
+    assert _format_types(tidemark, "vt_mv") == _format_types(postgres, "vt_view")
+    lines = psql(tidemark.port, r"\d vt")  # type: ignore[attr-defined]
+    assert lines[2:7] == [
+        "a|character varying|||",
+        "b|character varying(5)|||",
+        "c|character(3)|||",
+        "d|text|||",
+        "e|character varying(2)|||",
+    ]

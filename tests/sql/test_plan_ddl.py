@@ -57,7 +57,7 @@ def test_create_table_desc() -> None:
         ("Mixed", "double precision"),
         ("flag", "boolean"),
     )
-    varchar_20 = ColumnType(ScalarType.TEXT, True, 20)  # text that keeps its length
+    varchar_20 = ColumnType(ScalarType.TEXT, True, 20, varchar=True)  # text that keeps its length
     types = (expected.types[0], varchar_20, *expected.types[2:])
     assert plan.desc == RelationDesc(expected.names, types)
     assert plan.create_sql.startswith("CREATE TABLE materialize.public.s1 (id BIGINT NOT NULL")

@@ -29,6 +29,7 @@ from coordinator_lib.repr.interval import (
     MONTH_DAYS,
     Interval,
     IntervalOutOfRange,
+    restrict,
     trunc_div,
 )
 from coordinator_lib.repr.relation import ScalarType
@@ -265,6 +266,13 @@ def extract_interval(field: str, a: Interval) -> decimal.Decimal:
 @scalar_function("date_part_interval", sig(S.TEXT, S.INTERVAL, result=S.DOUBLE), sql=())
 def date_part_interval(field: str, a: Interval) -> float:
     return float(_interval_field(field, a))
+
+
+@scalar_function("interval_restrict", sig(S.INTERVAL, S.TEXT, S.INTEGER, result=S.INTERVAL), sql=())
+def interval_restrict(a: Interval, qualifier: str, precision: int) -> Interval:
+    """A cast to `interval <fields>(p)` (PostgreSQL's interval_scale): the
+    fields right of the qualifier's last dropped, seconds rounded to p."""
+    return restrict(a, qualifier or None, precision)
 
 
 @scalar_function("justify_days", sig(S.INTERVAL, result=S.INTERVAL))

@@ -157,13 +157,21 @@ def _call_function(
     return F.when(any_null, F.lit(None).cast(out)).otherwise(result)
 
 
+def _from_spark(value: Any) -> Any:
+    """A UDF's argument as the Python implementation takes it: an interval
+    struct as an Interval, an array (a list) as a tuple of such values."""
+    if isinstance(value, list):
+        return tuple(from_struct(v) for v in value)
+    return from_struct(value)
+
+
 def _python_udf(name: str, out: T.DataType) -> Any:
     """A function's Python implementation as a Spark UDF; its errors carry
     their SQLSTATE in the message (as `RaiseError`'s do)."""
 
     def call(*args: Any) -> Any:
         try:
-            return to_struct(evaluate(name, [from_struct(arg) for arg in args]))
+            return to_struct(evaluate(name, [_from_spark(arg) for arg in args]))
         except ValueError as error:
             code = getattr(error, "code", "22000")
             raise ValueError(f"{error} (SQLSTATE {code})") from None

@@ -23,6 +23,12 @@ class JsonbObjectAgg(exp.Expression, exp.AggFunc):
     _sql_names: ClassVar[list[str]] = ["JSONB_OBJECT_AGG"]
 
 
+class MapAgg(JsonbObjectAgg):
+    """Materialize's map_agg(keys, values): planned as jsonb_object_agg is."""
+
+    _sql_names: ClassVar[list[str]] = ["MAP_AGG"]
+
+
 class VarSamp(exp.Variance):
     _sql_names: ClassVar[list[str]] = ["VAR_SAMP"]
 
@@ -38,8 +44,9 @@ def _builder(node: type[exp.Func]) -> Callable[[list[Any]], exp.Func]:
 FUNCTIONS: dict[str, Callable[[list[Any]], exp.Func]] = {
     "JSONB_AGG": _builder(JsonbAgg),
     "JSONB_OBJECT_AGG": _builder(JsonbObjectAgg),
+    "MAP_AGG": _builder(MapAgg),
     "VAR_SAMP": _builder(VarSamp),
     "VAR_POP": _builder(VarPop),
 }
 
-__all__ = ["FUNCTIONS", "JsonbAgg", "JsonbObjectAgg", "VarPop", "VarSamp"]
+__all__ = ["FUNCTIONS", "JsonbAgg", "JsonbObjectAgg", "MapAgg", "VarPop", "VarSamp"]

@@ -48,7 +48,7 @@ from coordinator_lib.expr.scalar import (
     VariadicFunc,
 )
 from coordinator_lib.repr.relation import ColumnType, ScalarType
-from coordinator_lib.sql.aggregate_syntax import JsonbAgg, JsonbObjectAgg
+from coordinator_lib.sql.aggregate_syntax import JsonbAgg, JsonbObjectAgg, MapAgg
 from coordinator_lib.sql.errors import UnsupportedFeature
 from coordinator_lib.sql.positions import position_of
 from coordinator_lib.sql.scalar import (
@@ -297,6 +297,12 @@ def _plan_jsonb_agg(
         key = fields[0]
         text = ColumnType(S.TEXT, key.type.nullable)
         fields = [Typed(Cast(key.expr, S.TEXT), text), finalize(binder.bind(value_node))]
+        if isinstance(call, MapAgg) and fields[1].scalar is not S.TEXT:
+            raise UnsupportedFeature(
+                f"map_agg of {fields[1].scalar.value} values is not supported"
+                " (Tidemark's maps are map[text=>text])",
+                position_of(value_node),
+            )
     if any(f.scalar.is_array for f in fields):
         raise UnsupportedFeature(f"{name} of an array is not supported", position_of(call))
     order_exprs, order = _order_keys(keys, binder, name)
@@ -323,13 +329,17 @@ def plan_interval_sum(
     microseconds apart, and the count, so a view maintains them with the
     accumulable COUNT/SUM rule. Above the Reduce the sums become one
     interval; avg divides it by the count as PostgreSQL's interval_avg
-    (interval_div: fractions of months cascade to days, of days to time)."""
+    (interval_div: fractions of months cascade to days, of days to time).
+    DISTINCT collects the values (array_agg) and keeps one per
+    interval_cmp key above the Reduce: equal intervals ('1 mon', '30
+    days') count once, as the greatest, the value their group prints."""
     name = call.sql_name().lower()
-    if distinct:  # which of equal intervals ('1 mon', '30 days') would count is undefined
-        raise UnsupportedFeature(f"{name}(DISTINCT interval) is not supported", position_of(call))
     arg = value.expr
     if condition is not None:
         arg = If(condition.expr, arg, null_of(S.INTERVAL))
+    if distinct:
+        values = index(AggregateExpr(AggregateFunc.ARRAY_AGG, Record((arg,)), order=()))
+        return (f"interval_{name}_distinct", (values,), S.INTERVAL)
     bigint = ColumnType(S.BIGINT, True)
     columns = tuple(
         index(AggregateExpr(AggregateFunc.SUM, CallFunction(field, (arg,), bigint)))
@@ -341,6 +351,8 @@ def plan_interval_sum(
 
 def _interval_sum(kind: str, columns: tuple[int, ...]) -> ScalarExpr:
     interval = ColumnType(S.INTERVAL, True)
+    if kind.endswith("_distinct"):  # interval_sum_distinct / interval_avg_distinct
+        return CallFunction(kind, (Column(columns[0]),), interval)
     months, days, micros, count = map(Column, columns)
     total = CallFunction("interval_of_sums", (months, days, micros), interval)
     if kind == "interval_sum":
@@ -360,12 +372,14 @@ def extra_result(
     the Reduce's output `columns` (`types`: the Reduce's output types)."""
     if kind == "bool":
         return bool_result(columns[0])
-    if kind in ("interval_sum", "interval_avg"):
+    if kind.startswith(("interval_sum", "interval_avg")):
         return _interval_sum(kind, columns)
     if kind in VARIANCES.values():
         assert result is not None
         total, squares, count = map(Column, columns)
         return _variance(kind, total, squares, count, result)
+    if kind == "map_agg":
+        return CallFunction("map_of_entries", tuple(map(Column, columns)), ColumnType(S.MAP_TEXT))
     jsonb = ColumnType(S.JSONB, True)
     if kind == "jsonb_agg":
         elements = types[columns[0]].scalar_type.element

@@ -347,13 +347,18 @@ def _json_get(b: ScalarBinder, node: exp.JSONExtract | exp.JSONExtractScalar) ->
     return value
 
 
-def _map_contains_key(b: ScalarBinder, node: exp.JSONBContainsTopKey) -> Typed:
-    """`map ? key` (Materialize's map; jsonb's `?` is not bound)."""
-    args = _Args(b, node, "?", [node.this, node.expression])
-    if args.values[0].unknown or args.values[0].scalar is not S.MAP_TEXT:
-        left, right = args.values
-        raise b.no_operator(node, "?", left.scalar, right.scalar)
-    return args.call("map_contains_key")
+def _map_keys_test(name: str, symbol: str) -> Callable[[Any, Any], Typed]:
+    """`map ? key`, `map ?& keys`, `map ?| keys` (Materialize's map; jsonb's
+    are not bound)."""
+
+    def bind(b: ScalarBinder, node: exp.Expr) -> Typed:
+        args = _Args(b, node, symbol, [node.this, node.expression])
+        if args.values[0].unknown or args.values[0].scalar is not S.MAP_TEXT:
+            left, right = args.values
+            raise b.no_operator(node, symbol, left.scalar, right.scalar)
+        return args.call(name)
+
+    return bind
 
 
 def _nullable(value: Typed) -> Typed:
@@ -375,11 +380,27 @@ def _json_path(b: ScalarBinder, node: exp.JSONBExtract | exp.JSONBExtractScalar)
     return _nullable(_Args(b, node, name, []).call(name, [value, path]))
 
 
-def _json_contains(b: ScalarBinder, node: exp.ArrayContainsAll) -> Typed:
-    left, right = _jsonb(b, node.this), _jsonb(b, node.expression)
-    if left.scalar is not S.JSONB or right.scalar is not S.JSONB:
-        raise b.no_operator(node, "@>", left.scalar, right.scalar)
-    return _Args(b, node, "@>", []).call("jsonb_contains", [left, right])
+def _contains(flipped: bool) -> Callable[[Any, Any], Typed]:
+    """`a @> b` (`b <@ a` when flipped) of two jsonb values or two maps (an
+    untyped literal takes the other side's type)."""
+    symbol = "<@" if flipped else "@>"
+
+    def bind(b: ScalarBinder, node: exp.Expr) -> Typed:
+        nodes = [node.this, node.expression]
+        values = [b.bind(n) for n in nodes]
+        known = {v.scalar for v in values if not v.unknown}
+        kind = S.MAP_TEXT if S.MAP_TEXT in known else S.JSONB
+        values = [
+            b.resolve_unknown(v, kind, n) if v.unknown else v
+            for v, n in zip(values, nodes, strict=True)
+        ]
+        left, right = values
+        if left.scalar is not kind or right.scalar is not kind:
+            raise b.no_operator(node, symbol, left.scalar, right.scalar)
+        name = "map_contains_map" if kind is S.MAP_TEXT else "jsonb_contains"
+        return _Args(b, node, symbol, []).call(name, values[::-1] if flipped else values)
+
+    return bind
 
 
 def _date_part(b: ScalarBinder, node: exp.Anonymous) -> Typed:
@@ -649,11 +670,14 @@ _BESPOKE: dict[type, Callable[[Any, Any], Typed]] = {
     exp.RegexpLike: _regex_match("regex_match", "~"),
     exp.RegexpILike: _regex_match("regex_imatch", "~*"),
     exp.JSONExtract: _json_get,
-    exp.JSONBContainsTopKey: _map_contains_key,
+    exp.JSONBContainsTopKey: _map_keys_test("map_contains_key", "?"),
+    exp.JSONBContainsAllTopKeys: _map_keys_test("map_contains_all_keys", "?&"),
+    exp.JSONBContainsAnyTopKeys: _map_keys_test("map_contains_any_keys", "?|"),
     exp.JSONExtractScalar: _json_get,
     exp.JSONBExtract: _json_path,
     exp.JSONBExtractScalar: _json_path,
-    exp.ArrayContainsAll: _json_contains,
+    exp.ArrayContainsAll: _contains(flipped=False),
+    exp.ArrayContainedBy: _contains(flipped=True),
 }
 _BESPOKE_NAMED: dict[str, Callable[[Any, Any], Typed]] = {
     "date_part": _date_part,

@@ -18,6 +18,7 @@ bool_and/bool_or are planned as GROUP BY plans them (sql/aggregates.py).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from sqlglot import exp
 
@@ -50,7 +51,12 @@ from coordinator_lib.expr.scalar import (
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.sql import interval_keys
 from coordinator_lib.sql.aggregate_syntax import JsonbAgg, JsonbObjectAgg
-from coordinator_lib.sql.aggregates import EXTRA_AGGREGATES, extra_result, plan_extra_aggregate
+from coordinator_lib.sql.aggregates import (
+    EXTRA_AGGREGATES,
+    extra_result,
+    plan_extra_aggregate,
+    plan_interval_sum,
+)
 from coordinator_lib.sql.errors import InvalidColumnReference, SqlError, UnsupportedFeature
 from coordinator_lib.sql.positions import position_of
 from coordinator_lib.sql.scalar import (
@@ -359,7 +365,16 @@ class _Planner:
                     "plain",
                     None,
                 )
-            value = check_aggregate_argument(name, self.bind(arg), arg)
+            value = self.bind(arg)
+            if isinstance(call, exp.Sum | exp.Avg) and value.scalar is S.INTERVAL:
+                if value.unknown:
+                    value = self.binder.resolve_unknown(value, S.INTERVAL, arg)
+                planned: Planned = []
+                kind, _, result = plan_interval_sum(
+                    call, value, self._adder(planned, call), None, False
+                )
+                return planned, (kind, result)
+            value = check_aggregate_argument(name, value, arg)
             if isinstance(call, exp.Avg):
                 return [
                     (WindowExpr(WindowFunc.SUM), [value]),
@@ -431,6 +446,16 @@ class _Planner:
         their aggregates a window function over the frame."""
         self.check_not_nested(call)
         planned: Planned = []
+        if isinstance(call, JsonbAgg | JsonbObjectAgg) and window.args.get("order") is not None:
+            raise UnsupportedFeature(
+                f"{name} over an ordered window is not supported", position_of(window)
+            )
+        kind, _, result = plan_extra_aggregate(call, self.binder, self._adder(planned, call), None)
+        return planned, (kind, result)
+
+    def _adder(self, planned: Planned, call: exp.Expr) -> Callable[[AggregateExpr], int]:
+        """The `index` sql/aggregates.py plans an aggregate's parts with:
+        each part a window function over the frame, added to `planned`."""
 
         def add(aggregate: AggregateExpr) -> int:
             if aggregate.distinct:
@@ -452,12 +477,7 @@ class _Planner:
             planned.append((window, values))
             return len(planned) - 1
 
-        if isinstance(call, JsonbAgg | JsonbObjectAgg) and window.args.get("order") is not None:
-            raise UnsupportedFeature(
-                f"{name} over an ordered window is not supported", position_of(window)
-            )
-        kind, _, result = plan_extra_aggregate(call, self.binder, add, None)
-        return planned, (kind, result)
+        return add
 
 
 def plan_windows(

@@ -675,11 +675,21 @@ def figure_colname(node: exp.Expr) -> str:
         return function_calls.called_name(node)
     if type(node) in _POSTGRES_NAMES:
         return _POSTGRES_NAMES[type(node)]
+    if isinstance(node, _OPERATORS):
+        return "?column?"
     if isinstance(node, exp.Func):
         return node.sql_name().lower()
     return "?column?"
 
 
+# Operators sqlglot parses as functions: unnamed, as any operator.
+_OPERATORS = (
+    exp.JSONBContainsTopKey,
+    exp.JSONBContainsAllTopKeys,
+    exp.JSONBContainsAnyTopKeys,
+    exp.ArrayContainsAll,
+    exp.ArrayContainedBy,
+)
 # Functions sqlglot names after another dialect's spelling of them.
 _POSTGRES_NAMES: dict[type[exp.Expr], str] = {
     exp.GroupConcat: "string_agg",

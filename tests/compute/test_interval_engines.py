@@ -45,6 +45,10 @@ INTERVALS = {
         # matched by key: '2 mons' (after the UPDATE) = '60 days', '1 mon' = '720 hours'
         "matched": "SELECT INTERVAL '60 days' AS i INTERSECT SELECT i FROM ev",
         "unmatched": "SELECT i FROM ev EXCEPT ALL SELECT INTERVAL '720 hours'",
+        "distinct_sums": "SELECT extract(epoch FROM sum(DISTINCT i)) AS s,"
+        " avg(DISTINCT i) FILTER (WHERE id <> 3) AS a FROM ev",
+        "over": "SELECT id, avg(i) OVER (ORDER BY id) AS a,"
+        " sum(i) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS s FROM ev",
         "typmods": "SELECT id, i::interval hour AS h, (a - b)::interval(0) AS p0,"
         " CAST(a - b AS interval day to second(1)) AS ds FROM ev",
     },

@@ -118,6 +118,15 @@ QUERIES = {
     "sum_avg_grouped": "SELECT id % 2 AS odd, sum(i) AS s, avg(i) FILTER (WHERE id > 1) AS a,"
     " avg(i * 1.7) AS scaled FROM ev GROUP BY 1",
     "sum_avg_empty": "SELECT sum(i) AS s, avg(i) AS a FROM ev WHERE id > 100",
+    # DISTINCT by PostgreSQL's `=`: '1 mon' and '30 days' count once (which
+    # one PostgreSQL adds is its sort's choice: compared by epoch)
+    "sum_avg_distinct": "SELECT extract(epoch FROM sum(DISTINCT i)) AS se,"
+    " extract(epoch FROM avg(DISTINCT i)) AS ae, sum(DISTINCT i) FILTER (WHERE id <> 3) AS s,"
+    " avg(DISTINCT i) FILTER (WHERE id <> 3) AS a FROM ev",
+    "sum_avg_distinct_grouped": "SELECT id % 2 AS odd, extract(epoch FROM sum(DISTINCT i)) AS s,"
+    " extract(epoch FROM avg(DISTINCT i)) AS a FROM ev GROUP BY 1",
+    "sum_avg_over": "SELECT id, sum(i) OVER (ORDER BY id) AS s, avg(i) OVER (PARTITION BY id % 2"
+    " ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS a, avg(i) OVER () AS t FROM ev",
     # time: a time of day to the microsecond
     "time_column": "SELECT id, t, t::text AS s FROM tm",
     "time_arithmetic": "SELECT id, t + INTERVAL '2 hours' AS later, t - INTERVAL '5 min 1.5 s'"
@@ -172,6 +181,9 @@ def test_views_follow_writes(
         "iv_follow_avg": "SELECT sum(i) AS s, avg(i) AS a, avg(a - b) AS d FROM ev",
         "iv_follow_intersect": "SELECT INTERVAL '60 days' AS i INTERSECT SELECT i FROM ev",
         "iv_follow_except": "SELECT i FROM ev EXCEPT ALL SELECT INTERVAL '720 hours'",
+        "iv_follow_distinct": "SELECT extract(epoch FROM sum(DISTINCT i)) AS s,"
+        " extract(epoch FROM avg(DISTINCT i)) AS a FROM ev",
+        "iv_follow_over": "SELECT id, avg(i) OVER (ORDER BY id) AS a FROM ev",
     }
     for name, query in queries.items():
         tidemark.execute(f"CREATE MATERIALIZED VIEW {name} AS {query}")

@@ -26,6 +26,7 @@ from coordinator_lib.expr.functions.math import numeric_result
 from coordinator_lib.expr.functions.registry import FunctionError, SparkCall, scalar_function, sig
 from coordinator_lib.repr.interval import (
     DAY_MICROS,
+    FIELDS,
     MONTH_DAYS,
     Interval,
     IntervalOutOfRange,
@@ -266,6 +267,34 @@ def extract_interval(field: str, a: Interval) -> decimal.Decimal:
 @scalar_function("date_part_interval", sig(S.TEXT, S.INTERVAL, result=S.DOUBLE), sql=())
 def date_part_interval(field: str, a: Interval) -> float:
     return float(_interval_field(field, a))
+
+
+def _distinct(values: tuple[Interval | None, ...]) -> list[Interval]:
+    """One value per interval_cmp key (PostgreSQL's `=`): the greatest, the
+    one a group of equal intervals prints (sql/interval_keys.py)."""
+    kept: dict[decimal.Decimal, Interval] = {}
+    for value in values:
+        if value is not None:
+            key = interval_cmp_key(value)
+            kept[key] = max(kept.get(key, value), value)
+    return list(kept.values())
+
+
+@scalar_function("interval_sum_distinct", sig(S.INTERVAL_ARRAY, result=S.INTERVAL), sql=())
+def interval_sum_distinct(values: tuple[Interval | None, ...]) -> Interval | None:
+    """sum(DISTINCT interval) of the values array_agg collected."""
+    kept = _distinct(values)
+    if not kept:
+        return None
+    months, days, micros = (sum(getattr(v, f) for v in kept) for f in FIELDS)
+    return interval_of_sums(decimal.Decimal(months), decimal.Decimal(days), decimal.Decimal(micros))
+
+
+@scalar_function("interval_avg_distinct", sig(S.INTERVAL_ARRAY, result=S.INTERVAL), sql=())
+def interval_avg_distinct(values: tuple[Interval | None, ...]) -> Interval | None:
+    """avg(DISTINCT interval): their sum / their count, as interval_avg."""
+    total = interval_sum_distinct(values)
+    return None if total is None else interval_div(total, float(len(_distinct(values))))
 
 
 @scalar_function("interval_restrict", sig(S.INTERVAL, S.TEXT, S.INTEGER, result=S.INTERVAL), sql=())

@@ -200,6 +200,7 @@ def _args(*keys: str) -> Callable[[exp.Expr], list[exp.Expr]]:
 # sqlglot node -> (the name it calls, its argument nodes): bound by overloads alone.
 _SYNTAX: dict[type, tuple[Callable[[Any], str], Callable[[Any], list[exp.Expr]]]] = {
     exp.Substring: (lambda n: "substring", _args("this", "start", "length")),
+    exp.UnixToTime: (lambda n: "to_timestamp", _args("this")),
     exp.JustifyDays: (lambda n: "justify_days", _args("this")),
     exp.JustifyHours: (lambda n: "justify_hours", _args("this")),
     exp.JustifyInterval: (lambda n: "justify_interval", _args("this")),

@@ -98,7 +98,7 @@ from coordinator_lib.sql.lateral import (
     lateral_subquery,
     plan_lateral_join,
 )
-from coordinator_lib.sql.ordered import check_no_windows, plan_windows
+from coordinator_lib.sql.ordered import WindowingError, check_no_windows, plan_windows
 from coordinator_lib.sql.outer import has_outer, has_subquery
 from coordinator_lib.sql.plans import ColumnOrder, RowSetFinishing
 from coordinator_lib.sql.positions import position_of
@@ -396,6 +396,7 @@ def _plan_join_tree(
             join_predicates += _plan_using(scope, left_star, left_arity, items[0], using)
         on = join.args.get("on")
         if on is not None:
+            check_no_windows(on, "ON")  # Materialize's words (PostgreSQL: "JOIN conditions")
             value = ScalarBinder(scope, "JOIN conditions").bind_boolean(on, "JOIN/ON")
             join_predicates += conjuncts(value.expr)
         if not side and lateral:
@@ -1027,6 +1028,25 @@ def _order_direction(ordered: exp.Ordered) -> tuple[bool, bool]:
     return desc, nulls_last
 
 
+def _check_no_calls_in_set_order(target: exp.Expr) -> None:
+    """An aggregate or window call in a set operation's ORDER BY, in
+    Materialize's words: `aggregate functions are not allowed in ORDER BY
+    clause of a set expression (function pg_catalog.sum)`."""
+    for node in target.walk():
+        if isinstance(node, exp.Window):
+            call, kind, error = node.this, "window", WindowingError
+        elif is_aggregate(node):
+            call, kind, error = node, "aggregate", GroupingError
+        else:
+            continue
+        name = call.name if isinstance(call, exp.Anonymous) else call.sql_name()
+        raise error(
+            f"{kind} functions are not allowed in ORDER BY clause of a set expression "
+            f"(function pg_catalog.{name.lower()})",
+            position_of(node),
+        )
+
+
 def _output_column_by_name(node: exp.Expr, names: list[str], exprs: list[ScalarExpr]) -> int | None:
     """ORDER BY name: an output column of that name, if there is exactly one meaning."""
     if not (
@@ -1038,7 +1058,7 @@ def _output_column_by_name(node: exp.Expr, names: list[str], exprs: list[ScalarE
     if not matches:
         return None
     if len({exprs[i] for i in matches}) > 1:
-        raise AmbiguousColumn(f'ORDER BY "{name}" is ambiguous', position_of(node))
+        raise AmbiguousColumn(f'column reference "{name}" is ambiguous', position_of(node))
     return matches[0]
 
 
@@ -1327,6 +1347,7 @@ def _apply_outer_finishing(node: exp.Expr, query: BoundQuery) -> BoundQuery:
                 f'column "{ident_name(target.this)}" does not exist', position_of(target)
             )
         if index is None:
+            _check_no_calls_in_set_order(target)
             raise UnsupportedFeature(
                 "ORDER BY on a UNION/INTERSECT/EXCEPT result must name an output column",
                 position_of(target),

@@ -645,8 +645,11 @@ class ScalarBinder:
     def _concat(self, node: exp.DPipe) -> Typed:
         left, right = self.bind(node.this), self.bind(node.expression)
         textual = [v.unknown or v.scalar in (S.TEXT, S.BPCHAR) for v in (left, right)]
-        if not any(textual):
-            raise self.no_operator(node, "||", left.scalar, right.scalar)
+        if not any(textual):  # Materialize's (and PostgreSQL's) words for `||`
+            raise UndefinedOperator(
+                f"operator does not exist: {left.scalar.value} || {right.scalar.value}",
+                operator_position(node),
+            )
         parts = [
             self.cast_to(value, S.TEXT, side)
             for value, side in ((left, node.this), (right, node.expression))

@@ -149,6 +149,7 @@ EXPRESSIONS = [
     "repeat(s, n)",
     "md5(s)",
     "octet_length(s)",
+    "octet_length(s::char(20))",  # char(n) counts its padding
     "bit_length(s)",
     "length(s)",
     "s LIKE '%b%'",
@@ -237,6 +238,8 @@ EXPRESSIONS = [
     "string_to_array(s, ',', NULL)",
     "string_to_array(s, 'l')",
     # date/time
+    "to_timestamp(x)",
+    "to_timestamp(x * 1e9)",
     "date_trunc('day', ts)",
     "date_trunc('week', ts)",
     "date_trunc('month', tz)",

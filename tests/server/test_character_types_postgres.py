@@ -38,6 +38,8 @@ STEPS = [
     "UPDATE vc SET c = 'z' WHERE n = 8",
     "SELECT v, c, b, n FROM vc",
     "SELECT n, length(v), length(c), length(b), c || '|', c::text, v || c FROM vc",
+    "SELECT n, octet_length(c), octet_length(b), octet_length(v), bit_length(c),"
+    " octet_length('ab '::char(4)), octet_length(c::text) FROM vc",
     "SELECT n FROM vc WHERE c = 'ab'",
     "SELECT n FROM vc WHERE c = 'ab   '",
     "SELECT n FROM vc WHERE c = 'ab'::text",

@@ -294,6 +294,9 @@ QUERIES = {
     " pg_typeof(ARRAY[k]) AS r, pg_typeof('x') AS u, pg_typeof(k::bigint) AS i,"
     " pg_typeof(t) AS t FROM t1, j, ts WHERE id = 1 AND t < '2000-01-01'",
     "bit_length": "SELECT k, bit_length('你好' || k) AS b, bit_length(x::text) FROM t1",
+    # to_timestamp(double precision): seconds since the epoch, to the microsecond
+    "to_timestamp": "SELECT k, to_timestamp(k * 1000000000.5), to_timestamp(x / 3.0) AS t,"
+    " to_timestamp(-x * 1e9) AS n, to_timestamp(0.0000015) AS r FROM t1",
     # version() is a PostgreSQL version string (test_version_names_tidemark: Tidemark's)
     "version": "SELECT version() LIKE 'PostgreSQL %.% on %' AS pg, pg_catalog.version() = VERSION()"
     " AS same FROM a",
@@ -391,6 +394,19 @@ def test_avg_prints_as_materialize(tidemark: psycopg.Connection[Any]) -> None:
     tidemark.execute(f"CREATE MATERIALIZED VIEW mv_avg_text AS {query}")
     for read in [query, "SELECT t, z, m FROM mv_avg_text"]:
         assert tidemark.execute(read).fetchall() == [("1.75", "0", "-1")]
+
+
+def test_substr_takes_a_bigint_as_materialize(tidemark: psycopg.Connection[Any]) -> None:
+    """substr(text, int, bigint) is Materialize's (PostgreSQL has no bigint
+    overload: 42883); the values are PostgreSQL's rules with a long length."""
+    query = (
+        "SELECT substr('abcdef', 2, 2147483648) AS a, substr('abcdef', k::bigint) AS b,"
+        " substr('abcdef', 3000000000) AS c, substr('abcdef', k, 2::bigint) AS d"
+        " FROM t1 WHERE k = 2"
+    )
+    tidemark.execute(f"CREATE MATERIALIZED VIEW mv_substr AS {query}")
+    for read in [query, "SELECT * FROM mv_substr"]:
+        assert tidemark.execute(read).fetchall() == [("bcdef", "bcdef", "", "bc")]
 
 
 def test_generate_series_step_zero_is_an_error(

@@ -31,6 +31,7 @@ from coordinator_lib.sql.errors import (
     UnsupportedFeature,
     WrongObjectType,
 )
+from coordinator_lib.sql.ordered import WindowingError
 from tests.sql.support import make_catalog
 
 # (sql, error class, SQLSTATE, position, words the message must contain)
@@ -44,6 +45,35 @@ CASES = [
     # Materialize's wording where it differs from PostgreSQL's (the SQLSTATE is the same)
     ("SELECT b + 1 FROM t", UndefinedOperator, "42883", 10, ["no overload for text + integer"]),
     ("SELECT a FROM t WHERE b > 1", UndefinedOperator, "42883", 25, ["text > integer"]),
+    (
+        "SELECT g || g FROM t",
+        UndefinedOperator,
+        "42883",
+        10,
+        ["does not exist: boolean || boolean"],
+    ),
+    ("SELECT a FROM t JOIN u ON row_number() OVER () > 1", WindowingError, "42P20", 27, ["in ON"]),
+    (
+        "(SELECT a FROM t) UNION (SELECT a FROM t) ORDER BY sum(a)",
+        GroupingError,
+        "42803",
+        52,
+        [
+            "aggregate functions are not allowed in ORDER BY clause of a set expression"
+            " (function pg_catalog.sum)"
+        ],
+    ),
+    (
+        "(SELECT a FROM t) UNION (SELECT a FROM t) ORDER BY lag(a) OVER ()",
+        WindowingError,
+        "42P20",
+        52,
+        [
+            "window functions are not allowed in ORDER BY clause of a set expression"
+            " (function pg_catalog.lag)"
+        ],
+    ),
+    ("SELECT 1 AS a, a FROM t ORDER BY a", AmbiguousColumn, "42702", 34, ['reference "a" is']),
     ("SELECT a FROM t WHERE a", TypeMismatch, "42804", 23, ["WHERE", "integer"]),
     ("SELECT CASE WHEN g THEN 1 ELSE b END FROM t", TypeMismatch, "42804", 32, ["CASE"]),
     ("SELECT d::integer FROM t", CannotCoerce, "42846", 8, ["date", "integer"]),

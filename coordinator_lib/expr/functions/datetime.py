@@ -15,6 +15,7 @@ import calendar
 import datetime as dt
 import decimal
 import functools
+import math
 import zoneinfo
 from collections.abc import Callable
 from typing import Any
@@ -465,3 +466,38 @@ def _is_real(local: dt.datetime) -> bool:
     """Whether `local` exists on the zone's clock (is not in a DST gap)."""
     back = local.astimezone(dt.UTC).astimezone(local.tzinfo)
     return back.replace(tzinfo=None) == local.replace(tzinfo=None)
+
+
+# The seconds of 0001-01-01 and 10000-01-01 (UTC): the timestamps Tidemark holds.
+_TO_TIMESTAMP_RANGE = (-62135596800.0, 253402300800.0)
+
+
+def _to_timestamp_column(seconds: SparkColumn) -> SparkColumn:
+    nan = spark_error("timestamp cannot be NaN", "22008", T.TimestampType())
+    low, high = _TO_TIMESTAMP_RANGE
+    out = spark_error("timestamp out of range", "22008", T.TimestampType())
+    return (
+        F.when(F.isnan(seconds), nan)
+        .when((seconds < low) | (seconds >= high), out)
+        .otherwise(F.timestamp_micros(F.round(seconds * 1_000_000).cast("long")))
+    )
+
+
+@scalar_function(
+    "to_timestamp",
+    sig(S.DOUBLE, result=S.TIMESTAMPTZ),
+    spark=lambda c: _to_timestamp_column(c.args[0]),
+)
+def to_timestamp(seconds: float) -> dt.datetime:
+    """Seconds since 1970-01-01 UTC as a timestamptz, to the microsecond
+    (PostgreSQL's and Materialize's to_timestamp(double precision))."""
+    if math.isnan(seconds):
+        raise FunctionError("timestamp cannot be NaN", "22008")
+    low, high = _TO_TIMESTAMP_RANGE
+    if not low <= seconds < high:
+        raise FunctionError(f'timestamp out of range: "{seconds:g}"', "22008")
+    try:
+        micros = round(seconds * 1_000_000)
+        return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=micros)
+    except (OverflowError, ValueError):
+        raise FunctionError(f'timestamp out of range: "{seconds:g}"', "22008") from None

@@ -37,11 +37,12 @@ def _long(column: SparkColumn) -> SparkColumn:
 def _substring_column(args: list[SparkColumn]) -> SparkColumn:
     text, start = args[0], _long(args[1])
     begin = F.greatest(start, F.lit(1).cast("long"))
+    at = F.least(begin, F.lit(2**31 - 1).cast("long")).cast("int")  # past the end: ''
     if len(args) == 2:
-        return F.substring(text, begin.cast("int"), F.lit(2**31 - 1))
+        return F.substring(text, at, F.lit(2**31 - 1))
     length = _long(args[2])
     count = F.greatest(start + length - begin, F.lit(0).cast("long"))
-    result = F.substring(text, begin.cast("int"), F.least(count, F.lit(2**31 - 1)).cast("int"))
+    result = F.substring(text, at, F.least(count, F.lit(2**31 - 1)).cast("int"))
     negative = spark_error("negative substring length not allowed", "22011", T.StringType())
     return F.when(length < 0, negative).otherwise(result)
 
@@ -50,6 +51,8 @@ def _substring_column(args: list[SparkColumn]) -> SparkColumn:
     "substring",
     sig(S.TEXT, S.INTEGER, result=S.TEXT),
     sig(S.TEXT, S.INTEGER, S.INTEGER, result=S.TEXT),
+    sig(S.TEXT, S.BIGINT, result=S.TEXT),  # Materialize's substr(text, int, bigint)
+    sig(S.TEXT, S.BIGINT, S.BIGINT, result=S.TEXT),
     spark=lambda c: _substring_column(c.args),
 )
 def substring(text: str, start: int, length: int | None = None) -> str:
@@ -253,6 +256,18 @@ def md5(text: str) -> str:
     spark=lambda c: F.octet_length(c.args[0]).cast("int"),
 )
 def octet_length(text: str) -> int:
+    return len(text.encode())
+
+
+@scalar_function(
+    "bpchar_octet_length",
+    sig(S.BPCHAR, result=S.INTEGER),
+    sql=("octet_length",),
+    spark=lambda c: F.octet_length(c.args[0]).cast("int"),
+)
+def bpchar_octet_length(text: str) -> int:
+    """char(n) counts its blank padding (PostgreSQL's bpcharoctetlen, as
+    Materialize): a cast to text would drop it."""
     return len(text.encode())
 
 

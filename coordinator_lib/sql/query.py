@@ -786,7 +786,7 @@ def _plan_aggregate(node: exp.Expr, binder: ScalarBinder, plan: _AggregatePlan) 
     value = check_aggregate_argument(name, value, arg_node)
     if has_outer(value.expr) and not value.expr.columns():
         raise UnsupportedFeature(
-            "aggregates of only an enclosing query's columns are not supported in a subquery",
+            "aggregate functions that refer exclusively to outer columns not yet supported",
             position_of(call),
         )
     arg = value.expr

@@ -123,6 +123,20 @@ def unsupported_call(name: str, aggregate: bool, position: int | None) -> SqlErr
     return UnsupportedFeature(f"{kind} {name} is not supported yet", position)
 
 
+def _values_subquery(node: exp.Expr) -> exp.Expr:
+    """`VALUES (...)` as the subquery it is in `x IN (VALUES ...)` and
+    `x op ALL (VALUES ...)` (sqlglot reads the first as an IN list's one
+    item and the second as a call of a function ALL); other nodes unchanged."""
+    if isinstance(node, exp.Values):
+        return exp.Subquery(this=node)
+    word = node.name.upper() if isinstance(node, exp.Anonymous) else ""
+    values = node.expressions if word in ("ALL", "ANY", "SOME") else []
+    if len(values) == 1 and isinstance(values[0], exp.Values):
+        quantifier = exp.All if word == "ALL" else exp.Any
+        return quantifier(this=exp.Subquery(this=values[0]))
+    return node
+
+
 def _is_subquery(node: exp.Expr) -> bool:
     return isinstance(node, exp.Query | exp.Exists)
 
@@ -523,7 +537,7 @@ class ScalarBinder:
         if is_row_comparison(node):
             return self.bind(expand_row_comparison(node))
         func, symbol = _COMPARISON[type(node)]
-        right = node.expression
+        right = _values_subquery(node.expression)
         if isinstance(right, exp.Any | exp.All):
             return self._quantified(node, func, symbol, right)
         return self.compare(node, func, symbol, self.bind(node.this), self.bind(right))
@@ -813,6 +827,9 @@ class ScalarBinder:
             self._check_row_in_width(node)
             return self.bind(expand_row_in(node))
         query = node.args.get("query")
+        if query is None and len(node.expressions) == 1:
+            query = _values_subquery(node.expressions[0])  # x IN (VALUES ...)
+            query = query if isinstance(query, exp.Subquery) else None
         if query is not None and self.scope.context is not None:
             return _bind_any(self, node, node.this, query, BinaryFunc.EQ, "=", False)
         if query or node.args.get("unnest") or node.args.get("field"):
@@ -923,7 +940,10 @@ def _bind_scalar(binder: ScalarBinder, node: exp.Subquery) -> Typed:
 
     bound = _plan(binder, node)
     if bound.arity != 1:
-        raise ParseError("subquery must return only one column", position_of(node))
+        raise ParseError(  # Materialize's words (PostgreSQL: "must return only one column")
+            f"Expected subselect to return 1 column, got {bound.arity} columns",
+            position_of(node),
+        )
     rel = _relation(binder, bound, node)
     ctype = ColumnType(bound.types[0].scalar_type, True)
     sub = SubqueryExpr(SubqueryKind.SCALAR, rel, (), len(binder.types), ctype)
@@ -951,7 +971,10 @@ def _bind_any(
     left = binder.bind(left_node)
     bound = _plan(binder, query)
     if bound.arity != 1:
-        raise ParseError("subquery has too many columns", position_of(node))
+        raise ParseError(  # Materialize's words (PostgreSQL: "has too many/few columns")
+            f"subquery has {bound.arity} columns available but 1 columns specified",
+            position_of(node),
+        )
     right_type = bound.types[0]
     if 0 in bound.unknowns and not left.unknown:
         assert binder.scope.context is not None

@@ -294,6 +294,9 @@ QUERIES = {
     " pg_typeof(ARRAY[k]) AS r, pg_typeof('x') AS u, pg_typeof(k::bigint) AS i,"
     " pg_typeof(t) AS t FROM t1, j, ts WHERE id = 1 AND t < '2000-01-01'",
     "bit_length": "SELECT k, bit_length('你好' || k) AS b, bit_length(x::text) FROM t1",
+    # VALUES as the subquery of IN and of ALL
+    "in_values": "SELECT k, k IN (VALUES (1), (3)) AS i, x < ALL (VALUES (15), (NULL)) AS a,"
+    " x > ALL (VALUES (5)) AS b FROM t1 WHERE k NOT IN (VALUES (7))",
     # to_timestamp(double precision): seconds since the epoch, to the microsecond
     "to_timestamp": "SELECT k, to_timestamp(k * 1000000000.5), to_timestamp(x / 3.0) AS t,"
     " to_timestamp(-x * 1e9) AS n, to_timestamp(0.0000015) AS r FROM t1",

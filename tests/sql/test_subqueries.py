@@ -231,9 +231,13 @@ def test_correlated_equality_becomes_an_equi_join() -> None:
 @pytest.mark.parametrize(
     ("sql", "error", "words"),
     [
-        ("SELECT (SELECT a, x FROM u) FROM t", ParseError, "only one column"),
-        ("SELECT a FROM t WHERE a IN (SELECT a, x FROM u)", ParseError, "too many columns"),
-        ("SELECT (SELECT sum(t.a) FROM u) FROM t", UnsupportedFeature, "enclosing"),
+        ("SELECT (SELECT a, x FROM u) FROM t", ParseError, "return 1 column, got 2"),
+        ("SELECT a FROM t WHERE a IN (SELECT a, x FROM u)", ParseError, "2 columns available"),
+        (
+            "SELECT (SELECT sum(t.a) FROM u) FROM t",
+            UnsupportedFeature,
+            "exclusively to outer columns",
+        ),
         (
             "SELECT a, (SELECT count(*) FROM u WHERE u.x = t.b) FROM t GROUP BY a",
             GroupingError,

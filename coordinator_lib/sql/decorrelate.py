@@ -95,18 +95,27 @@ def reads_outer(node: RelationExpr) -> bool:
 
 
 def apply_outer(
-    plan: RelationExpr, outer: RelationExpr | None, positions: dict[int, int]
+    plan: RelationExpr,
+    outer: RelationExpr | None,
+    positions: dict[int, int],
+    gated: bool = False,
 ) -> RelationExpr:
     """`plan` for every row of `outer` (see module docstring). `positions`
     maps each enclosing column the plan reads (OuterColumn(1, i)) to its
     column in `outer`. `outer` None means one empty row (nothing
-    correlated): then only deeper references move one level in."""
-    return _Apply(outer, positions).apply(plan)
+    correlated): then only deeper references move one level in. `gated`:
+    `outer` is joined at the plan's leaves, so that no operator of the plan
+    runs while `outer` is empty (a CASE branch no row reaches, whose
+    subquery would fail: `outer` then has no columns and at most one row)."""
+    return _Apply(outer, positions, gated).apply(plan)
 
 
 class _Apply:
-    def __init__(self, outer: RelationExpr | None, positions: dict[int, int]) -> None:
+    def __init__(
+        self, outer: RelationExpr | None, positions: dict[int, int], gated: bool = False
+    ) -> None:
         self.outer = outer
+        self.gated = gated and outer is not None
         self.k = 0 if outer is None else outer.desc.arity
         self.positions = positions
         self.memo: dict[int, RelationExpr] = {}
@@ -132,8 +141,14 @@ class _Apply:
             self.memo[key] = self._apply(node)
         return self.memo[key]
 
+    def reads(self, node: RelationExpr) -> bool:
+        """Whether `node` is rewritten (else cross-joined with outer whole)."""
+        if self.gated:
+            return not isinstance(node, Get | Constant)
+        return reads_outer(node)
+
     def _apply(self, node: RelationExpr) -> RelationExpr:
-        if not reads_outer(node):
+        if not self.reads(node):
             if self.outer is None:
                 return node
             if isinstance(node, Constant) and node.rows == (((), 1),):
@@ -226,7 +241,7 @@ class _Apply:
         prefixes: list[int] = []  # where each decorrelated input's outer part starts
         width = self.k
         for child, offset in zip(node.inputs_, node.input_offsets(), strict=True):
-            if self.outer is not None and reads_outer(child):
+            if self.outer is not None and self.reads(child):
                 inputs.append(self.apply(child))
                 prefixes.append(width)
                 width += self.k

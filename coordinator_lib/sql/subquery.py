@@ -29,8 +29,13 @@ Filter, all incrementally maintained. The value per row of D:
   compared with the left side is TRUE for some row: TRUE; else NULL for
   some row: NULL; else (also for no rows) FALSE -- SQL's NULL semantics.
 
-A subquery is evaluated for every row of R, also where CASE would not reach
-it, so an error in a branch not taken still fails the query.
+A subquery in a CASE branch (THEN or ELSE) is evaluated only for the rows
+that reach the branch, as in PostgreSQL and Materialize: D is then the
+distinct columns of the rows whose conditions lead there (`_guards`), and
+the other rows of R get NULL, so an error in a branch not taken (a division
+by zero, more than one row) does not fail the query. Subqueries in those
+conditions are lowered first (`_deciding_conditions`). Where a condition
+reads an enclosing query, the subquery is evaluated for every row of R.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from coordinator_lib.expr.relation import (
     Filter,
     Join,
     Map,
+    Negate,
     Project,
     Reduce,
     RelationExpr,
@@ -67,6 +73,8 @@ from coordinator_lib.sql.joins import distinct_keys, null_safe_equivalences
 from coordinator_lib.sql.outer import (
     SubqueryExpr,
     SubqueryKind,
+    has_outer,
+    has_subquery,
     outer_columns,
     rewrite,
     subqueries_in,
@@ -94,6 +102,11 @@ def lower_subqueries(
     found = [s for e in exprs for s in subqueries_in(e)]
     if not found:
         return rel, list(exprs)
+    conditions = _deciding_conditions(exprs)
+    if conditions:  # lowered first, so that they can guard the branches (_guards)
+        rel, lowered = lower_subqueries(rel, conditions)
+        by_id = {id(c): new for c, new in zip(conditions, lowered, strict=True)}
+        return lower_subqueries(rel, [rewrite(e, lambda n: by_id.get(id(n))) for e in exprs])
     arity = rel.desc.arity
     rel, args = lower_subqueries(rel, [a for s in found for a in s.args])
     arg_columns: list[int] = []
@@ -111,15 +124,23 @@ def lower_subqueries(
     replacements: dict[int, ScalarExpr] = {}
     width = rel.desc.arity
     first_arg = 0
+    guards = _guards(exprs)
     for sub in found:
         if sub.base > arity:
             raise AssertionError(f"subquery bound over {sub.base} columns, lowered over {arity}")
         refs = sorted(outer_columns(sub.plan))
         keys = [i if i < sub.base else arg_columns[first_arg + i - sub.base] for i in refs]
         first_arg += len(sub.args)
-        outer = distinct_keys(rel, keys) if keys else None
-        body = apply_outer(sub.plan, outer, {i: p for p, i in enumerate(refs)})
+        guard = guards.get(id(sub))
+        reached = rel if guard is None else Filter(rel, guard)
+        outer = distinct_keys(reached, keys) if keys or guard is not None else None
+        positions = {i: p for p, i in enumerate(refs)}
+        body = apply_outer(sub.plan, outer, positions, gated=guard is not None and not keys)
         values = _values(sub, body, outer, len(keys))
+        if guard is not None and outer is not None:  # rows not reaching it: NULL
+            every = distinct_keys(rel, keys) if keys else _ONE_ROW
+            null = Literal(None, ColumnType(sub.type.scalar_type, True))
+            values = Union((values, Map(Union((every, Negate(outer))), (null,))))
         inputs.append(values)
         pairs += [(key, width + p) for p, key in enumerate(keys)]
         replacements[id(sub)] = Column(width + len(keys))
@@ -128,6 +149,57 @@ def lower_subqueries(
     joined = Join(tuple(inputs), tuple(null_safe_equivalences(pairs, types)))
     lowered = [rewrite(e, lambda n: replacements.get(id(n))) for e in exprs]
     return joined, lowered
+
+
+def _deciding_conditions(exprs: list[ScalarExpr]) -> list[ScalarExpr]:
+    """The CASE conditions that hold a subquery and decide which rows reach
+    a branch holding one."""
+    found: list[ScalarExpr] = []
+
+    def visit(node: ScalarExpr) -> None:
+        if isinstance(node, SubqueryExpr):
+            return
+        deciding = isinstance(node, If) and has_subquery(node.cond)
+        branches = (node.then, node.els) if isinstance(node, If) else ()
+        if isinstance(node, If) and deciding and any(map(has_subquery, branches)):
+            found.append(node.cond)
+            for branch in branches:
+                visit(branch)
+            return
+        for child in node.children():
+            visit(child)
+
+    for expr in exprs:
+        visit(expr)
+    return found
+
+
+def _guards(exprs: list[ScalarExpr]) -> dict[int, tuple[ScalarExpr, ...]]:
+    """For each subquery (by id) in a CASE branch of `exprs`: the conditions
+    a row must meet to reach it (THEN: its WHEN is true; ELSE and later
+    WHENs: the earlier ones are not). Subqueries that every row reaches, or
+    whose conditions hold a subquery or an enclosing query's column, have none."""
+    guards: dict[int, tuple[ScalarExpr, ...]] = {}
+
+    def visit(node: ScalarExpr, path: tuple[ScalarExpr, ...] | None) -> None:
+        if isinstance(node, SubqueryExpr):
+            if path:
+                guards[id(node)] = path
+            return
+        if not isinstance(node, If):
+            for child in node.children():
+                visit(child, path)
+            return
+        visit(node.cond, path)
+        plain = path is not None and not has_subquery(node.cond) and not has_outer(node.cond)
+        reached = CallUnary(UnaryFunc.IS_TRUE, node.cond)
+        visit(node.then, (*path, reached) if plain and path is not None else None)
+        missed = CallUnary(UnaryFunc.NOT, reached)
+        visit(node.els, (*path, missed) if plain and path is not None else None)
+
+    for expr in exprs:
+        visit(expr, ())
+    return guards
 
 
 def lower_filter(rel: RelationExpr, predicates: list[ScalarExpr]) -> RelationExpr:

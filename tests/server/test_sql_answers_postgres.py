@@ -294,6 +294,13 @@ QUERIES = {
     " pg_typeof(ARRAY[k]) AS r, pg_typeof('x') AS u, pg_typeof(k::bigint) AS i,"
     " pg_typeof(t) AS t FROM t1, j, ts WHERE id = 1 AND t < '2000-01-01'",
     "bit_length": "SELECT k, bit_length('你好' || k) AS b, bit_length(x::text) FROM t1",
+    # a subquery in a CASE branch runs only for the rows that reach it (the
+    # branches not taken would divide by zero), also when a WHEN holds one
+    "case_guards_subquery": "SELECT k,"
+    " CASE WHEN k < 2 THEN (SELECT 10 / (x - 20) FROM t1 i WHERE i.k = t1.k) ELSE -1 END AS v,"
+    " CASE WHEN (SELECT count(*) FROM t2 WHERE t2.k <= t1.k) = 0 THEN -1"
+    " ELSE (SELECT 10 / count(*) FROM t2 WHERE t2.k <= t1.k) END AS c,"
+    " CASE WHEN x > 0 THEN 0 ELSE (SELECT 1 / min(k - 2) FROM t2) END AS u FROM t1",
     # VALUES as the subquery of IN and of ALL
     "in_values": "SELECT k, k IN (VALUES (1), (3)) AS i, x < ALL (VALUES (15), (NULL)) AS a,"
     " x > ALL (VALUES (5)) AS b FROM t1 WHERE k NOT IN (VALUES (7))",

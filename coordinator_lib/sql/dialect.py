@@ -259,8 +259,17 @@ class TidemarkParser(StatementParser):
         with_collation: bool = False,
     ) -> exp.Expr | None:
         """The type `interval <fields> SECOND(p)` keeps its precision as the
-        DataType's parameter, as `interval(p)` does (sqlglot stops at `(`)."""
+        DataType's parameter, as `interval(p)` does (sqlglot stops at `(`).
+        A word after `interval` that is no SQL field (`'1'::interval week`)
+        is not its qualifier but, as in PostgreSQL, what follows the type."""
+        index = self._index
         this = super()._parse_types(check_func, schema, allow_identifiers, with_collation)
+        if isinstance(this, exp.DataType) and isinstance(this.this, exp.Interval):
+            fields = this.this.args["unit"].sql().upper().split(" TO ")
+            if not set(fields) <= _INTERVAL_FIELDS:
+                self._retreat(index)
+                self._advance()
+                return exp.DataType(this=exp.DType.INTERVAL)
         if (
             isinstance(this, exp.DataType)
             and isinstance(this.this, exp.Interval)

@@ -234,7 +234,8 @@ INPUTS = [
     "SELECT '1 day 02:03:04.5678'::interval hour AS a, '1 day 02:03:04.5678'::interval(2) AS b,"
     " '5'::interval hour AS c, '1 day 02:03:04.5678'::interval second(1) AS d,"
     " CAST('1 2:03:04.5678' AS interval day to second(0)) AS e,"
-    " '1 year 2 months'::interval year AS f, '2:03'::interval minute to second AS g",
+    " '1 year 2 months'::interval year AS f, '2:03'::interval minute to second AS g,"
+    " '1'::interval week",  # no field: `week` is the column's name
     "SELECT id, i::interval hour AS h, i::interval(0) AS p0, (a - b)::interval(1) AS p1,"
     " i::interval year AS y, (a - b)::interval day to minute AS dm,"
     " CAST(a - b AS interval minute to second(1)) AS ms FROM ev",

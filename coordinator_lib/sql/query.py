@@ -747,6 +747,8 @@ def _plan_aggregate(node: exp.Expr, binder: ScalarBinder, plan: _AggregatePlan) 
     if isinstance(node, exp.Filter):
         call = node.this
         where = node.expression
+        if contains_aggregate(where):
+            raise GroupingError("aggregate functions are not allowed in FILTER", position_of(where))
         condition = binder.bind_boolean(
             where.this if isinstance(where, exp.Where) else where, "FILTER"
         )
@@ -764,6 +766,10 @@ def _plan_aggregate(node: exp.Expr, binder: ScalarBinder, plan: _AggregatePlan) 
                 f"{name}(DISTINCT ...) takes exactly one argument", position_of(call)
             )
         arg_node = arg_node.expressions[0]
+    if isinstance(call, exp.Count) and arg_node is None and not call.expressions:
+        raise WrongObjectType(  # PostgreSQL's and Materialize's words
+            "count(*) must be used to call a parameterless aggregate function", position_of(call)
+        )
     if call.expressions or arg_node is None:
         args = [binder.bind(a) for a in [arg_node, *call.expressions] if a is not None]
         raise binder.no_function(call, name, args)
@@ -929,9 +935,14 @@ def _output_reference(node: exp.Expr, items: list[exp.Expr], scope: Scope) -> ex
         name = ident_name(node.this)
         if name in scope.names or name in scope.merged:
             return None
-        for item in items:
-            if isinstance(item, exp.Alias) and ident_name(item.args["alias"]) == name:
-                return item
+        named = [
+            item
+            for item in items
+            if isinstance(item, exp.Alias) and ident_name(item.args["alias"]) == name
+        ]
+        if len({item.this.sql() for item in named}) > 1:  # two different outputs
+            raise AmbiguousColumn(f'column reference "{name}" is ambiguous', position_of(node))
+        return named[0] if named else None
     return None
 
 

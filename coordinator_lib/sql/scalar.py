@@ -324,6 +324,11 @@ class ScalarBinder:
             raise UnsupportedFeature("query parameters are not supported yet", position)
         if isinstance(node, exp.TryCast):
             raise UnsupportedFeature("TRY_CAST is not supported", position)
+        if isinstance(node, exp.Filter):  # FILTER on what is no aggregate (PostgreSQL's words)
+            called = _function_name(node.this) or node.this.sql(dialect="postgres")
+            raise WrongObjectType(
+                f"FILTER specified, but {called} is not an aggregate function", position
+            )
         written = _function_name(node)
         if written:
             raise unsupported_call(written, isinstance(node, exp.AggFunc), position)

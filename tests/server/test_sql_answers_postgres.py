@@ -301,6 +301,8 @@ QUERIES = {
     " CASE WHEN (SELECT count(*) FROM t2 WHERE t2.k <= t1.k) = 0 THEN -1"
     " ELSE (SELECT 10 / count(*) FROM t2 WHERE t2.k <= t1.k) END AS c,"
     " CASE WHEN x > 0 THEN 0 ELSE (SELECT 1 / min(k - 2) FROM t2) END AS u FROM t1",
+    # GROUP BY a name two different outputs have is ambiguous (42702)
+    "group_by_ambiguous_alias": "SELECT k AS c, sum(x) AS c FROM t1 GROUP BY c",
     # VALUES as the subquery of IN and of ALL
     "in_values": "SELECT k, k IN (VALUES (1), (3)) AS i, x < ALL (VALUES (15), (NULL)) AS a,"
     " x > ALL (VALUES (5)) AS b FROM t1 WHERE k NOT IN (VALUES (7))",

@@ -190,10 +190,14 @@ class GroupCommitter:
                 )
                 for id, parts in written.items()
             ]
+            idle: list[AppendCommand] = []
             if commands:
+                # The other tables advance in the same compare-and-set: one
+                # consensus write a commit, however many tables there are.
+                idle = self._idle_commands(timestamp + 1, skip=set(written))
                 try:
                     # all tables at once, or none, with the oracle's record
-                    self.storage.append(commands, [self.oracle.claim(timestamp)])
+                    self.storage.append(commands + idle, [self.oracle.claim(timestamp)])
                 except (InvalidUppers, IdentifierMissing, TimestampTaken):
                     # Another process wrote first or took the time, or a table
                     # was dropped (its writers are rejected next time): nothing
@@ -204,8 +208,11 @@ class GroupCommitter:
             with self._keys_lock:
                 for id, (_, counts) in keys.items():
                     self._keys[id] = (Frontier.at(timestamp + 1), counts)
-            self._advance_idle(timestamp + 1, skip=set(written))
+            for command in idle:
+                assert isinstance(command.expected_upper, Frontier)
+                self._moved(command.id, command.expected_upper, timestamp + 1)
             if not commands:
+                self._advance_idle(timestamp + 1, skip=set(written))
                 self.oracle.apply_write(timestamp)
             return timestamp, rejected
         raise StorageError(f"could not commit after {_RETRIES} attempts: uppers kept moving")
@@ -308,9 +315,25 @@ class GroupCommitter:
                     violation.message, code=violation.code, detail=violation.detail
                 ) from None
 
+    def _idle_commands(self, upper: int, skip: set[GlobalId]) -> list[AppendCommand]:
+        """Empty appends moving every other open table behind `upper` to it,
+        from the uppers this process knows (no consensus read: if another
+        process moved one, the append fails, which refreshes it)."""
+        commands = []
+        for id in self.tables():
+            if id in skip:
+                continue
+            try:
+                current = self.storage.collection(id).write_frontier
+            except IdentifierMissing:
+                continue  # dropped
+            if current.time is not None and current.time < upper:
+                commands.append(AppendCommand(id, [], upper, current))
+        return commands
+
     def _advance_idle(self, upper: int, skip: set[GlobalId]) -> None:
-        """Advance every other table to `upper` (a race lost here is harmless:
-        someone else advanced it)."""
+        """Advance every other table to `upper`, each on its own (the timer's
+        empty commit; a race lost here is harmless: someone else advanced it)."""
         for id in self.tables():
             if id in skip:
                 continue
@@ -318,12 +341,17 @@ class GroupCommitter:
                 _, current = self.storage.collection_frontiers(id)
                 if current.time is not None and current.time < upper:
                     self.storage.append([AppendCommand(id, [], upper, current)])
-                    with self._keys_lock:
-                        cached = self._keys.get(id)
-                        if cached is not None and cached[0] == current:
-                            self._keys[id] = (Frontier.at(upper), cached[1])
+                    self._moved(id, current, upper)
             except (InvalidUppers, StorageError):
                 continue
+
+    def _moved(self, id: GlobalId, current: Frontier, upper: int) -> None:
+        """`id`'s upper moved from `current` to `upper` with no rows: its
+        cached key counts (if taken at `current`) still hold."""
+        with self._keys_lock:
+            cached = self._keys.get(id)
+            if cached is not None and cached[0] == current:
+                self._keys[id] = (Frontier.at(upper), cached[1])
 
     def advance(self) -> int:
         """An empty commit: every table's upper moves to a fresh time."""

@@ -274,3 +274,37 @@ def test_a_request_that_cannot_be_encoded_fails_alone(
     assert isinstance(bad, AppendWebhookError) and bad.status == 400
     assert "no room for it" in bad.message
     assert sorted(sql("SELECT body FROM events")) == [("a",), ("b",)]
+
+
+def test_a_commit_advances_the_other_sources_in_its_one_append(tmp_path: Path) -> None:
+    """Group commit moves every other table and webhook source to the new
+    upper in the same atomic append as the rows (one consensus write a
+    commit, however many there are), not in an append of its own each."""
+    handle = serve(fast_config(tmp_path / "env", advance_interval_ms=3_600_000), None)
+    session = handle.client.startup("materialize", "materialize")
+    try:
+        sql = run_on(session)
+        for name in ("events", "idle_a", "idle_b", "idle_c"):
+            sql(f"CREATE SOURCE {name} FROM WEBHOOK BODY FORMAT TEXT")
+        coord = handle.coordinator
+        ids = {name: _id(handle, name) for name in ("events", "idle_a", "idle_b", "idle_c")}
+        storage_append = coord.storage.append
+        mine: list[set[GlobalId]] = []  # collections of each append made by this thread
+
+        def append(commands: Any, records: Any = ()) -> None:
+            if threading.get_ident() == caller:
+                mine.append({command.id for command in commands})
+            storage_append(commands, records)
+
+        caller = threading.get_ident()
+        coord.storage.append = append  # type: ignore[method-assign]
+        result = WebhookAppender(coord).append("materialize", "public", "events", b"x", {}, NOW)
+        coord.storage.append = storage_append  # type: ignore[method-assign]
+        assert mine == [set(ids.values())]
+        assert result.timestamp is not None
+        for id in ids.values():
+            upper = coord.storage.collection_frontiers(id)[1].time
+            assert upper == result.timestamp + 1
+    finally:
+        session.terminate()
+        handle.shutdown()

@@ -31,7 +31,11 @@ INTERVALS = {
     " (3, '2020-02-29 23:59:59', '2019-02-28', '30 days'),"
     " (4, '2000-01-01', '2000-01-01', '1 day 02:03:04.25'), (5, '2024-05-31', NULL, NULL)",
     "views": {
-        "diff": "SELECT id, a - b AS d, b - a AS back, extract(epoch FROM a - b) AS e FROM ev",
+        # with typmod casts, and sum/avg(interval) over a window
+        "diff": "SELECT id, a - b AS d, b - a AS back, extract(epoch FROM a - b) AS e,"
+        " i::interval hour AS h, (a - b)::interval(0) AS p0,"
+        " CAST(a - b AS interval day to second(1)) AS ds, avg(i) OVER (ORDER BY id) AS wa,"
+        " sum(i) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS ws FROM ev",
         "moved": "SELECT id, a + i AS m, a - INTERVAL '1 month' AS b, a + INTERVAL '1' YEAR AS y,"
         " i * 1.5 AS scaled, -i AS neg, i + INTERVAL '1 day' AS more FROM ev",
         "compared": "SELECT id, i, i::text AS t FROM ev WHERE i >= INTERVAL '30 days'",
@@ -39,18 +43,16 @@ INTERVALS = {
         "grouped": "SELECT count(*) AS n, sum(extract(day FROM a - b)) AS days,"
         " max(i * id) AS top FROM ev WHERE a - b < INTERVAL '400 days'",
         # '1 mon' = '30 days': one group (printed '1 mon', PostgreSQL's first
-        # read); window order by PostgreSQL's key; sum/avg field by field
+        # read); window order by PostgreSQL's key; sum/avg field by field,
+        # DISTINCT by key
         "by_key": "SELECT i, count(*) AS n, rank() OVER (ORDER BY i) AS r FROM ev GROUP BY i",
-        "sums": "SELECT sum(i) AS s, avg(i) AS a, count(DISTINCT i) AS k FROM ev",
+        "sums": "SELECT sum(i) AS s, avg(i) AS a, count(DISTINCT i) AS k,"
+        " extract(epoch FROM sum(DISTINCT i)) AS ds,"
+        " avg(DISTINCT i) FILTER (WHERE id <> 3) AS da FROM ev",
         # matched by key: '2 mons' (after the UPDATE) = '60 days', '1 mon' = '720 hours'
-        "matched": "SELECT INTERVAL '60 days' AS i INTERSECT SELECT i FROM ev",
-        "unmatched": "SELECT i FROM ev EXCEPT ALL SELECT INTERVAL '720 hours'",
-        "distinct_sums": "SELECT extract(epoch FROM sum(DISTINCT i)) AS s,"
-        " avg(DISTINCT i) FILTER (WHERE id <> 3) AS a FROM ev",
-        "over": "SELECT id, avg(i) OVER (ORDER BY id) AS a,"
-        " sum(i) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS s FROM ev",
-        "typmods": "SELECT id, i::interval hour AS h, (a - b)::interval(0) AS p0,"
-        " CAST(a - b AS interval day to second(1)) AS ds FROM ev",
+        "matched": "SELECT 'i' AS op, i FROM (SELECT INTERVAL '60 days' AS i INTERSECT"
+        " SELECT i FROM ev) AS x UNION ALL SELECT 'e', i FROM (SELECT i FROM ev"
+        " EXCEPT ALL SELECT INTERVAL '720 hours') AS y",
     },
     "writes": [
         "INSERT INTO ev VALUES (6, '2020-12-31', '2020-02-29', '2 mons 1 day'),"

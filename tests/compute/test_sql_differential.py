@@ -546,16 +546,17 @@ QUERIES: dict[str, tuple[str, str | None]] = {
         None,
     ),
     # a subquery in a CASE branch runs only for the rows reaching it (w = 0
-    # would divide by zero; DuckDB's integer division is //)
+    # would divide by zero; DuckDB evaluates every branch: NULLIF there, and // is
+    # its integer division)
     "sub_case_guarded": (
         "SELECT name, CASE WHEN w IS NULL OR w = 0 THEN -1"
-        " ELSE (SELECT max(x) / w FROM r WHERE r.w = u.w) END AS q,"
+        " ELSE (SELECT max(x) / u.w FROM r WHERE r.w = u.w) END AS q,"
         " CASE WHEN (SELECT count(*) FROM r WHERE r.w = u.w) = 0 THEN 0"
         " ELSE (SELECT max(x) / count(*) FROM r WHERE r.w = u.w) END AS m FROM u",
         "SELECT name, CASE WHEN w IS NULL OR w = 0 THEN -1"
-        " ELSE (SELECT max(x) // w FROM r WHERE r.w = u.w) END AS q,"
+        " ELSE (SELECT max(x) // NULLIF(u.w, 0) FROM r WHERE r.w = u.w) END AS q,"
         " CASE WHEN (SELECT count(*) FROM r WHERE r.w = u.w) = 0 THEN 0"
-        " ELSE (SELECT max(x) // count(*) FROM r WHERE r.w = u.w) END AS m FROM u",
+        " ELSE (SELECT max(x) // NULLIF(count(*), 0) FROM r WHERE r.w = u.w) END AS m FROM u",
     ),
     "sub_nested": (
         "SELECT name FROM u WHERE k IN (SELECT k FROM t WHERE v > (SELECT min(x) FROM r))",

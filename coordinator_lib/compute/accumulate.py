@@ -35,6 +35,8 @@ from coordinator_lib.compute.render import (
     render,
 )
 from coordinator_lib.compute.scalar import column_name, to_spark
+from coordinator_lib.compute.spark_aggregates import times_copies
+from coordinator_lib.compute.spark_numeric import numeric_add
 from coordinator_lib.expr.relation import AggregateFunc
 from coordinator_lib.persist.machine import Machine
 from coordinator_lib.persist.shard import Shard
@@ -66,6 +68,13 @@ def _finite(total: SparkColumn) -> SparkColumn:
     return F.when(F.abs(total) == infinity, overflow).otherwise(total)
 
 
+def _in_range(number: SparkColumn, operand: SparkColumn) -> SparkColumn:
+    """A numeric past its bound (NULL from `spark_numeric` where `operand`
+    is not) fails the job with 22003, as `_finite` does for floats."""
+    overflow = F.raise_error(F.lit("numeric field overflow (SQLSTATE 22003)"))
+    return F.when(operand.isNotNull() & number.isNull(), overflow).otherwise(number)
+
+
 def _accumulator_columns(plan: AccumulatePlan) -> list[str]:
     return list(plan.state_desc.names[plan.key_arity :])
 
@@ -94,15 +103,20 @@ def advance_state(
     ]
     sums = [F.sum(DIFF).alias("rows")]
     floats = set()  # float sums' accumulators: checked against overflow
+    numerics = set()  # numeric sums' accumulators: added with all their places
     for i, aggregate in enumerate(reduce.aggregates):
         scalar_type = aggregate.typ(types).scalar_type
         out_type = spark_type(scalar_type)
         value = to_spark(aggregate.expr, types).cast(out_type)
         columns.append(value.alias(f"v{i}"))
         if aggregate.func is AggregateFunc.SUM:
-            total = F.sum(F.col(f"v{i}") * F.col(DIFF)).cast(out_type)
+            value = F.col(f"v{i}")
+            added = _in_range(times_copies(value, F.col(DIFF), scalar_type), value)
+            total = F.sum(added).cast(out_type)
             if scalar_type in (ScalarType.REAL, ScalarType.DOUBLE):
                 floats.add(f"s{i}")
+            if scalar_type is ScalarType.NUMERIC:
+                numerics.add(f"s{i}")
                 total = _finite(total)
             # Never NULL, so a missing previous value is told apart by `rows`.
             sums.append(F.coalesce(total, F.lit(0).cast(out_type)).alias(f"s{i}"))
@@ -131,7 +145,11 @@ def advance_state(
             condition = condition & F.col(k).eqNullSafe(F.col(f"ok_{k}"))
         joined = cumulative.join(old, on=condition, how="left").drop(*[f"ok_{k}" for k in keys])
     for a in accs:
-        accumulated = F.coalesce(F.col(f"o_{a}"), F.lit(0)) + F.col(f"d_{a}")
+        before = F.coalesce(F.col(f"o_{a}"), F.lit(0))
+        if a in numerics:
+            accumulated = numeric_add(before, F.col(f"d_{a}"))
+        else:
+            accumulated = before + F.col(f"d_{a}")
         joined = joined.withColumn(a, _finite(accumulated) if a in floats else accumulated)
     order = Window.partitionBy(*keys).orderBy(TIME)
     with_prev = joined.select(

@@ -36,7 +36,7 @@ from coordinator_lib.expr.relation import (
     WindowFunc,
 )
 from coordinator_lib.persist.spark_batches import spark_type
-from coordinator_lib.repr.relation import ColumnType, ScalarType
+from coordinator_lib.repr.relation import ColumnType
 
 COUNT = "__m"  # a row's multiplicity at a point
 OUT = "__c"  # an output row's multiplicity at a point
@@ -211,8 +211,7 @@ def _aggregate(
     out = out_type.scalar_type
     if aggregate.func is not AggregateFunc.COUNT:
         value = value.cast(spark_type(out))
-    interval = out is ScalarType.INTERVAL
-    column = aggregate_column(aggregate, value, F.lit(True), over, interval=interval)
+    column = aggregate_column(aggregate, value, F.lit(True), out, over)
     if aggregate.func is AggregateFunc.SUM:  # past its type: NULL here, and the error
         column = column.try_cast(spark_type(out))
     return column, sum_overflow(aggregate, value, out, over)

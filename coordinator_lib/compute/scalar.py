@@ -15,6 +15,7 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from coordinator_lib.compute.spark_numeric import numeric_add, numeric_div, numeric_mul
 from coordinator_lib.expr.functions import REGISTRY, CallFunction, SparkCall, evaluate
 from coordinator_lib.expr.scalar import (
     COMPARISON_OPERATORS,
@@ -205,6 +206,15 @@ def _unary(expr: CallUnary, types: tuple[ColumnType, ...]) -> SparkColumn:
     raise TypeError(f"cannot render {func} on Spark")
 
 
+# numeric's operations with all its 10 places (Spark's own drop some).
+_NUMERIC_OPERATIONS = {
+    BinaryFunc.ADD: numeric_add,
+    BinaryFunc.SUB: lambda left, right: numeric_add(left, right, negate=True),
+    BinaryFunc.MUL: numeric_mul,
+    BinaryFunc.DIV: numeric_div,
+}
+
+
 def _binary(expr: CallBinary, types: tuple[ColumnType, ...]) -> SparkColumn:
     left, right = to_spark(expr.left, types), to_spark(expr.right, types)
     func = expr.func
@@ -214,6 +224,8 @@ def _binary(expr: CallBinary, types: tuple[ColumnType, ...]) -> SparkColumn:
         # Compute in the result type so overflow is checked at its width.
         left, right = left.cast(out_type), right.cast(out_type)
         st = result.scalar_type
+        if st is ScalarType.NUMERIC and func in _NUMERIC_OPERATIONS:
+            return _NUMERIC_OPERATIONS[func](left, right)
         if func is BinaryFunc.ADD:
             return _float_checked(func, st, left, right, (left + right).cast(out_type))
         if func is BinaryFunc.SUB:
@@ -225,8 +237,6 @@ def _binary(expr: CallBinary, types: tuple[ColumnType, ...]) -> SparkColumn:
         if is_integer(result.scalar_type):
             # PostgreSQL integer division truncates toward zero; so does `div`.
             return F.call_function("div", left, right).cast(out_type)
-        if result.scalar_type is ScalarType.NUMERIC:
-            return _numeric_div(left, right, out_type)
         return _float_checked(func, result.scalar_type, left, right, (left / right).cast(out_type))
     if func in COMPARISON_OPERATORS:
         return COMPARISON_OPERATORS[func](left, right)
@@ -287,19 +297,6 @@ def _float_cast_checked(value: SparkColumn, source: ScalarType, to: ScalarType) 
     return F.when(
         overflow, F.raise_error(F.lit("value out of range: overflow (SQLSTATE 22003)"))
     ).otherwise(result)
-
-
-def _numeric_div(left: SparkColumn, right: SparkColumn, out_type: T.DataType) -> SparkColumn:
-    """numeric / numeric with all of numeric's 10 decimal places (avg).
-
-    Spark types decimal(38,10) / decimal(38,10) as decimal(38,6): it keeps 6
-    places (1.666667 for 5/3, where PostgreSQL gives 1.6666666666666667).
-    With a dividend narrowed to decimal(28,10) the quotient is decimal(38,10),
-    rounded half up like a cast; dividends of 10^18 or more keep Spark's 6
-    places (the narrowing would overflow; the branch not taken is not run)."""
-    exact = (left.cast(T.DecimalType(28, 10)) / right).cast(out_type)
-    fits = F.abs(left) < F.lit(10**18).cast(out_type)
-    return F.when(fits, exact).otherwise((left / right).cast(out_type))
 
 
 def _variadic(expr: CallVariadic, types: tuple[ColumnType, ...]) -> SparkColumn:

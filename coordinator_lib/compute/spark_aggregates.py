@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from coordinator_lib.compute.spark_errors import error_struct
+from coordinator_lib.compute.spark_numeric import times_count
 from coordinator_lib.expr.functions.interval import spark_order_key
 from coordinator_lib.expr.relation import AggregateExpr, AggregateFunc
 from coordinator_lib.expr.scalar import is_integer
@@ -74,19 +75,26 @@ def array_agg_column(
     return F.when(F.size(items) > 0, F.transform(ordered, lambda item: item["f0"]))
 
 
+def times_copies(value: SparkColumn, m: SparkColumn, out_type: ScalarType) -> SparkColumn:
+    """What a row adds to a SUM of `out_type`: its value times its copies,
+    a numeric one with all of numeric's places (`spark_numeric.times_count`)."""
+    return times_count(value, m) if out_type is ScalarType.NUMERIC else value * m
+
+
 def aggregate_column(
     aggregate: AggregateExpr,
     value: SparkColumn,
     present: SparkColumn,
+    out_type: ScalarType,
     over: Over = _grouped,
-    interval: bool = False,
     copies: str = COPIES,
 ) -> SparkColumn:
-    """One aggregate over the rows (`copies` copies each) of a group, or of
-    a window frame when `over` puts each Spark aggregate over it. `interval`:
-    min/max order the values by PostgreSQL's interval key (then by field,
-    as the in-process engine does), not by field alone. A DISTINCT SUM is
-    a SUM whose `copies` count each value present once (`distinct_copies`)."""
+    """One aggregate (its output of `out_type`) over the rows (`copies`
+    copies each) of a group, or of a window frame when `over` puts each
+    Spark aggregate over it. Interval min/max order the values by
+    PostgreSQL's interval key (then by field, as the in-process engine
+    does), not by field alone. A DISTINCT SUM is a SUM whose `copies`
+    count each value present once (`distinct_copies`)."""
     m = F.col(copies)
     nonnull = value.isNotNull()
     func = aggregate.func
@@ -102,9 +110,10 @@ def aggregate_column(
         # A sum past its type is NULL here (the caller try_casts it to its
         # output type) and an error of its group or partition (`sum_overflow`).
         # A row counted no times adds nothing (an infinity times 0 is NaN).
-        total = over(F.try_sum(F.when(nonnull & (m != 0), value * m)))
+        total = over(F.try_sum(F.when(nonnull & (m != 0), times_copies(value, m, out_type))))
         return F.when(over(F.sum(F.when(nonnull, m))) > 0, total)
     if func in (AggregateFunc.MIN, AggregateFunc.MAX):
+        interval = out_type is ScalarType.INTERVAL
         keyed = F.struct(spark_order_key(value).alias("k"), value.alias("v")) if interval else value
         pick = F.min if func is AggregateFunc.MIN else F.max
         chosen = over(pick(F.when(present, keyed)))
@@ -164,8 +173,10 @@ def sum_overflow(
         message = f"{out_type.value} out of range"
     else:
         return None
-    # value * m may be typed with fewer decimal places (and more digits) than
-    # the output: the sum is checked against the output type, not its own.
+    # The sum is checked against the output type, not its own; a numeric
+    # product past numeric's bound is NULL (`times_count`), an overflow too.
+    product = times_copies(value, m, out_type)
     some = over(F.sum(F.when(nonnull, m))) > 0
-    total = over(F.try_sum(F.when(counted, value * m))).try_cast(spark_type(out_type))
-    return F.when(some & total.isNull(), error_struct("22003", message))
+    total = over(F.try_sum(F.when(counted, product))).try_cast(spark_type(out_type))
+    lost = over(F.max(counted & product.isNull()))
+    return F.when(some & (total.isNull() | lost), error_struct("22003", message))

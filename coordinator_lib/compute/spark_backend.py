@@ -54,7 +54,7 @@ from coordinator_lib.expr.table_functions import TableFunc, expand
 from coordinator_lib.expr.temporal import TemporalFilter as TemporalFilterExpr
 from coordinator_lib.persist.spark_batches import spark_type
 from coordinator_lib.repr.global_id import GlobalId
-from coordinator_lib.repr.relation import ColumnType, ScalarType
+from coordinator_lib.repr.relation import ColumnType
 
 Rendered = Pair[DataFrame]
 
@@ -595,8 +595,7 @@ def _values_at_points(
         if aggregate.func is not AggregateFunc.COUNT:
             # count's output type (bigint) is not its input's: count(text) counts text.
             value = value.cast(spark_type(out_type.scalar_type))
-        interval = out_type.scalar_type is ScalarType.INTERVAL
-        column = aggregate_column(aggregate, value, present, interval=interval, copies=copies)
+        column = aggregate_column(aggregate, value, present, out_type.scalar_type, copies=copies)
         if aggregate.func is AggregateFunc.SUM:
             # A sum past its type is NULL here and an error of its group.
             column = column.try_cast(spark_type(out_type.scalar_type))

@@ -380,6 +380,38 @@ def test_a_cast_to_real_past_its_range_is_22003_on_spark(
 FRAME = "OVER (PARTITION BY k ORDER BY t ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)"
 
 
+@pytest.mark.spark
+@pytest.mark.timeout(400)
+def test_numeric_sums_and_arithmetic_keep_ten_decimal_places_on_spark(
+    on_spark: Environment, postgres: psycopg.Connection[Any]
+) -> None:
+    """numeric has 10 decimal places on Spark as in-process: a SUM in a
+    view (a row inserted twice counts twice), a window SUM, numeric * and +,
+    and a one-off SUM answer as PostgreSQL does. Spark types
+    decimal(38,10) * bigint as decimal(38,6) and decimal(38,10) + decimal(38,10)
+    as decimal(38,9): the sums were 0 here."""
+    with connect(on_spark) as conn:
+        both(
+            conn,
+            postgres,
+            "CREATE TABLE dp (k int, t int, n numeric)",
+            "INSERT INTO dp VALUES (1, 1, 0.0000001234), (1, 2, 0.0000001234)",
+            "INSERT INTO dp VALUES (2, 1, 123456789.0000000009), (2, 2, 0.0000000001)",
+        )
+        conn.execute("CREATE MATERIALIZED VIEW dp_sum AS SELECT k, sum(n) FROM dp GROUP BY k")
+        window = f"SELECT k, t, sum(n) {FRAME} AS s, n * 0.001 AS p, n + 1e-10 AS q FROM dp"
+        conn.execute(f"CREATE MATERIALIZED VIEW dp_win AS {window}")
+        both(conn, postgres, "INSERT INTO dp VALUES (1, 3, 0.0000000007)")
+        sums = rows(postgres, "SELECT k, sum(n) FROM dp GROUP BY k ORDER BY k")
+        assert rows(conn, "SELECT * FROM dp_sum ORDER BY k") == sums
+        assert rows(conn, "SELECT k, sum(n) FROM dp GROUP BY k ORDER BY k") == sums
+        # PostgreSQL's product keeps more places: rounded to numeric's 10.
+        theirs = window.replace("n * 0.001", "round(n * 0.001, 10)")
+        assert rows(conn, "SELECT * FROM dp_win ORDER BY 1, 2") == rows(
+            postgres, f"{theirs} ORDER BY 1, 2"
+        )
+
+
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("engine", ["local", pytest.param("spark", marks=pytest.mark.spark)])
 def test_a_distinct_or_window_sum_overflow_is_an_error_of_its_group(

@@ -124,16 +124,23 @@ def unsupported_call(name: str, aggregate: bool, position: int | None) -> SqlErr
 
 
 def _values_subquery(node: exp.Expr) -> exp.Expr:
-    """`VALUES (...)` as the subquery it is in `x IN (VALUES ...)` and
-    `x op ALL (VALUES ...)` (sqlglot reads the first as an IN list's one
-    item and the second as a call of a function ALL); other nodes unchanged."""
+    """`VALUES (...)` as the subquery it is in `x IN (VALUES ...)`, and
+    `x op ALL (...)` as the quantified comparison it is (sqlglot reads the
+    first as an IN list's one item and the second as a call of a function
+    ALL: `ALL (VALUES ...)`, `ALL ($1)`, `ALL (ARRAY[...])`); other nodes
+    unchanged."""
     if isinstance(node, exp.Values):
         return exp.Subquery(this=node)
     word = node.name.upper() if isinstance(node, exp.Anonymous) else ""
     values = node.expressions if word in ("ALL", "ANY", "SOME") else []
-    if len(values) == 1 and isinstance(values[0], exp.Values):
+    if len(values) == 1:
         quantifier = exp.All if word == "ALL" else exp.Any
-        return quantifier(this=exp.Subquery(this=values[0]))
+        (value,) = values
+        return quantifier(
+            this=exp.Subquery(this=value)
+            if isinstance(value, exp.Values)
+            else exp.Paren(this=value)
+        )
     return node
 
 
@@ -568,8 +575,14 @@ class ScalarBinder:
             ]
             joined = exp.and_(*parts) if isinstance(right, exp.All) else exp.or_(*parts)
             return self.bind(exp.Paren(this=joined))
-        if isinstance(right, exp.Any) and symbol == "=" and not isinstance(array, exp.Query):
-            return self._array_contains(node.this, array)
+        if not isinstance(array, exp.Query):
+            if isinstance(right, exp.Any) and symbol == "=":
+                return self._array_contains(node.this, array)
+            if isinstance(right, exp.All) and symbol == "<>":
+                # x <> ALL (array) is NOT (x = ANY (array)), NULLs included.
+                return self.typed(
+                    CallUnary(UnaryFunc.NOT, self._array_contains(node.this, array).expr)
+                )
         if self.scope.context is None or not isinstance(query, exp.Query):
             word = "ANY" if isinstance(right, exp.Any) else "ALL"
             raise UnsupportedFeature(f"{symbol} {word} (...) needs a subquery", position_of(right))
@@ -580,12 +593,17 @@ class ScalarBinder:
         """`x = ANY (array)`: TRUE if an element equals x, else NULL if one is
         NULL, else FALSE (compute's `array_contains`)."""
         values = self.bind(array_node)
+        left = self.bind(left_node)
+        if values.unknown and not left.unknown and not left.scalar.is_array:
+            # An untyped literal or parameter (psycopg's list sent as text,
+            # '{1,3}') is an array of x's type, as PostgreSQL reads it.
+            values = self.resolve_unknown(values, left.scalar.array(), array_node)
         element = None if values.unknown else values.scalar.element
         if element is None:
             raise UnsupportedFeature(
                 "= ANY (...) needs a subquery or an array", position_of(array_node)
             )
-        left = self.coerce(self.bind(left_node), element, left_node, "= ANY")
+        left = self.coerce(left, element, left_node, "= ANY")
         result = CallFunction(
             "array_contains", (values.expr, left.expr), ColumnType(ScalarType.BOOLEAN, True)
         )

@@ -141,3 +141,44 @@ def test_any_and_all_of_an_array_literal(environment: Environment) -> None:
             ("v",),
         ).fetchone()
     assert got == (True, False, None, True)
+
+
+@pytest.mark.parametrize("driver", ["psycopg", "pg8000"])
+def test_a_list_parameter_is_an_array_for_any_and_all(
+    environment: Environment, driver: str
+) -> None:
+    """`WHERE id = ANY(%s)` with a Python list, as psycopg's and pg8000's
+    docs write IN lists: the list arrives as an array (untyped text or an
+    array OID) and is read as an array of the other side's type, in
+    SELECT, `<> ALL` and DELETE (was 0A000 "= ANY (...) needs a subquery
+    or an array", and `ALL(...)` 42883 "function all(unknown)")."""
+    table = f"any_{driver}"
+    with psycopg.connect(dsn(environment), autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id int, s text)")
+        conn.execute(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'b'), (3, 'c'), (NULL, NULL)")
+    if driver == "psycopg":
+        conn_ = psycopg.connect(dsn(environment), autocommit=True)
+    else:
+        conn_ = pg8000.dbapi.connect(
+            user="materialize",
+            host="127.0.0.1",
+            port=environment.pgwire.port,
+            database="materialize",
+        )
+        conn_.autocommit = True
+    try:
+        cur = conn_.cursor()
+        cur.execute(f"SELECT id FROM {table} WHERE id = ANY(%s) ORDER BY id", ([1, 3],))
+        assert [tuple(r) for r in cur.fetchall()] == [(1,), (3,)]
+        cur.execute(f"SELECT s FROM {table} WHERE s = ANY(%s) ORDER BY s", (["c", "x"],))
+        assert [tuple(r) for r in cur.fetchall()] == [("c",)]
+        # NULL rows are neither equal nor unequal; a NULL element makes <> ALL unknown.
+        cur.execute(f"SELECT id FROM {table} WHERE id <> ALL(%s) ORDER BY id", ([1, 3],))
+        assert [tuple(r) for r in cur.fetchall()] == [(2,)]
+        cur.execute(f"SELECT count(*) FROM {table} WHERE id <> ALL(%s)", ([1, None],))
+        assert [tuple(r) for r in cur.fetchall()] == [(0,)]
+        cur.execute(f"DELETE FROM {table} WHERE id = ANY(%s)", ([1, 2],))
+        cur.execute(f"SELECT id FROM {table} WHERE id IS NOT NULL")
+        assert [tuple(r) for r in cur.fetchall()] == [(3,)]
+    finally:
+        conn_.close()

@@ -115,9 +115,9 @@ def advance_state(
             total = F.sum(added).cast(out_type)
             if scalar_type in (ScalarType.REAL, ScalarType.DOUBLE):
                 floats.add(f"s{i}")
+                total = _finite(total)
             if scalar_type is ScalarType.NUMERIC:
                 numerics.add(f"s{i}")
-                total = _finite(total)
             # Never NULL, so a missing previous value is told apart by `rows`.
             sums.append(F.coalesce(total, F.lit(0).cast(out_type)).alias(f"s{i}"))
         sums.append(

@@ -4,9 +4,11 @@ Why: a Spark action blocks the statement's thread in the JVM, so the
 budget's `check` (cancel request, statement_timeout) cannot run there.
 The jobs the thread starts carry a tag unique to the statement (PySpark
 pins each Python thread to a JVM thread, so the tag is this thread's); a
-watcher thread polls the check and cancels the tagged jobs, interrupting
-their tasks. The action then fails, and the statement raises the check's
-error (57014) instead of Spark's.
+watcher thread polls the check and, once it fails, cancels the tagged jobs
+at every poll until the body ends, interrupting their tasks: a cancel that
+arrives while the statement is still planning (no job yet) or between two
+of its jobs stops the next job too. The action then fails, and the
+statement raises the check's error (57014) instead of Spark's.
 """
 
 from __future__ import annotations
@@ -37,12 +39,13 @@ def cancelable_jobs(spark: Any, budget: QueryBudget) -> Iterator[None]:
 
     def watch() -> None:
         while not stop.wait(POLL_SECONDS):
-            try:
-                budget.check()
-            except BaseException as error:
-                failure.append(error)
+            if not failure:
+                try:
+                    budget.check()
+                except BaseException as error:
+                    failure.append(error)
+            if failure:  # every poll: a job the body starts after the check failed dies too
                 context.cancelJobsWithTag(tag)
-                return
 
     watcher = threading.Thread(target=watch, name="spark-cancel-watch", daemon=True)
     watcher.start()

@@ -315,11 +315,15 @@ def test_a_streamed_query_failing_midway_is_logged_as_its_error(server: Server) 
 
 
 @pytest.mark.spark
-def test_cancel_stops_a_spark_job(tmp_path: Path, spark: Any) -> None:
+@pytest.mark.parametrize("moment", ["job_running", "planning"])
+def test_cancel_stops_a_spark_job(tmp_path: Path, spark: Any, moment: str) -> None:
     """Every input goes to Spark (local_max_rows=0); the server runs in this
     process to share the test's Spark session, so the cancel request is
     psycopg's cancel_safe (its blocking cancel() would hold this process's
-    GIL while the in-process server needs it to answer)."""
+    GIL while the in-process server needs it to answer). The cancel comes
+    while a Spark job runs, or right after the query is sent, while the
+    statement still plans and reads its inputs: that cancel used to be lost
+    (checked once, before any job existed) and the job ran on."""
     config = fast_config(tmp_path / "env", local_max_rows=0)
     env = Environment(config, pgwire_port=0, http_port=0, spark=spark)
     env.start()
@@ -331,7 +335,7 @@ def test_cancel_stops_a_spark_job(tmp_path: Path, spark: Any) -> None:
             conn.execute("INSERT INTO t600 VALUES " + ", ".join(f"({i})" for i in range(600)))
         tracker = spark.sparkContext.statusTracker()
         running = Running(server, TRIPLE_CROSS_JOIN)
-        while not tracker.getActiveJobsIds():
+        while moment == "job_running" and not tracker.getActiveJobsIds():
             assert not running.ended(0.05), f"ended before a Spark job ran: {running.outcome}"
         running.conn.cancel_safe()
         assert running.ended(60), "the Spark job kept running after the cancel"

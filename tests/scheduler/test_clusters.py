@@ -145,14 +145,23 @@ def test_scheduler_http_api(tmp_path: Path) -> None:
         source = max(status["captures"], key=lambda c: len(status["captures"][c]))
         target = next(c for c in status["captures"] if c != source)
         task = status["captures"][source][0]["task"]
-        assert _post(env, "/api/scheduler/move", {"task": task, "capture": target}).json() == {
-            "accepted": True
-        }
+        # False is the API's "not now" (e.g. the owner is re-hearing its
+        # captures after a slow tick): a client asks again.
+        wait_for(
+            "the move to be accepted",
+            lambda: (
+                _post(env, "/api/scheduler/move", {"task": task, "capture": target}).json()
+                == {"accepted": True}
+            ),
+        )
         wait_for(
             "the move",
             lambda: (s := settled()) and task in [t["task"] for t in s["captures"][target]],
         )
-        assert _post(env, "/api/scheduler/rebalance", {}).json() == {"accepted": True}
+        wait_for(
+            "the rebalance to be accepted",
+            lambda: _post(env, "/api/scheduler/rebalance", {}).json() == {"accepted": True},
+        )
         wait_for("a balanced placement", lambda: settled((2, 2)))
 
         # Drain one worker: everything ends up on the other.

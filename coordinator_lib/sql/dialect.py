@@ -106,7 +106,12 @@ class Explain(exp.Expression):
     """`EXPLAIN ...`: `this` is a statement, or a table name when `kind` names an
     existing object ("MATERIALIZED VIEW", "VIEW", "INDEX")."""
 
-    arg_types: ClassVar[dict[str, bool]] = {"this": True, "stage": False, "kind": False}
+    arg_types: ClassVar[dict[str, bool]] = {
+        "this": True,
+        "stage": False,
+        "kind": False,
+        "options": False,
+    }
 
 
 # The meta key of the name a function call was written with (figure_colname).
@@ -637,17 +642,55 @@ class TidemarkParser(StatementParser):
                 break
         else:
             self._match_text_seq("PLAN")
+        options = self._parse_explain_options()
         if self._match_text_seq("AS"):
             self._parse_var(any_token=True)  # AS TEXT / AS JSON: we only print text
         self._match(TokenType.FOR)
         for words in _EXPLAIN_OBJECTS:
             if self._match_text_seq(*words):
                 name = self._parse_table_parts()
-                return self.expression(Explain(this=name, stage=stage, kind=" ".join(words)), start)
+                return self.expression(
+                    Explain(this=name, stage=stage, kind=" ".join(words), options=options), start
+                )
         statement = self._parse_statement()
         if statement is None:
             self.raise_error("Expecting a statement to explain")
-        return self.expression(Explain(this=statement, stage=stage), start)
+        return self.expression(Explain(this=statement, stage=stage, options=options), start)
+
+    def _parse_explain_options(self) -> list[exp.Var]:
+        """Materialize's `WITH (<modifier> [= value], ...)`: each modifier its
+        words joined by a blank, lowercased (`join implementations`), at its
+        position; a value (`= false`) is in its meta["value"]. `WITH` without a
+        parenthesis is a CTE's."""
+        if not (self._curr and self._curr.token_type == TokenType.WITH):
+            return []
+        following = self._next
+        if not (following and following.token_type == TokenType.L_PAREN):
+            return []
+        self._advance(2)
+        options: list[exp.Var] = []
+        while True:
+            first = self._curr
+            words: list[str] = []
+            while self._curr and self._curr.token_type not in (
+                TokenType.COMMA,
+                TokenType.R_PAREN,
+                TokenType.EQ,
+            ):
+                words.append(self._curr.text.lower())
+                self._advance()
+            if not words or first is None:
+                self.raise_error("Expecting an EXPLAIN option")
+            option = exp.Var(this=" ".join(words))
+            option.meta["start"] = first.start
+            if self._match(TokenType.EQ) and self._curr:
+                option.meta["value"] = self._curr.text.lower()
+                self._advance()
+            options.append(option)
+            if self._match(TokenType.R_PAREN):
+                return options
+            if not self._match(TokenType.COMMA):
+                self.raise_error("Expecting , or ) after an EXPLAIN option")
 
     def _parse_explain_timestamp(self, start: Token) -> ExplainTimestamp:
         fmt = "TEXT"
@@ -785,7 +828,9 @@ class TidemarkGenerator(MaterializeGenerator):
 
     def _explain_sql(self, e: Explain) -> str:
         stage = e.args.get("stage")
-        head = f"EXPLAIN {stage} PLAN FOR" if stage else "EXPLAIN"
+        options = e.args.get("options") or []
+        listed = f" WITH ({', '.join(o.name for o in options)})" if options else ""
+        head = f"EXPLAIN {stage or 'OPTIMIZED'} PLAN{listed} FOR" if stage or options else "EXPLAIN"
         kind = e.args.get("kind")
         target = f"{kind} {self.sql(e, 'this')}" if kind else self.sql(e, "this")
         return f"{head} {target}"

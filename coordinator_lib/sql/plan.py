@@ -54,6 +54,7 @@ from coordinator_lib.sql.errors import (
     UnsupportedFeature,
     WrongObjectType,
 )
+from coordinator_lib.sql.explain import explain_options
 from coordinator_lib.sql.plan_core import (
     QUERY_TYPES,
     plan_create_index,
@@ -223,6 +224,7 @@ def _expr_of(item: CatalogItem) -> RelationExpr:
 
 def plan_explain(statement: Explain, ctx: PlanContext) -> ExplainPlan:
     stage = statement.args.get("stage")
+    options = explain_options(statement.args.get("options") or [], stage)
     kind = statement.args.get("kind")
     target = statement.this
     if kind:
@@ -243,7 +245,7 @@ def plan_explain(statement: Explain, ctx: PlanContext) -> ExplainPlan:
         else:
             expr = _expr_of(item)
         _record_gets(ctx, expr)
-        return ExplainPlan(None, expr, item.id, stage, ctx.readable_names())
+        return ExplainPlan(None, expr, item.id, stage, ctx.readable_names(), options)
     plan = plan_in_context(target, ctx)
     if isinstance(plan, SelectPlan | CreateViewPlan):
         expr = plan.expr
@@ -256,7 +258,7 @@ def plan_explain(statement: Explain, ctx: PlanContext) -> ExplainPlan:
             position_of(target),
         )
     _record_gets(ctx, expr)
-    return ExplainPlan(plan, expr, None, stage, ctx.readable_names())
+    return ExplainPlan(plan, expr, None, stage, ctx.readable_names(), options)
 
 
 def _catalog_item(ctx: PlanContext, gid: GlobalId) -> CatalogItem | None:

@@ -194,13 +194,15 @@ class ExplainPlan(Plan):
     """EXPLAIN: print `expr` (see `sql.explain.explain`). `plan` is the plan of
     the explained statement; `item` the existing object explained
     (`EXPLAIN MATERIALIZED VIEW mv`). `names` maps the ids the plan reads to
-    their qualified names, for readable `Get` lines."""
+    their qualified names, for readable `Get` lines. `options` are the
+    output modifiers of `WITH (...)` it honours (`sql.explain.EXPLAIN_OPTIONS`)."""
 
     plan: Plan | None
     expr: RelationExpr
     item: GlobalId | None = None
     stage: str | None = None
     names: Mapping[GlobalId, str] = field(default_factory=dict)
+    options: tuple[str, ...] = ()
 
 
 # --- statements added for the coordinator (issue 4) -------------------------------

@@ -207,6 +207,7 @@ class Coordinator:
         if self.heartbeat is not None:
             self.heartbeat.stop()
         self.storage.close()
+        self.statement_log.close()
 
     def track_subscribe(self, thread: threading.Thread, stream: RowStream) -> None:
         """Producers are stopped and joined before the environment closes."""

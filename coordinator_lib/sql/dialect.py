@@ -744,6 +744,14 @@ class TidemarkGenerator(MaterializeGenerator):
             return f"{bare}({self.expressions(expression, flat=True)})"
         return super().datatype_sql(expression)
 
+    def schema_sql(self, expression: exp.Schema) -> str:
+        """A table without columns keeps its `()` (`CREATE TABLE t ()`, as
+        PostgreSQL and Materialize take it): without them the stored text
+        would read back as `CREATE TABLE t`, which has no column list."""
+        if not expression.expressions and isinstance(expression.parent, exp.Create):
+            return f"{self.sql(expression, 'this')} ()"
+        return super().schema_sql(expression)
+
     def interval_sql(self, expression: exp.Interval) -> str:
         """`INTERVAL '1-2' YEAR TO MONTH` as written (a stored view is
         re-read from this text): the qualifier changes how the string reads,

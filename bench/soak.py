@@ -81,6 +81,24 @@ def descendants_rss_mb(pid: int) -> float:
     return total
 
 
+# The server's memory by allocator, from its /metrics
+# (coordinator_lib/adapter/process_memory.py), in MB; python_blocks in thousands.
+PARTS = ("malloc_in_use", "malloc_free", "sqlite", "arrow", "python_blocks")
+
+
+def memory_parts(url: str) -> dict[str, float]:
+    """The server's `tidemark_process_memory_bytes` gauges: which part grows."""
+    parts: dict[str, float] = {}
+    with contextlib.suppress(requests.RequestException):
+        text = requests.get(f"{url}/metrics", timeout=30).text
+        for line in text.splitlines():
+            if line.startswith('tidemark_process_memory_bytes{part="'):
+                part = line.split('"')[1]
+                scale = 1000 if part == "python_blocks" else 2**20
+                parts[part] = float(line.rsplit(" ", 1)[1]) / scale
+    return parts
+
+
 def apply_demo(dsn: str, in_process: bool = False) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         for path in sorted(DEMO_SQL.glob("*.sql")):
@@ -165,6 +183,7 @@ def run(
 ) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     samples: list[Sample] = []
+    parts: list[dict[str, float]] = []  # memory_parts, one per sample
     with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
         data_dir = Path(tmp) / "data"
         options = ("--local-max-rows", "1000000000") if in_process else ()
@@ -180,10 +199,12 @@ def run(
                 while True:
                     seconds = time.monotonic() - started
                     samples.append(_sample(seconds, server.proc.pid, user.rounds, data_dir))
+                    parts.append(memory_parts(server.url))
                     print(
                         f"{seconds:7.0f} s  RSS {samples[-1][1]:7.1f} MB  "
                         f"anon {samples[-1][4]:7.1f} MB  data {samples[-1][5]:7.1f} MB  "
-                        f"children {samples[-1][3]:7.1f} MB  rounds {user.rounds}",
+                        f"children {samples[-1][3]:7.1f} MB  rounds {user.rounds}  "
+                        + "  ".join(f"{k} {v:.1f}" for k, v in parts[-1].items()),
                         flush=True,
                     )
                     if done.wait(sample_every):
@@ -203,11 +224,12 @@ def run(
             samples.append(
                 _sample(time.monotonic() - started, server.proc.pid, user.rounds, data_dir)
             )
+            parts.append(memory_parts(server.url))
             user.close()
         finally:
             server.stop()
-    summary = _summarise(samples, duration, user.errors)
-    _write(samples, summary, out)
+    summary = _summarise(samples, parts, duration, user.errors)
+    _write(samples, parts, summary, out)
     return summary
 
 
@@ -244,8 +266,22 @@ def _slope_mb_per_hour(points: list[tuple[float, float]]) -> float:
 Sample = tuple[float, float, int, float, float, float]
 
 
-def _summarise(samples: list[Sample], duration: float, errors: list[str]) -> dict[str, Any]:
+def _summarise(
+    samples: list[Sample], parts: list[dict[str, float]], duration: float, errors: list[str]
+) -> dict[str, Any]:
     warm = [s for s in samples if s[0] >= duration * WARMUP_FRACTION]
+    warm_parts = [
+        (s[0], p) for s, p in zip(samples, parts, strict=True) if s[0] >= duration * WARMUP_FRACTION
+    ]
+    by_part = {
+        part: {
+            "after_warmup": round(points[0][1], 1),
+            "end": round(points[-1][1], 1),
+            "growth_per_hour": round(_slope_mb_per_hour(points), 1),
+        }
+        for part in PARTS
+        if (points := [(t, p[part]) for t, p in warm_parts if part in p])
+    }
     return {
         "duration_s": round(samples[-1][0]),
         "rounds": samples[-1][2],
@@ -268,20 +304,33 @@ def _summarise(samples: list[Sample], duration: float, errors: list[str]) -> dic
         "children_growth_after_warmup_mb_per_hour": round(
             _slope_mb_per_hour([(s[0], s[3]) for s in warm]), 1
         ),
+        # MB (python_blocks: thousands of objects), from the server's /metrics
+        "memory_parts_after_warmup": by_part,
         "errors": len(errors),
         "first_errors": errors[:5],
     }
 
 
-def _write(samples: list[Sample], summary: dict[str, Any], out: Path) -> None:
+def _write(
+    samples: list[Sample], parts: list[dict[str, float]], summary: dict[str, Any], out: Path
+) -> None:
     with (out / "soak.csv").open("w", newline="") as file:
         writer = csv.writer(file)
         writer.writerow(
             ["seconds", "rss_mb", "rounds", "children_rss_mb", "rss_anon_mb", "data_dir_mb"]
+            + [f"{part}_{'k' if part == 'python_blocks' else 'mb'}" for part in PARTS]
         )
         writer.writerows(
-            (round(t, 1), round(m, 1), r, round(c, 1), round(a, 1), round(d, 1))
-            for t, m, r, c, a, d in samples
+            (
+                round(t, 1),
+                round(m, 1),
+                r,
+                round(c, 1),
+                round(a, 1),
+                round(d, 1),
+                *(round(p[part], 1) if part in p else "" for part in PARTS),
+            )
+            for (t, m, r, c, a, d), p in zip(samples, parts, strict=True)
         )
     (out / "soak.json").write_text(json.dumps(summary, indent=2) + "\n")
     import matplotlib
@@ -289,15 +338,13 @@ def _write(samples: list[Sample], summary: dict[str, Any], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axis = plt.subplots(figsize=(8, 4))
-    axis.plot([t / 60 for t, *_ in samples], [s[1] for s in samples], label="tidemark serve")
-    axis.plot([t / 60 for t, *_ in samples], [s[4] for s in samples], label="serve, anonymous")
-    axis.plot(
-        [t / 60 for t, *_ in samples], [s[3] for s in samples], label="its children (Spark JVM)"
-    )
-    axis.plot([t / 60 for t, *_ in samples], [s[5] for s in samples], label="data directory")
+    minutes = [t / 60 for t, *_ in samples]
+    figure, (axis, below) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+    axis.plot(minutes, [s[1] for s in samples], label="tidemark serve")
+    axis.plot(minutes, [s[4] for s in samples], label="serve, anonymous")
+    axis.plot(minutes, [s[3] for s in samples], label="its children (Spark JVM)")
+    axis.plot(minutes, [s[5] for s in samples], label="data directory")
     axis.legend()
-    axis.set_xlabel("minutes")
     axis.set_ylabel("RSS (MB)")
     axis.set_ylim(bottom=0)
     axis.set_title(
@@ -305,6 +352,17 @@ def _write(samples: list[Sample], summary: dict[str, Any], out: Path) -> None:
         f"{summary['growth_after_warmup_mb_per_hour']} MB/h after warm-up"
     )
     axis.grid(True, alpha=0.3)
+    for part in PARTS:
+        if part != "python_blocks" and any(part in p for p in parts):
+            below.plot(minutes, [p.get(part, float("nan")) for p in parts], label=part)
+    if any("python_blocks" in p for p in parts):
+        blocks = [p.get("python_blocks", float("nan")) / 10 for p in parts]
+        below.plot(minutes, blocks, label="Python objects (10,000s)")
+    below.legend()
+    below.set_xlabel("minutes")
+    below.set_ylabel("serve's memory by allocator (MB)")
+    below.set_ylim(bottom=0)
+    below.grid(True, alpha=0.3)
     figure.tight_layout()
     figure.savefig(out / "soak.png", dpi=100)
     plt.close(figure)

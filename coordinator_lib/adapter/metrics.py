@@ -15,6 +15,7 @@ removes a collection's series when it leaves the catalog.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -24,6 +25,10 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from coordinator_lib.adapter.process_memory import process_memory
 
 # prometheus_client adds the +Inf bucket. Statements and dataflow steps span
 # sub-millisecond peeks to multi-minute Spark hydrations: past the 10 s where
@@ -32,12 +37,28 @@ _FAST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2
 _SLOW_BUCKETS = (*_FAST_BUCKETS, 30.0, 60.0, 120.0, 300.0)
 
 
+class _ProcessMemory(Collector):
+    """Read at each scrape: the process's memory by allocator."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "tidemark_process_memory_bytes",
+            "This process's memory by allocator (adapter/process_memory.py; "
+            "python_blocks is a count).",
+            labels=["part"],
+        )
+        for part, value in process_memory().items():
+            family.add_metric([part], value)
+        yield family
+
+
 class Metrics:
     """The coordinator's metrics; every method is cheap and thread-safe."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        r.register(_ProcessMemory())
         self._statements = Counter(
             "tidemark_statements_total",
             "Statements executed, by kind and outcome.",

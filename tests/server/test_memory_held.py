@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gc
 
+import requests
+
 from coordinator_lib.expr import relation as rel
 from coordinator_lib.persist.machine import _DECODED, _KNOWN, SHARD_KEY_PREFIX
 from coordinator_lib.server.environment import Environment
@@ -54,3 +56,30 @@ def test_dropped_tables_leave_no_cached_shard_state(environment: Environment) ->
             conn.execute(f"DROP TABLE gone{i}")
         assert conn.execute("SELECT * FROM kept").fetchall() == [(1,)]
     assert _cached_shards(environment) == before
+
+
+def test_metrics_show_the_servers_memory_by_allocator(environment: Environment) -> None:
+    """GET /metrics says where the server's memory is (glibc, SQLite, Arrow,
+    Python), so a soak's plot can show which part grows, not just RSS."""
+    with connect(environment) as conn:
+        conn.execute("CREATE TABLE t (x int)")
+        conn.execute("INSERT INTO t VALUES (1)")
+        assert conn.execute("SELECT * FROM t").fetchall() == [(1,)]
+    text = requests.get(f"http://127.0.0.1:{environment.http.port}/metrics", timeout=10).text
+    parts = {
+        line.split('"')[1]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("tidemark_process_memory_bytes{")
+    }
+    assert set(parts) == {
+        "rss",
+        "rss_anon",
+        "malloc_in_use",
+        "malloc_free",
+        "sqlite",
+        "arrow",
+        "python_blocks",
+    }
+    assert parts["rss"] > parts["rss_anon"] > 0 and parts["malloc_in_use"] > 0
+    assert parts["sqlite"] > 0  # consensus's connections, the statement log's file
+    assert parts["python_blocks"] > 10_000

@@ -142,6 +142,8 @@ def cast_value(value: Any, src: ScalarType, dst: ScalarType) -> Any:
         return value
     if dst is S.TEXT:
         return to_text(value, src)
+    if src.element is not None and dst.element is not None:  # to a list, element by element
+        return tuple(cast_value(v, src.element, dst.element) for v in value)
     if src is S.BPCHAR:
         value, src = to_text(value, src), S.TEXT
     if src is S.JSONB:

@@ -96,8 +96,14 @@ def to_spark(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn:
         return F.lit(value).cast(spark_type(expr.type.scalar_type))
     if isinstance(expr, Cast):
         source = expr.expr.typ(types).scalar_type
-        if source.is_array and source is not expr.to:
+        if source.element is not None and expr.to.element is source.element:
+            return to_spark(expr.expr, types)  # an array as a list: the same values
+        if source.element is not None and expr.to.element is not None:
+            return _local_cast(to_spark(expr.expr, types), source, expr.to)
+        if source.element is not None and source is not expr.to:
             return _array_to_text(to_spark(expr.expr, types), source)
+        if expr.to.element is not None:  # text to a list: the local engine's parsing
+            return _local_cast(to_spark(expr.expr, types), source, expr.to)
         if source is ScalarType.BPCHAR and expr.to is not ScalarType.BPCHAR:
             text = F.rtrim(to_spark(expr.expr, types))  # char(n) as text drops its padding
             return text if expr.to is ScalarType.TEXT else text.cast(spark_type(expr.to))

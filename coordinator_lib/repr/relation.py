@@ -73,6 +73,26 @@ class ScalarType(Enum):
     INTERVAL_ARRAY = "interval[]"
     TIME_ARRAY = "time[]"
     MAP_TEXT_ARRAY = "map[text=>text][]"
+    # Materialize's one-layer lists of the types above (`int list`, list_agg's
+    # results): held as arrays are (tuples, Arrow lists, Spark arrays), printed
+    # as arrays are (`{1,2,NULL}`); lists of lists are not supported.
+    BOOLEAN_LIST = "boolean list"
+    SMALLINT_LIST = "smallint list"
+    INTEGER_LIST = "integer list"
+    BIGINT_LIST = "bigint list"
+    REAL_LIST = "real list"
+    DOUBLE_LIST = "double precision list"
+    NUMERIC_LIST = "numeric list"
+    TEXT_LIST = "text list"
+    BPCHAR_LIST = "character list"
+    BYTEA_LIST = "bytea list"
+    DATE_LIST = "date list"
+    TIMESTAMP_LIST = "timestamp list"
+    TIMESTAMPTZ_LIST = "timestamp with time zone list"
+    JSONB_LIST = "jsonb list"
+    INTERVAL_LIST = "interval list"
+    TIME_LIST = "time list"
+    MAP_TEXT_LIST = "map[text=>text] list"
 
     def to_arrow(self) -> pa.DataType:
         element = self.element
@@ -82,18 +102,30 @@ class ScalarType(Enum):
 
     @property
     def element(self) -> ScalarType | None:
-        """The element type of an array type; None for other types."""
-        if not self.value.endswith("[]"):
-            return None
-        return ScalarType(self.value[:-2])
+        """The element type of an array or list type; None for other types."""
+        if self.value.endswith("[]"):
+            return ScalarType(self.value[:-2])
+        if self.value.endswith(" list"):
+            return ScalarType(self.value[:-5])
+        return None
 
     @property
     def is_array(self) -> bool:
         return self.value.endswith("[]")
 
+    @property
+    def is_list(self) -> bool:
+        return self.value.endswith(" list")
+
+    def list(self) -> ScalarType:
+        """The list type of this (non-array, non-list) type."""
+        if self.element is not None:
+            raise ValueError(f"no lists of arrays or lists: {self.value}")
+        return ScalarType(self.value + " list")
+
     def array(self) -> ScalarType:
-        """The array type of this (non-array) type."""
-        if self.is_array:
+        """The array type of this (non-array, non-list) type."""
+        if self.element is not None:
             raise ValueError(f"no arrays of arrays: {self.value}")
         return ScalarType(self.value + "[]")
 
@@ -159,6 +191,8 @@ def parse_scalar_type(name: str) -> ScalarType:
     key = name.strip().lower()
     if key.endswith("[]"):
         return parse_scalar_type(key[:-2]).array()
+    if key.endswith(" list"):
+        return parse_scalar_type(key[:-5]).list()
     if key in _ALIASES:
         return _ALIASES[key]
     try:

@@ -67,10 +67,14 @@ PG_TYPES: dict[ScalarType, PgType] = {
     ScalarType.INTERVAL_ARRAY: PgType(1187, "_interval", -1),
     ScalarType.TIME_ARRAY: PgType(1183, "_time", -1),
     ScalarType.MAP_TEXT_ARRAY: PgType(1009, "_text", -1),
+    # Lists: Materialize's `list` pseudo-type (OID 16384), values in text.
+    **{st: PgType(16384, "list", -1) for st in ScalarType if st.is_list},
 }
 
-# Types PostgreSQL has not (Materialize's map), sent as text and not in pg_type.
-SENT_AS_TEXT = frozenset({ScalarType.MAP_TEXT, ScalarType.MAP_TEXT_ARRAY})
+# Types PostgreSQL has not (Materialize's map and lists), sent as text and not in pg_type.
+SENT_AS_TEXT = frozenset(
+    {ScalarType.MAP_TEXT, ScalarType.MAP_TEXT_ARRAY, *(st for st in ScalarType if st.is_list)}
+)
 
 # OIDs a client may name for a parameter, mapped back to our types (varchar,
 # bpchar, name and json read as text / jsonb; unknown (705) and 0 stay None).
@@ -379,6 +383,8 @@ def encode_binary(value: Any, scalar_type: ScalarType) -> bytes | None:
     """A value in PostgreSQL's binary (`typsend`) format (None: SQL NULL)."""
     if value is None:
         return None
+    if scalar_type.is_list:  # no binary form (Materialize's neither): its text
+        return str(encode_text(value, scalar_type)).encode()
     element = scalar_type.element
     if element is not None:
         return _array_to_binary(value, element)

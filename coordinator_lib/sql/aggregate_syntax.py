@@ -29,6 +29,12 @@ class MapAgg(JsonbObjectAgg):
     _sql_names: ClassVar[list[str]] = ["MAP_AGG"]
 
 
+class ListAgg(exp.ArrayAgg):
+    """Materialize's list_agg(value [ORDER BY ...]): planned as array_agg is."""
+
+    _sql_names: ClassVar[list[str]] = ["LIST_AGG"]
+
+
 class VarSamp(exp.Variance):
     _sql_names: ClassVar[list[str]] = ["VAR_SAMP"]
 
@@ -45,8 +51,9 @@ FUNCTIONS: dict[str, Callable[[list[Any]], exp.Func]] = {
     "JSONB_AGG": _builder(JsonbAgg),
     "JSONB_OBJECT_AGG": _builder(JsonbObjectAgg),
     "MAP_AGG": _builder(MapAgg),
+    "LIST_AGG": _builder(ListAgg),
     "VAR_SAMP": _builder(VarSamp),
     "VAR_POP": _builder(VarPop),
 }
 
-__all__ = ["FUNCTIONS", "JsonbAgg", "JsonbObjectAgg", "MapAgg", "VarPop", "VarSamp"]
+__all__ = ["FUNCTIONS", "JsonbAgg", "JsonbObjectAgg", "ListAgg", "MapAgg", "VarPop", "VarSamp"]

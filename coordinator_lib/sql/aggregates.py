@@ -48,8 +48,8 @@ from coordinator_lib.expr.scalar import (
     VariadicFunc,
 )
 from coordinator_lib.repr.relation import ColumnType, ScalarType
-from coordinator_lib.sql.aggregate_syntax import JsonbAgg, JsonbObjectAgg, MapAgg
-from coordinator_lib.sql.errors import UnsupportedFeature
+from coordinator_lib.sql.aggregate_syntax import JsonbAgg, JsonbObjectAgg, ListAgg, MapAgg
+from coordinator_lib.sql.errors import InvalidColumnReference, UnsupportedFeature
 from coordinator_lib.sql.positions import position_of
 from coordinator_lib.sql.scalar import (
     Typed,
@@ -81,8 +81,9 @@ EXTRA_AGGREGATES: tuple[type[exp.Expr], ...] = (
     JsonbObjectAgg,
     *VARIANCES,
 )
-# What `_AggregatePlan.calls` records: (kind, aggregate indexes, result type).
-Call = tuple[str, tuple[int, ...], ScalarType | None]
+# What `_AggregatePlan.calls` records: (kind, aggregate indexes, the result
+# type, or for string_agg_ordered its separator).
+Call = tuple[str, tuple[int, ...], ScalarType | str | None]
 
 
 def _argument(call: exp.Expr) -> tuple[exp.Expr, bool, exp.Ordered | None]:
@@ -121,11 +122,9 @@ def plan_extra_aggregate(
         return _plan_variance(call, binder, index, condition)
     if isinstance(call, JsonbAgg | JsonbObjectAgg):
         return _plan_jsonb_agg(call, binder, index, condition)
-    name = {
-        exp.LogicalAnd: "bool_and",
-        exp.LogicalOr: "bool_or",
-        exp.GroupConcat: "string_agg",
-    }[type(call)]
+    if isinstance(call, exp.GroupConcat):
+        return _plan_string_agg(call, binder, index, condition)
+    name = "bool_and" if isinstance(call, exp.LogicalAnd) else "bool_or"
     arg_node, distinct, order = _argument(call)
     value = finalize(binder.bind(arg_node))
 
@@ -134,43 +133,73 @@ def plan_extra_aggregate(
             return expr
         return If(condition.expr, expr, null_of(st))
 
-    if isinstance(call, exp.LogicalAnd | exp.LogicalOr):
-        if order is not None:
-            raise UnsupportedFeature(f"{name}(... ORDER BY) is not supported", position_of(call))
-        if value.scalar is not S.BOOLEAN:
-            raise binder.no_function(call, name, [value])
-        as_int = filtered(Cast(value.expr, S.INTEGER), S.INTEGER)
-        func = AggregateFunc.MIN if isinstance(call, exp.LogicalAnd) else AggregateFunc.MAX
-        return ("bool", (index(AggregateExpr(func, as_int, distinct)),), S.BOOLEAN)
+    if order is not None:
+        raise UnsupportedFeature(f"{name}(... ORDER BY) is not supported", position_of(call))
+    if value.scalar is not S.BOOLEAN:
+        raise binder.no_function(call, name, [value])
+    as_int = filtered(Cast(value.expr, S.INTEGER), S.INTEGER)
+    func = AggregateFunc.MIN if isinstance(call, exp.LogicalAnd) else AggregateFunc.MAX
+    return ("bool", (index(AggregateExpr(func, as_int, distinct)),), S.BOOLEAN)
+
+
+def _plan_string_agg(
+    call: exp.GroupConcat,
+    binder: ScalarBinder,
+    index: Callable[[AggregateExpr], int],
+    condition: Typed | None,
+) -> Call:
+    """string_agg(text, separator [ORDER BY ...]): STRING_AGG when ordered by
+    nothing or by the value itself; ordered by anything else, array_agg of
+    the value with the keys, joined above the Reduce (`string_agg_of_array`),
+    so a view maintains it as array_agg (the touched groups recomputed)."""
+    node = call.this
+    keys: list[exp.Ordered] = []
+    if isinstance(node, exp.Order):
+        keys = list(node.expressions)
+        node = node.this
+    distinct = isinstance(node, exp.Distinct)
+    if distinct:
+        if len(node.expressions) != 1:
+            raise UnsupportedFeature(
+                "DISTINCT in this aggregate takes one argument", position_of(call)
+            )
+        node = node.expressions[0]
+    value = finalize(binder.bind(node))
     separator_node = call.args.get("separator")
     if separator_node is None:
-        raise binder.no_function(call, name, [value])
+        raise binder.no_function(call, "string_agg", [value])
     separator = binder.bind(separator_node)
     if value.scalar is not S.TEXT:
-        raise binder.no_function(call, name, [value, separator])
+        raise binder.no_function(call, "string_agg", [value, separator])
     if not isinstance(separator.expr, Literal) or (
         not separator.unknown and separator.scalar is not S.TEXT
     ):
         raise UnsupportedFeature(
             "string_agg needs a constant text separator", position_of(separator_node)
         )
-    descending = False
-    if order is not None:
-        if binder.bind(order.this).expr != value.expr:
-            raise UnsupportedFeature(
-                "string_agg(... ORDER BY) is supported by the aggregated value only",
-                position_of(order),
-            )
-        descending = bool(order.args.get("desc"))
     text = separator.expr.value
     if text is None:  # a NULL separator: PostgreSQL joins with nothing
         text = ""
+    by_value = len(keys) == 1 and binder.bind(keys[0].this).expr == value.expr
+    if keys and not by_value:
+        if distinct:
+            raise InvalidColumnReference(
+                "in an aggregate with DISTINCT, ORDER BY expressions must appear in argument list",
+                position_of(keys[0]),
+            )
+        order_exprs, order = _order_keys(keys, binder, "string_agg")
+        record: ScalarExpr = Record((value.expr, *order_exprs))
+        if condition is not None:
+            record = If(condition.expr, record, null_of(S.TEXT))
+        values = index(AggregateExpr(AggregateFunc.ARRAY_AGG, record, order=order))
+        return ("string_agg_ordered", (values,), text)
+    expr = value.expr if condition is None else If(condition.expr, value.expr, null_of(S.TEXT))
     agg = AggregateExpr(
         AggregateFunc.STRING_AGG,
-        filtered(value.expr, S.TEXT),
+        expr,
         distinct,
         separator=text,
-        descending=descending,
+        descending=by_value and bool(keys[0].args.get("desc")),
     )
     return ("plain", (index(agg),), None)
 
@@ -183,28 +212,32 @@ def _plan_array_agg(
 ) -> Call:
     """array_agg(value [ORDER BY key [ASC | DESC] [NULLS FIRST | LAST], ...])
     [FILTER (WHERE ...)]: a Record of the value and the keys, NULL for the
-    rows FILTER leaves out."""
+    rows FILTER leaves out. list_agg is array_agg cast to a list above the
+    Reduce (a list is held as an array is)."""
+    name = "list_agg" if isinstance(call, ListAgg) else "array_agg"
     node = call.this
     keys: list[exp.Ordered] = []
     if isinstance(node, exp.Order):
         keys = list(node.expressions)
         node = node.this
     if isinstance(node, exp.Distinct):
-        raise UnsupportedFeature("array_agg(DISTINCT ...) is not supported", position_of(call))
+        raise UnsupportedFeature(f"{name}(DISTINCT ...) is not supported", position_of(call))
     if node is None or call.expressions:
-        raise binder.no_function(call, "array_agg", [])
+        raise binder.no_function(call, name, [])
     value = finalize(binder.bind(node))
-    if value.scalar.is_array:
+    if value.scalar.element is not None:
         raise UnsupportedFeature(
-            "array_agg of an array (a two-dimensional array) is not supported",
+            f"{name} of an array or list (two dimensions or layers) is not supported",
             position_of(node),
         )
-    order_exprs, order = _order_keys(keys, binder, "array_agg")
+    order_exprs, order = _order_keys(keys, binder, name)
     fields: list[ScalarExpr] = [value.expr, *order_exprs]
     record: ScalarExpr = Record(tuple(fields))
     if condition is not None:
         record = If(condition.expr, record, null_of(value.scalar))
     agg = AggregateExpr(AggregateFunc.ARRAY_AGG, record, order=tuple(order))
+    if name == "list_agg":
+        return ("list_agg", (index(agg),), value.scalar.list())
     return ("plain", (index(agg),), None)
 
 
@@ -216,9 +249,9 @@ def _order_keys(
     order: list[tuple[bool, bool]] = []
     for key in keys:
         bound = finalize(binder.bind(key.this))
-        if bound.scalar.is_array:
+        if bound.scalar.element is not None:
             raise UnsupportedFeature(
-                f"{name}(... ORDER BY an array) is not supported", position_of(key)
+                f"{name}(... ORDER BY an array or list) is not supported", position_of(key)
             )
         descending = bool(key.args.get("desc"))
         nulls_first = key.args.get("nulls_first")
@@ -303,7 +336,7 @@ def _plan_jsonb_agg(
                 " (Tidemark's maps are map[text=>text])",
                 position_of(value_node),
             )
-    if any(f.scalar.is_array for f in fields):
+    if any(f.scalar.element is not None for f in fields):
         raise UnsupportedFeature(f"{name} of an array is not supported", position_of(call))
     order_exprs, order = _order_keys(keys, binder, name)
     if len(fields) > 1:
@@ -366,16 +399,25 @@ def bool_result(column: int) -> ScalarExpr:
 
 
 def extra_result(
-    kind: str, columns: tuple[int, ...], types: tuple[ColumnType, ...], result: S | None
+    kind: str, columns: tuple[int, ...], types: tuple[ColumnType, ...], result: S | str | None
 ) -> ScalarExpr:
     """An aggregate of plan_extra_aggregate's `kind` above the Reduce, from
     the Reduce's output `columns` (`types`: the Reduce's output types)."""
     if kind == "bool":
         return bool_result(columns[0])
+    if kind == "list_agg":
+        assert isinstance(result, S)
+        return Cast(Column(columns[0]), result)
+    if kind == "string_agg_ordered":
+        assert isinstance(result, str)
+        separator = Literal(result, ColumnType(S.TEXT, False))
+        return CallFunction(
+            "string_agg_of_array", (Column(columns[0]), separator), ColumnType(S.TEXT, True)
+        )
     if kind.startswith(("interval_sum", "interval_avg")):
         return _interval_sum(kind, columns)
     if kind in VARIANCES.values():
-        assert result is not None
+        assert isinstance(result, S)
         total, squares, count = map(Column, columns)
         return _variance(kind, total, squares, count, result)
     if kind == "map_agg":
@@ -390,4 +432,4 @@ def extra_result(
     return CallFunction(function, tuple(map(Column, columns)), jsonb)
 
 
-__all__ = ["EXTRA_AGGREGATES", "extra_result", "plan_extra_aggregate", "plan_interval_sum"]
+__all__ = ["EXTRA_AGGREGATES", "Call", "extra_result", "plan_extra_aggregate", "plan_interval_sum"]

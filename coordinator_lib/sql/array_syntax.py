@@ -18,6 +18,7 @@ from coordinator_lib.sql.errors import (
     TypeMismatch,
     UnsupportedFeature,
 )
+from coordinator_lib.sql.list_syntax import bind_slice
 from coordinator_lib.sql.positions import position_of
 from coordinator_lib.sql.typed import Typed
 
@@ -47,9 +48,12 @@ def bind_array(b: ScalarBinder, node: exp.Array) -> Typed:
 def bind_subscript(b: ScalarBinder, node: exp.Bracket) -> Typed:
     """value[i]: an element of an array, or a jsonb field or element."""
     subscripts = list(node.expressions)
+    value = b.bind(node.this)
+    sliced = len(subscripts) == 1 and isinstance(subscripts[0], exp.Slice)
+    if sliced and not value.unknown and value.scalar.is_list:
+        return bind_slice(b, value, subscripts[0])
     if len(subscripts) != 1 or isinstance(subscripts[0], exp.Slice):
         raise UnsupportedFeature("array slices are not supported", position_of(node))
-    value = b.bind(node.this)
     index_node = subscripts[0]
     index = b.bind(index_node)
     if value.scalar is S.JSONB and not value.unknown:
@@ -60,7 +64,7 @@ def bind_subscript(b: ScalarBinder, node: exp.Bracket) -> Typed:
         return b.typed(
             CallFunction("jsonb_get", (value.expr, index.expr), ColumnType(S.JSONB, True))
         )
-    if value.unknown or not value.scalar.is_array:
+    if value.unknown or value.scalar.element is None:
         shown = "unknown" if value.unknown else value.scalar.value
         raise TypeMismatch(
             f"cannot subscript type {shown} because it does not support subscripting",

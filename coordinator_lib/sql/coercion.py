@@ -107,6 +107,11 @@ def scalar_type_of(data_type: exp.DataType) -> ScalarType:
         element = data_type.expressions[0]
         if isinstance(element, exp.DataType) and element.this is not exp.DType.ARRAY:
             return scalar_type_of(element).array()
+    if kind is exp.DType.LIST and len(data_type.expressions) == 1:  # `int list`
+        element = data_type.expressions[0]
+        if isinstance(element, exp.DataType) and element.this is not exp.DType.LIST:
+            return scalar_type_of(element).list()
+        raise UnsupportedFeature("lists of lists are not supported")
     if kind is exp.DType.MAP and [scalar_type_of(t) for t in data_type.expressions] == [
         S.TEXT,
         S.TEXT,
@@ -243,8 +248,16 @@ def can_cast_explicitly(src: ScalarType, dst: ScalarType) -> bool:
         can_assign(src, dst)
         or dst in _EXPLICIT.get(src, set())
         or (src in (S.TEXT, S.BPCHAR) and not dst.is_array)  # no array input syntax yet
+        or _list_cast(src, dst)
         or (is_numeric(src) and is_numeric(dst))
     )
+
+
+def _list_cast(src: ScalarType, dst: ScalarType) -> bool:
+    """An array or list to a list whose elements it casts to (Materialize's)."""
+    if not dst.is_list or src.element is None:
+        return False
+    return can_cast_explicitly(src.element, dst.element)  # type: ignore[arg-type]
 
 
 _CATEGORY = {
@@ -265,8 +278,8 @@ _CATEGORY = {
     S.MAP_TEXT: "U",
     S.INTERVAL: "T",
     S.TIME: "D",
-    # Arrays (array_agg's results) compare only with the same array type.
-    **{st: "A" for st in ScalarType if st.is_array},
+    # Arrays and lists compare only with the same array or list type.
+    **{st: "A" for st in ScalarType if st.element is not None},
 }
 _PREFERRED = {S.DOUBLE, S.TIMESTAMPTZ, S.TEXT, S.BOOLEAN}
 

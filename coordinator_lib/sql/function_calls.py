@@ -56,6 +56,7 @@ from coordinator_lib.sql.errors import (
     SqlError,
     UnsupportedFeature,
 )
+from coordinator_lib.sql.list_syntax import LIST_FUNCTIONS, bind_list, bind_list_function
 from coordinator_lib.sql.positions import position_of
 from coordinator_lib.sql.typed import Typed, literal
 
@@ -661,6 +662,7 @@ def date_arithmetic(b: ScalarBinder, node: exp.Add | exp.Sub, left: Typed, right
 
 _BESPOKE: dict[type, Callable[[Any, Any], Typed]] = {
     exp.Array: bind_array,
+    exp.List: bind_list,
     exp.Bracket: bind_subscript,
     exp.TimestampFromParts: _make_timestamp,
     exp.Chr: _chr,
@@ -685,6 +687,7 @@ _BESPOKE_NAMED: dict[str, Callable[[Any, Any], Typed]] = {
     "to_char": _to_char,
     "json_build_object": _json_build_object,
     "pg_typeof": _pg_typeof,
+    **dict.fromkeys(LIST_FUNCTIONS, bind_list_function),
 }
 
 

@@ -66,7 +66,7 @@ _ZERO: dict[ScalarType, Any] = {
 
 
 # An array column compares by value too: its zero is the empty array.
-_ZERO.update({t: () for t in S if t.is_array})
+_ZERO.update({t: () for t in S if t.element is not None})
 
 
 def equivalence_classes(classes: list[list[ScalarExpr]], a: ScalarExpr, b: ScalarExpr) -> None:

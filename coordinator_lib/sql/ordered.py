@@ -279,8 +279,8 @@ def _is_constant(node: exp.Expr) -> bool:
 # arguments still to be numbered (WindowExpr.args is filled in from them).
 Planned = list[tuple[WindowExpr, list[Typed]]]
 # How a call's value is read from its functions' columns: ("plain", None),
-# ("avg", None), or plan_extra_aggregate's kind and result type.
-Kind = tuple[str, ScalarType | None]
+# ("avg", None), or plan_extra_aggregate's kind and result type (or separator).
+Kind = tuple[str, ScalarType | str | None]
 
 
 class _Planner:

@@ -63,6 +63,7 @@ from coordinator_lib.repr.relation import RESERVED_COLUMNS, ColumnType, Relation
 from coordinator_lib.sql import function_calls, interval_keys
 from coordinator_lib.sql.aggregates import (
     EXTRA_AGGREGATES,
+    Call,
     extra_result,
     plan_extra_aggregate,
     plan_interval_sum,
@@ -660,6 +661,8 @@ def figure_colname(node: exp.Expr) -> str:
             return "?column?"
         if node.to.this in (exp.DType.VARCHAR, exp.DType.NVARCHAR):
             return "varchar"  # text, named after the type written
+        if target.is_list:  # Materialize's name for a list
+            return "list"
         # `'{1}'::int[]` is named as PostgreSQL names it: after the element type.
         return INTERNAL_NAMES.get(target.element or target, "?column?")
     if isinstance(node, exp.Boolean):
@@ -707,7 +710,7 @@ class _AggregatePlan:
     sum/count pair)."""
 
     aggregates: list[AggregateExpr] = field(default_factory=list)
-    calls: dict[int, tuple[str, tuple[int, ...], ScalarType | None]] = field(default_factory=dict)
+    calls: dict[int, Call] = field(default_factory=dict)
     names: dict[int, str] = field(default_factory=dict)
 
     def index(self, agg: AggregateExpr) -> int:
@@ -893,7 +896,7 @@ def _plan_grouping(
             continue
         total = Column(width + indexes[0])
         count = Column(width + indexes[1])
-        assert result is not None
+        assert isinstance(result, ScalarType)
         numerator: ScalarExpr = total
         if types[width + indexes[0]].scalar_type is not result:
             numerator = Cast(total, result)

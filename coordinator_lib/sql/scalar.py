@@ -68,6 +68,7 @@ from coordinator_lib.sql.errors import (
     UnsupportedFeature,
     WrongObjectType,
 )
+from coordinator_lib.sql.list_syntax import list_concat
 from coordinator_lib.sql.outer import OuterColumn, SubqueryExpr, SubqueryKind
 from coordinator_lib.sql.positions import operator_position, position_of
 from coordinator_lib.sql.row_comparison import (
@@ -215,7 +216,7 @@ _COMPARISON = {
 }
 _TEXT_FUNCS = {exp.Lower: UnaryFunc.LOWER, exp.Upper: UnaryFunc.UPPER}
 _NAMED_ALIASES = {"char_length": "length", "character_length": "length"}
-_NO_MIN_MAX = {S.BOOLEAN, S.JSONB, S.BYTEA, *(st for st in S if st.is_array)}
+_NO_MIN_MAX = {S.BOOLEAN, S.JSONB, S.BYTEA, *(st for st in S if st.element is not None)}
 
 
 class ScalarBinder:
@@ -487,8 +488,8 @@ class ScalarBinder:
         elif right.unknown:
             right = self.resolve_unknown(right, left.scalar, rnode)
         target = operator_type(left.scalar, right.scalar)
-        if target is None or (target.is_array and symbol not in ("=", "<>", "!=")):
-            # arrays (array_agg's results) have only = and <> for now
+        if target is None or (target.element is not None and symbol not in ("=", "<>", "!=")):
+            # arrays and lists have only = and <> for now
             raise self.no_operator(node, symbol, left.scalar, right.scalar)
         return self.cast_to(left, target, lnode), self.cast_to(right, target, rnode), target
 
@@ -681,6 +682,8 @@ class ScalarBinder:
 
     def _concat(self, node: exp.DPipe) -> Typed:
         left, right = self.bind(node.this), self.bind(node.expression)
+        if any(not v.unknown and v.scalar.is_list for v in (left, right)):
+            return list_concat(self, node, left, right)
         textual = [v.unknown or v.scalar in (S.TEXT, S.BPCHAR) for v in (left, right)]
         if not any(textual):  # Materialize's (and PostgreSQL's) words for `||`
             raise UndefinedOperator(

@@ -600,7 +600,8 @@ QUERIES: dict[str, tuple[str, str | None]] = {
     # equal values) makes the order the same in DuckDB; NULL values are kept.
     "agg_array_agg": (
         "SELECT k, array_agg(v ORDER BY v NULLS FIRST) AS vs,"
-        " array_agg(s ORDER BY v DESC NULLS LAST, s) AS ss FROM t GROUP BY k",
+        " array_agg(s ORDER BY v DESC NULLS LAST, s) AS ss,"
+        " string_agg(s, '-' ORDER BY v DESC NULLS LAST, s) AS sv FROM t GROUP BY k",
         None,
     ),
     # table functions in FROM: a FlatMap per row of t (planned as a LATERAL subquery)

@@ -309,6 +309,15 @@ QUERIES = {
     # to_timestamp(double precision): seconds since the epoch, to the microsecond
     "to_timestamp": "SELECT k, to_timestamp(k * 1000000000.5), to_timestamp(x / 3.0) AS t,"
     " to_timestamp(-x * 1e9) AS n, to_timestamp(0.0000015) AS r FROM t1",
+    # string_agg / jsonb_agg ordered by another column than the value
+    "string_agg_order_by_other": "SELECT g, string_agg(v::text, ',' ORDER BY -v) AS s,"
+    " string_agg(v::text, '' ORDER BY g DESC, v) FILTER (WHERE v > 1) AS f,"
+    " string_agg(CASE WHEN v > 2 THEN v::text END, '.' ORDER BY -v) AS n,"
+    " jsonb_agg(v ORDER BY -v) AS j FROM w GROUP BY g",
+    "string_agg_order_by_other_global": "SELECT string_agg(v::text, '+' ORDER BY g DESC, v)"
+    " AS s, string_agg(v::text, '+' ORDER BY g) FILTER (WHERE v > 9) AS none FROM w",
+    "string_agg_distinct_order_by_other": "SELECT string_agg(DISTINCT v::text, ',' ORDER BY g)"
+    " FROM w",
     # version() is a PostgreSQL version string (test_version_names_tidemark: Tidemark's)
     "version": "SELECT version() LIKE 'PostgreSQL %.% on %' AS pg, pg_catalog.version() = VERSION()"
     " AS same FROM a",

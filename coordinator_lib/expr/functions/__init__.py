@@ -8,6 +8,7 @@ from coordinator_lib.expr.functions import (  # noqa: F401  (each module declare
     datetime,
     interval,
     jsonb,
+    lists,
     math,
     regex,
     text,

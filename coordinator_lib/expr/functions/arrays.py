@@ -122,3 +122,17 @@ def array_length(values: Sequence[Any] | None, dimension: int | None) -> int | N
 )
 def cardinality(values: Sequence[Any]) -> int:
     return len(values)
+
+
+@scalar_function(
+    "string_agg_of_array",
+    sig(ScalarType.TEXT_ARRAY, ScalarType.TEXT, result=ScalarType.TEXT),
+    sql=(),
+    nulls=lambda nullable: True,
+)
+def string_agg_of_array(values: Sequence[str | None] | None, separator: str) -> str | None:
+    """string_agg(v, sep ORDER BY other)'s last step (sql/aggregates.py): the
+    values array_agg collected in its order, joined; NULL values are skipped
+    and a group without any is NULL, as string_agg's."""
+    parts = [v for v in values or () if v is not None]
+    return separator.join(parts) if parts else None

@@ -1,0 +1,150 @@
+"""Materialize's one-layer lists (`int list`): `LIST[...]`, slices
+`l[first:last]`, list_length, list_cat, list_append, list_prepend and `||`,
+bound to the registry's list functions (expr/functions/lists.py) with
+Materialize's rules: the elements take their common type, slices are
+1-based and inclusive (a bound left out is the list's end, a slice past the
+end is shorter or empty), list_cat of a NULL list is the other list, and
+appending NULL appends a NULL element. A list is held as an array is
+(repr/relation.py), so indexing is array_index. Lists of lists are 0A000."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from coordinator_lib.expr.functions import CallFunction
+from coordinator_lib.expr.scalar import Literal, ScalarExpr
+from coordinator_lib.repr.relation import ColumnType, ScalarType
+from coordinator_lib.sql.errors import (
+    IndeterminateDatatype,
+    TypeMismatch,
+    UndefinedOperator,
+    UnsupportedFeature,
+)
+from coordinator_lib.sql.positions import operator_position, position_of
+from coordinator_lib.sql.typed import Typed
+
+if TYPE_CHECKING:
+    from coordinator_lib.sql.scalar import ScalarBinder
+
+S = ScalarType
+_INTEGERS = (S.SMALLINT, S.INTEGER, S.BIGINT)
+
+
+def bind_list(b: ScalarBinder, node: exp.List) -> Typed:
+    """LIST[e1, e2, ...]: a list of the elements' common type."""
+    nodes = list(node.expressions)
+    if not nodes:
+        raise IndeterminateDatatype("cannot determine type of empty list", position_of(node))
+    if any(isinstance(n, exp.Array | exp.List) for n in nodes):
+        raise UnsupportedFeature("lists of lists are not supported", position_of(nodes[0]))
+    values = [b.bind(n) for n in nodes]
+    if all(v.unknown for v in values):
+        values = [b.resolve_unknown(v, S.TEXT, n) for v, n in zip(values, nodes, strict=True)]
+    elements, target = b.unify(values, nodes, "LIST")
+    if target.element is not None:
+        raise UnsupportedFeature("lists of lists are not supported", position_of(nodes[0]))
+    call = CallFunction(
+        "array_build", tuple(e.expr for e in elements), ColumnType(target.list(), False)
+    )
+    return b.typed(call)
+
+
+def bind_slice(b: ScalarBinder, value: Typed, node: exp.Slice) -> Typed:
+    """list[first:last], either bound optional."""
+    bounds: list[ScalarExpr] = []
+    for side, default in (("this", 1), ("expression", 2**62)):
+        bound_node = node.args.get(side)
+        if bound_node is None:
+            bounds.append(Literal(default, ColumnType(S.BIGINT, False)))
+            continue
+        bound = b.bind(bound_node)
+        if bound.unknown:
+            bound = b.resolve_unknown(bound, S.BIGINT, bound_node)
+        if bound.scalar not in _INTEGERS:
+            raise TypeMismatch("list slice bounds must have type integer", position_of(bound_node))
+        bounds.append(b.cast_to(bound, S.BIGINT, bound_node).expr)
+    call = CallFunction("list_slice", (value.expr, *bounds), ColumnType(value.scalar, True))
+    return b.typed(call)
+
+
+def _list_argument(b: ScalarBinder, value: Typed, node: exp.Expr, name: str) -> Typed:
+    if value.unknown or not value.scalar.is_list:
+        shown = "unknown" if value.unknown else value.scalar.value
+        raise UndefinedOperator.no_overload(f"{name}({shown})", position_of(node))
+    return value
+
+
+def _element(b: ScalarBinder, value: Typed, element: ScalarType, node: exp.Expr) -> Typed:
+    if value.unknown:
+        return b.resolve_unknown(value, element, node)
+    return b.coerce(value, element, node, "list element")
+
+
+def _cat(b: ScalarBinder, left: Typed, right: Typed, nodes: list[exp.Expr]) -> Typed:
+    if left.unknown:
+        left = b.resolve_unknown(left, right.scalar, nodes[0])
+    if right.unknown:
+        right = b.resolve_unknown(right, left.scalar, nodes[1])
+    if left.scalar is not right.scalar:
+        raise UndefinedOperator.no_overload(
+            f"{left.scalar.value} || {right.scalar.value}", position_of(nodes[0])
+        )
+    nullable = left.type.nullable and right.type.nullable
+    call = CallFunction("list_cat", (left.expr, right.expr), ColumnType(left.scalar, nullable))
+    return b.typed(call)
+
+
+def _append(b: ScalarBinder, values: Typed, element: Typed, node: exp.Expr, first: bool) -> Typed:
+    inner = values.scalar.element
+    assert inner is not None
+    element = _element(b, element, inner, node)
+    name = "list_prepend" if first else "list_append"
+    args = (element.expr, values.expr) if first else (values.expr, element.expr)
+    return b.typed(CallFunction(name, args, ColumnType(values.scalar, values.type.nullable)))
+
+
+def list_concat(b: ScalarBinder, node: exp.DPipe, left: Typed, right: Typed) -> Typed:
+    """`||` with a list on either side: list_cat, list_append or list_prepend."""
+    nodes = [node.this, node.expression]
+    lists = [not v.unknown and v.scalar.is_list for v in (left, right)]
+    if all(lists) or (lists[0] and right.unknown) or (lists[1] and left.unknown):
+        try:
+            return _cat(b, left, right, nodes)
+        except UndefinedOperator:
+            if not all(lists):
+                raise
+            raise UndefinedOperator.no_overload(
+                f"{left.scalar.value} || {right.scalar.value}", operator_position(node)
+            ) from None
+    if lists[0]:
+        return _append(b, left, right, node.expression, first=False)
+    return _append(b, right, left, node.this, first=True)
+
+
+def bind_list_function(b: ScalarBinder, node: exp.Anonymous) -> Typed:
+    """list_length(l), list_cat(a, b), list_append(l, e), list_prepend(e, l)."""
+    name = node.name.lower()
+    nodes = list(node.expressions)
+    values = [b.bind(n) for n in nodes]
+    counts = {"list_length": 1, "list_cat": 2, "list_append": 2, "list_prepend": 2}
+    if len(values) != counts[name]:
+        raise b.no_function(node, name, values)
+    if name == "list_length":
+        value = _list_argument(b, values[0], nodes[0], name)
+        return b.typed(CallFunction("list_length", (value.expr,), ColumnType(S.INTEGER, True)))
+    if name == "list_cat":
+        if not any(not v.unknown and v.scalar.is_list for v in values):
+            raise b.no_function(node, name, values)
+        return _cat(b, values[0], values[1], nodes)
+    if name == "list_append":
+        listed = _list_argument(b, values[0], nodes[0], name)
+        return _append(b, listed, values[1], nodes[1], first=False)
+    listed = _list_argument(b, values[1], nodes[1], name)
+    return _append(b, listed, values[0], nodes[0], first=True)
+
+
+LIST_FUNCTIONS = ("list_length", "list_cat", "list_append", "list_prepend")
+
+__all__ = ["LIST_FUNCTIONS", "bind_list", "bind_list_function", "bind_slice", "list_concat"]

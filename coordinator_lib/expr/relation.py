@@ -18,7 +18,7 @@ from functools import cached_property
 from coordinator_lib.expr.scalar import Column, Record, ScalarExpr, is_integer
 from coordinator_lib.expr.table_functions import TableFunc, output_types
 from coordinator_lib.repr.global_id import GlobalId
-from coordinator_lib.repr.relation import ColumnType, RelationDesc, ScalarType
+from coordinator_lib.repr.relation import ColumnType, RelationDesc, ScalarType, common_column_type
 from coordinator_lib.repr.update import Row
 
 
@@ -324,11 +324,12 @@ class Union(RelationExpr):
     @cached_property
     def desc(self) -> RelationDesc:
         first = self.inputs_[0].desc
-        types = list(first.types)
-        for child in self.inputs_[1:]:
-            for i, t in enumerate(child.desc.types):
-                types[i] = ColumnType(types[i].scalar_type, types[i].nullable or t.nullable)
-        return RelationDesc(first.names, tuple(types))
+        columns = zip(*(child.desc.types for child in self.inputs_), strict=True)
+        types = tuple(
+            common_column_type(ts[0].scalar_type, any(t.nullable for t in ts), list(ts))
+            for ts in columns
+        )
+        return RelationDesc(first.names, types)
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return self.inputs_

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from coordinator_lib.repr.relation import ColumnType, ScalarType
+from coordinator_lib.repr.relation import ColumnType, ScalarType, common_column_type
 
 _INTEGERS = (ScalarType.SMALLINT, ScalarType.INTEGER, ScalarType.BIGINT)
 _FLOATS = (ScalarType.REAL, ScalarType.DOUBLE)
@@ -212,10 +212,8 @@ class CallVariadic(ScalarExpr):
         for t in types[1:]:
             if is_numeric(scalar) and is_numeric(t.scalar_type):
                 scalar = common_numeric(scalar, t.scalar_type)
-        if self.func is VariadicFunc.COALESCE:
-            return ColumnType(scalar, all(t.nullable for t in types))
-        # GREATEST / LEAST ignore NULLs (PostgreSQL): NULL only if all are.
-        return ColumnType(scalar, all(t.nullable for t in types))
+        # COALESCE, and GREATEST / LEAST, which ignore NULLs (PostgreSQL): NULL only if all are.
+        return common_column_type(scalar, all(t.nullable for t in types), types)
 
     def children(self) -> tuple[ScalarExpr, ...]:
         return self.exprs
@@ -235,7 +233,7 @@ class If(ScalarExpr):
         scalar = then.scalar_type
         if is_numeric(scalar) and is_numeric(els.scalar_type):
             scalar = common_numeric(scalar, els.scalar_type)
-        return ColumnType(scalar, then.nullable or els.nullable)
+        return common_column_type(scalar, then.nullable or els.nullable, [then, els])
 
     def children(self) -> tuple[ScalarExpr, ...]:
         return (self.cond, self.then, self.els)

@@ -215,6 +215,20 @@ class ColumnType:
     varchar: bool = False
 
 
+def common_column_type(scalar: ScalarType, nullable: bool, types: list[ColumnType]) -> ColumnType:
+    """The type of a value that is any one of `types` (UNION's columns, CASE's
+    branches, COALESCE's arguments), all already of `scalar`, in the order
+    written. As PostgreSQL: a length (`varchar(n)`, `char(n)`) only when every
+    input has the same one (select_common_typmod); varchar (OID 1043) when
+    the first input is (select_common_type keeps the first of text and
+    varchar, each implicitly castable to the other)."""
+    lengths = {(t.length, t.varchar) for t in types}
+    same = len(lengths) == 1 and all(t.scalar_type is scalar for t in types)
+    length = types[0].length if same and types else None
+    varchar = scalar is ScalarType.TEXT and bool(types) and types[0].varchar
+    return ColumnType(scalar, nullable, length, varchar)
+
+
 @dataclass(frozen=True)
 class RelationDesc:
     """Names and types of a relation's columns, plus its known unique keys

@@ -1250,9 +1250,11 @@ def coerce_columns(
     nodes: list[exp.Expr | None],
     what: str,
     column_names: list[str] | None = None,
+    varchar: frozenset[int] = frozenset(),
 ) -> RelationExpr:
     """The query's visible columns cast to `targets` (implicit casts, or
-    assignment casts for INSERT); bare untyped literals are parsed as the target."""
+    assignment casts for INSERT); bare untyped literals are parsed as the
+    target, as varchar in the columns of `varchar`."""
     rel = visible(query)
     arity = rel.desc.arity
     types = rel.desc.types
@@ -1260,16 +1262,17 @@ def coerce_columns(
     outputs: list[int] = []
     for k, target in enumerate(targets):
         st = types[k].scalar_type
-        if k in query.unknowns and st is not target:
+        if k in query.unknowns and (st is not target or k in varchar):
             text = query.unknowns[k]
-            if text is None:
-                value: ScalarExpr = null_of(target)
-            else:
+            parsed = None
+            if text is not None:
                 try:
                     parsed = parse_text_as(text, target)
                 except SqlError as error:
                     raise error.at(position_of(nodes[k])) from None
-                value = Literal(parsed, ColumnType(target, False))
+            value: ScalarExpr = Literal(
+                parsed, ColumnType(target, text is None, varchar=k in varchar)
+            )
             outputs.append(arity + len(scalars))
             scalars.append(value)
         elif st is target:
@@ -1310,6 +1313,7 @@ def plan_set_operation(node: exp.Expr, ctx: PlanContext) -> BoundQuery:
             f"each {word} query must have the same number of columns", position_of(node.expression)
         )
     targets: list[ScalarType] = []
+    varchar: set[int] = set()
     for k, (lt, rt) in enumerate(zip(left.types, right.types, strict=True)):
         types = [
             None if k in left.unknowns else lt.scalar_type,
@@ -1322,9 +1326,13 @@ def plan_set_operation(node: exp.Expr, ctx: PlanContext) -> BoundQuery:
                 position_of(node),
             )
         targets.append(target)
+        known = [t for t, side in ((lt, left), (rt, right)) if k not in side.unknowns]
+        if target is ScalarType.TEXT and known and known[0].varchar:
+            varchar.add(k)  # an untyped literal after varchar is varchar, as PostgreSQL
     nodes: list[exp.Expr | None] = [node] * left.arity
-    lrel = coerce_columns(left, targets, False, nodes, word, list(left.names))
-    rrel = coerce_columns(right, targets, False, nodes, word, list(left.names))
+    names = list(left.names)
+    lrel = coerce_columns(left, targets, False, nodes, word, names, frozenset(varchar))
+    rrel = coerce_columns(right, targets, False, nodes, word, names, frozenset(varchar))
     distinct = node.args.get("distinct", True)
     rel: RelationExpr
     by_key = interval_keys.matched(lrel, rrel, isinstance(node, exp.Intersect), bool(distinct))

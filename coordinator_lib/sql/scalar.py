@@ -79,7 +79,7 @@ from coordinator_lib.sql.row_comparison import (
 )
 from coordinator_lib.sql.scope import Scope, ident_name
 from coordinator_lib.sql.temporal import bind_mz_now, compare_mz_now
-from coordinator_lib.sql.typed import Typed, literal, null_of, number
+from coordinator_lib.sql.typed import Typed, as_varchar, literal, null_of, number
 
 if TYPE_CHECKING:
     from coordinator_lib.sql.query import BoundQuery
@@ -466,7 +466,12 @@ class ScalarBinder:
                     )
                 so_far = joined
             raise TypeMismatch(f"{what} types cannot be matched", position_of(nodes[0]))
-        return [self.cast_to(v, target, n) for v, n in zip(values, nodes, strict=True)], target
+        cast = [self.cast_to(v, target, n) for v, n in zip(values, nodes, strict=True)]
+        known = [v for v in values if not v.unknown]
+        if target is S.TEXT and known and known[0].type.varchar:
+            # the first typed value's varchar types the untyped literals (PostgreSQL)
+            cast = [as_varchar(c) if v.unknown else c for v, c in zip(values, cast, strict=True)]
+        return cast, target
 
     def operands(
         self,

@@ -57,4 +57,13 @@ def null_of(st: ScalarType) -> Literal:
     return Literal(None, ColumnType(st, True))
 
 
-__all__ = ["Typed", "literal", "null_of", "number"]
+def as_varchar(value: Typed) -> Typed:
+    """A text literal typed varchar (no length): an untyped literal that
+    PostgreSQL resolves to its varchar neighbours' type (UNION, CASE, COALESCE)."""
+    if not isinstance(value.expr, Literal) or value.scalar is not S.TEXT:
+        return value
+    ctype = ColumnType(S.TEXT, value.type.nullable, varchar=True)
+    return Typed(Literal(value.expr.value, ctype), ctype)
+
+
+__all__ = ["Typed", "as_varchar", "literal", "null_of", "number"]

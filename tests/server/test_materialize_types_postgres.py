@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from tests.fixtures.served import connect, served
+from tests.server.test_psql_describe import psql
 from tests.server.test_sql_answers_postgres import outcome
 
 pytestmark = pytest.mark.timeout(180)
@@ -74,3 +75,58 @@ def test_a_table_without_columns(
             "SELECT n FROM nullary_count",
         ],
     )
+
+
+def _described(conn: psycopg.Connection[Any], query: str) -> list[tuple[str, int, int | None]]:
+    """Each result column's name, type OID and length (varchar(n)'s n), as
+    RowDescription gives them."""
+    cursor = conn.execute(query)
+    assert cursor.description is not None
+    return [(c.name, c.type_code, c.display_size) for c in cursor.description]
+
+
+VARCHAR_TABLE = "CREATE TABLE vcs (a varchar(3), b varchar(5), c text, d char(2), e varchar(3))"
+VARCHAR_QUERIES = [
+    "SELECT a FROM vcs UNION SELECT b FROM vcs",
+    "SELECT a FROM vcs UNION SELECT e FROM vcs",
+    "SELECT a FROM vcs UNION ALL SELECT a FROM vcs",
+    "SELECT a FROM vcs UNION ALL SELECT 'q'",
+    "SELECT 'q' UNION SELECT b FROM vcs",
+    "SELECT a FROM vcs UNION SELECT c FROM vcs",
+    "SELECT c FROM vcs UNION SELECT a FROM vcs",
+    "SELECT a FROM vcs EXCEPT SELECT b FROM vcs",
+    "SELECT d FROM vcs UNION SELECT d FROM vcs",
+    "SELECT coalesce(a, b) AS x, coalesce(a, e) AS y, coalesce(a, 'k') AS z,"
+    " coalesce(a, c) AS w, coalesce(c, a) AS v, coalesce('k', e, a) AS u FROM vcs",
+    "SELECT CASE WHEN a = 'x' THEN a ELSE b END AS x, CASE WHEN a = 'x' THEN a ELSE e END AS y,"
+    " CASE WHEN a = 'x' THEN a END AS z, CASE WHEN a = 'x' THEN a ELSE 'k' END AS w FROM vcs",
+    "SELECT greatest(a, b) AS x, least(a, e) AS y FROM vcs",
+]
+
+
+def test_varchar_results_keep_their_type(
+    tidemark: psycopg.Connection[Any], postgres: psycopg.Connection[Any]
+) -> None:
+    """UNION / CASE / COALESCE of varchar(n) values are character varying
+    (OID 1043), with the length only when every input has the same one, as
+    PostgreSQL describes them; also through a view."""
+    tidemark.execute(VARCHAR_TABLE)
+    postgres.execute(VARCHAR_TABLE.replace("CREATE TABLE", "CREATE TEMP TABLE"))
+    for conn in (tidemark, postgres):
+        conn.execute("INSERT INTO vcs VALUES ('x', 'yy', 'z', 'w', 'x'), ('u', 'x', 'v', 'w', 't')")
+    for query in VARCHAR_QUERIES:
+        assert _described(tidemark, query) == _described(postgres, query), query
+        assert outcome(tidemark, query) == outcome(postgres, query), query
+    tidemark.execute(f"CREATE VIEW vcs_union AS {VARCHAR_QUERIES[0]}")
+    tidemark.execute(f"CREATE MATERIALIZED VIEW vcs_case AS {VARCHAR_QUERIES[-2]}")
+    for view, query in (("vcs_union", VARCHAR_QUERIES[0]), ("vcs_case", VARCHAR_QUERIES[-2])):
+        assert _described(tidemark, f"SELECT * FROM {view}") == _described(postgres, query)
+        assert outcome(tidemark, f"SELECT * FROM {view}") == outcome(postgres, query)
+    tidemark.execute("CREATE VIEW vcs_same AS SELECT a FROM vcs UNION ALL SELECT e FROM vcs")
+    port = tidemark.port  # type: ignore[attr-defined]
+    assert psql(port, r"\d vcs_union")[2:3] == ["a|character varying|||"]
+    assert psql(port, r"\d vcs_same")[2:3] == ["a|character varying(3)|||"]
+    assert psql(port, r"\d vcs_case")[2:4] == [
+        "x|character varying|||",
+        "y|character varying(3)|||",
+    ]

@@ -60,9 +60,14 @@ TimedUpdate = tuple[int, Row, int]
 # (key, ord, row, diff): a change of `row` under `key`, `ord` its place there.
 OrderedUpdate = tuple[Key, bytes, Row, int]
 
-# The page cache of each connection (KiB): what bounds a process's memory
-# for state, whatever the state's size on disk.
-CACHE_KIB = 16 * 1024
+# SQLite's page cache of each connection (KiB), on the process's heap: the
+# state itself stays on disk and in the OS's page cache. At 16 MiB, each of
+# up to 4 idle connections filled as the demo's state grew (issue 18's soak:
+# a heap that kept growing for an hour); 1 MiB holds a B-tree's interior
+# pages for a state of hundreds of MB, and keyed reads and applies over a
+# 34 MB state took the same time (144-166 ms a step against 145-227 ms,
+# noise on a loaded machine).
+CACHE_KIB = 1024
 BUSY_TIMEOUT_S = 30.0
 # Rows due at or past this time are never due (no upper reaches it) and
 # SQLite's integers stop here.

@@ -226,3 +226,24 @@ def test_state_sizes_follow_every_write_without_a_scan(tmp_path: Path, monkeypat
     small_cost = cost_of_stats(small, 20)
     assert large.apply({"r": [((i,), (i, "v"), 1) for i in range(20_000)]}, None, 1)
     assert cost_of_stats(large, 20_000) <= small_cost * 2
+
+
+def test_a_large_state_keeps_a_small_page_cache(tmp_path: Path) -> None:
+    """The state lives on disk and in the OS's page cache; SQLite's own cache
+    of it is on the server's heap, and filled toward 16 MiB a connection as the
+    demo's state grew (issue 18's soak: the server's heap kept growing)."""
+    from coordinator_lib.adapter.process_memory import process_memory
+
+    before = process_memory()["sqlite"]
+    state = ArrangementStore(tmp_path / "a.db").state("df")
+    rows = 60_000
+    batch = 20_000
+    for first in range(0, rows, batch):
+        updates = [((k,), (k, "x" * 100), 1) for k in range(first, first + batch)]
+        assert state.apply({"op": updates}, first or None, first + batch)
+    read = state.arrangement("op").read([(k,) for k in range(0, rows, 5)])
+    assert len(read) == rows // 5
+    on_disk = sum(f.stat().st_size for f in tmp_path.iterdir())
+    grew = process_memory()["sqlite"] - before
+    assert on_disk > 8 * 2**20
+    assert grew < 3 * 2**20, f"SQLite's memory grew {grew / 2**20:.1f} MB for {on_disk} bytes"

@@ -206,6 +206,26 @@ class TidemarkParser(StatementParser):
             i += 1
         return super()._parse_primary()
 
+    def _parse_map(self) -> exp.ToMap:
+        """MAP[key => value, ...] (Materialize's; `=>` is no lambda here) or
+        MAP(subquery), which the binder refuses."""
+        if self._match(TokenType.L_PAREN):
+            to_map = self.expression(exp.ToMap(this=self._parse_select()))
+            self._match_r_paren()
+            return to_map
+        if not self._match(TokenType.L_BRACKET):
+            self.raise_error("Expecting [")
+        entries: list[exp.Expr] = []
+        while not self._match(TokenType.R_BRACKET):
+            if entries and not self._match(TokenType.COMMA):
+                self.raise_error("Expecting , or ]")
+            key = self._parse_assignment()
+            if not self._match(TokenType.FARROW):
+                self.raise_error("Expecting =>")
+            value = self._parse_assignment()
+            entries.append(exp.PropertyEQ(this=key, expression=value))
+        return self.expression(exp.ToMap(this=self.expression(exp.Struct(expressions=entries))))
+
     def _parse_function_call(
         self,
         functions: dict[str, Any] | None = None,

@@ -57,6 +57,7 @@ from coordinator_lib.sql.errors import (
     UnsupportedFeature,
 )
 from coordinator_lib.sql.list_syntax import LIST_FUNCTIONS, bind_list, bind_list_function
+from coordinator_lib.sql.map_syntax import bind_map
 from coordinator_lib.sql.positions import position_of
 from coordinator_lib.sql.typed import Typed, literal
 
@@ -663,6 +664,7 @@ def date_arithmetic(b: ScalarBinder, node: exp.Add | exp.Sub, left: Typed, right
 _BESPOKE: dict[type, Callable[[Any, Any], Typed]] = {
     exp.Array: bind_array,
     exp.List: bind_list,
+    exp.ToMap: bind_map,
     exp.Bracket: bind_subscript,
     exp.TimestampFromParts: _make_timestamp,
     exp.Chr: _chr,

@@ -1,9 +1,12 @@
-"""A materialized view of map_agg and the map operators on both engines:
-stepped on Spark, then in-process while rows come and go (the in-process
-step retracts what Spark wrote), its contents printed as pgwire prints
-them and held to Materialize's documented rules
-(tests/server/test_map_operators.py writes them out). A switch of engines
-only works if both compute the same maps."""
+"""Materialized views of Materialize's maps and lists on both engines: one
+of map_agg, MAP[...] and the map operators, one of list_agg, the list
+functions and string_agg ordered by another column. Stepped on Spark, then
+in-process while rows come and go (the in-process step retracts what Spark
+wrote), their contents printed as pgwire prints them and held to
+Materialize's documented rules (tests/server/test_map_operators.py and
+test_list_type.py write them out). A switch of engines only works if both
+compute the same values. One session and one step per engine for both
+views: a Spark step costs seconds."""
 
 from __future__ import annotations
 
@@ -20,13 +23,24 @@ pytestmark = [pytest.mark.spark]
 
 VIEW = (
     "SELECT g, m, m @> '{a=>1}' AS a1, m ?& '{a,b}'::text[] AS ab, m ?| ARRAY['c'] AS c,"
-    " '{b=>2}' <@ m AS b2, map_length(m) AS n FROM (SELECT (id % 2)::text AS g,"
-    " map_agg(k, v ORDER BY o) AS m FROM kv GROUP BY 1) AS s"
+    " '{b=>2}' <@ m AS b2, map_length(m) AS n, MAP['g' => g, g => 'x'] AS built"
+    " FROM (SELECT (id % 2)::text AS g, map_agg(k, v ORDER BY o) AS m FROM kv GROUP BY 1) AS s"
+)
+LIST_VIEW = (
+    "SELECT g, vs, list_length(vs) AS n, vs[2:] AS rest, vs || 0 AS appended,"
+    " list_cat(vs, '{7}'::int list)[1] AS head, s FROM (SELECT id % 2 AS g,"
+    " list_agg(v ORDER BY id DESC) AS vs, string_agg(t, '-' ORDER BY id DESC) AS s"
+    " FROM lt GROUP BY 1) AS q"
 )
 Row = tuple[int, str | None, str | None, int]
 STEPS: list[tuple[list[Row], list[int]]] = [
     ([(1, "a", "1", 1), (2, "b", "2", 2), (3, "b", "2", 3)], []),
     ([(5, "a", "9", 5), (4, None, "x", 4), (6, "c", None, 6), (7, "c", "3", 7)], [2]),
+]
+ListRow = tuple[int, int | None, str | None]
+LIST_STEPS: list[tuple[list[ListRow], list[int]]] = [
+    ([(1, 10, "a"), (2, 20, "b"), (3, None, "c")], []),
+    ([(4, 40, None), (5, 50, "e")], [1]),
 ]
 
 
@@ -34,26 +48,45 @@ def _sql(value: object) -> str:
     return "NULL" if value is None else f"'{value}'" if isinstance(value, str) else str(value)
 
 
-def test_map_view_on_both_engines(spark: SparkSession, tmp_path: Path) -> None:
+def _write(session: SqlSession, table: str, inserted: list, deleted: list[int]) -> None:
+    values = ", ".join(f"({', '.join(map(_sql, r))})" for r in inserted)
+    session.execute(f"INSERT INTO {table} VALUES {values}")
+    if deleted:
+        session.execute(f"DELETE FROM {table} WHERE id IN ({', '.join(map(str, deleted))})")
+
+
+def test_map_and_list_views_on_both_engines(spark: SparkSession, tmp_path: Path) -> None:
     session = SqlSession(spark, tmp_path, engine="spark")
     try:
         session.execute("CREATE TABLE kv (id int, k text, v text, o int)")
+        session.execute("CREATE TABLE lt (id int, v int, t text)")
         session.execute(f"CREATE MATERIALIZED VIEW kv_view AS {VIEW}")
-        (id,) = session.views
+        session.execute(f"CREATE MATERIALIZED VIEW lt_view AS {LIST_VIEW}")
+        id, list_id = session.views
         rows: dict[int, tuple[str | None, str | None, int]] = {}
-        for engine, (inserted, deleted) in zip(["spark", "local"], STEPS, strict=True):
+        list_rows: dict[int, tuple[int | None, str | None]] = {}
+        for engine, (inserted, deleted), (list_inserted, list_deleted) in zip(
+            ["spark", "local"], STEPS, LIST_STEPS, strict=True
+        ):
             session.set_engine(engine)
-            if inserted:
-                values = ", ".join(f"({', '.join(map(_sql, r))})" for r in inserted)
-                session.execute(f"INSERT INTO kv VALUES {values}")
-            if deleted:
-                session.execute(f"DELETE FROM kv WHERE id IN ({', '.join(map(str, deleted))})")
+            _write(session, "kv", inserted, deleted)
+            _write(session, "lt", list_inserted, list_deleted)
             rows |= {r[0]: r[1:] for r in inserted}
             for gone in deleted:
                 del rows[gone]
+            list_rows |= {r[0]: r[1:] for r in list_inserted}
+            for gone in list_deleted:
+                del list_rows[gone]
             session.step()
+            assert dict(_ours(session, list_id)) == _lists(list_rows), engine
             expected = {
-                (g, _text(m), *("t" if b else "f" for b in _tests(m)), str(len(m))): 1
+                (
+                    g,
+                    _text(m),
+                    *("t" if b else "f" for b in _tests(m)),
+                    str(len(m)),
+                    _text({"g": g, g: "x"}),
+                ): 1
                 for g, m in _maps(rows).items()
             }
             assert dict(_ours(session, id)) == expected, engine
@@ -63,3 +96,20 @@ def test_map_view_on_both_engines(spark: SparkSession, tmp_path: Path) -> None:
 
 def _tests(m: dict[str, str | None]) -> tuple[bool, ...]:
     return (m.get("a") == "1", "a" in m and "b" in m, "c" in m, m.get("b") == "2")
+
+
+def _list_text(values: list[int | None]) -> str:
+    return "{" + ",".join("NULL" if v is None else str(v) for v in values) + "}"
+
+
+def _lists(rows: dict[int, tuple[int | None, str | None]]) -> dict[tuple, int]:
+    """LIST_VIEW's rows by Materialize's documented rules."""
+    out = {}
+    for g in sorted({id % 2 for id in rows}):
+        ids = sorted((id for id in rows if id % 2 == g), reverse=True)
+        vs = [rows[id][0] for id in ids]
+        texts = [t for t in (rows[id][1] for id in ids) if t is not None]
+        head = None if vs[0] is None else str(vs[0])
+        shown = (_list_text(vs), str(len(vs)), _list_text(vs[1:]), _list_text([*vs, 0]))
+        out[(str(g), *shown, head, "-".join(texts) or None)] = 1
+    return out

@@ -6,7 +6,7 @@ the text format and the OID (16384, Materialize's `list`; psycopg reads the
 value as text). PostgreSQL has no list type, so the answers are the
 documented ones; a view of list_agg follows inserts and deletes, held to
 the same rule written out in Python. In-process engine
-(tests/compute/test_list_engines.py: the same view on Spark)."""
+(tests/compute/test_map_engines.py: a list view on Spark and in-process)."""
 
 from __future__ import annotations
 

@@ -51,6 +51,17 @@ DOCUMENTED = [
         " AS t(k, v, o)",
         "{a=>1}",
     ),
+    # MAP[...] (sql/types/map's examples, with text values: Tidemark's maps hold text)
+    ("SELECT MAP['a' => '1', 'b' => '2']::text", "{a=>1,b=>2}"),
+    ("SELECT MAP['a' => '1', 'b' => '2'] -> 'a'", "1"),
+    ("SELECT MAP['a' => '1', 'b' => '2'] -> 'c'", None),
+    ("SELECT MAP['a' => '1', 'b' => '2'] @> MAP['a' => '1']", True),
+    ("SELECT MAP['a' => '1', 'b' => '2'] <@ MAP['a' => '1']", False),
+    ("SELECT MAP['a' => '1', 'b' => '2'] ?& ARRAY['b', 'a']", True),
+    ("SELECT MAP['a' => '1', 'b' => '2'] ?| ARRAY['c', 'd', '1']", False),
+    ("SELECT map_length(MAP['a' => '1', 'b' => '2'])", 2),
+    # the last value of a key wins (a NULL key is left out, as map_agg does)
+    ("SELECT MAP['a' => '1', 'a' => '3', NULL => 'x', 'c' => NULL]::text", "{a=>3,c=>NULL}"),
 ]
 
 
@@ -71,6 +82,10 @@ def test_operators_name_no_column(tidemark: psycopg.Connection[Any]) -> None:
 def test_map_agg_of_other_values_is_refused(tidemark: psycopg.Connection[Any]) -> None:
     with pytest.raises(psycopg.errors.FeatureNotSupported, match="map_agg of integer values"):
         tidemark.execute("SELECT map_agg(k, o) FROM (VALUES ('a', 1)) AS t(k, o)")
+    with pytest.raises(psycopg.errors.FeatureNotSupported, match="MAP values of type integer"):
+        tidemark.execute("SELECT MAP['a' => 1]")
+    with pytest.raises(psycopg.errors.FeatureNotSupported, match="MAP\\(subquery\\)"):
+        tidemark.execute("SELECT MAP(SELECT 'a', 'b')")
 
 
 def _maps(
@@ -97,6 +112,10 @@ def test_views_follow_writes(tidemark: psycopg.Connection[Any]) -> None:
         "CREATE MATERIALIZED VIEW kv_tests AS SELECT g, m @> '{a=>1}' AS a1, m ?& '{a,b}'::text[]"
         " AS ab, m ?| ARRAY['c'] AS c, '{b=>2}' <@ m AS b2, map_length(m) AS n FROM kv_maps"
     )
+    tidemark.execute(
+        "CREATE MATERIALIZED VIEW kv_built AS SELECT id, MAP[k => v, 'id' => id::text]::text AS m"
+        " FROM kv"
+    )
     Row = tuple[int, str | None, str | None, int]
     steps: list[tuple[list[Row], list[int]]] = [
         ([(1, "a", "1", 1), (2, "b", "2", 2), (3, "b", "2", 3)], []),
@@ -116,6 +135,11 @@ def test_views_follow_writes(tidemark: psycopg.Connection[Any]) -> None:
         expected = _maps(rows)
         maps = tidemark.execute("SELECT g, m::text FROM kv_maps").fetchall()
         assert sorted(maps) == sorted((g, _text(m)) for g, m in expected.items())
+        built = tidemark.execute("SELECT id, m FROM kv_built").fetchall()
+        assert sorted(built) == sorted(
+            (id, _text({"id": str(id)} if k is None else {k: v, "id": str(id)}))
+            for id, (k, v, _o) in rows.items()
+        )
         tests = tidemark.execute("SELECT g, a1, ab, c, b2, n FROM kv_tests").fetchall()
         assert sorted(tests) == sorted(
             (g, m.get("a") == "1", "a" in m and "b" in m, "c" in m, m.get("b") == "2", len(m))

@@ -65,3 +65,16 @@ def map_of_entries(keys: tuple[str | None, ...], values: tuple[str | None, ...])
     """map_agg's map from the keys and values array_agg collected in its
     order: a NULL key is left out, the last value of a key stays."""
     return map_value({k: v for k, v in zip(keys, values, strict=True) if k is not None})
+
+
+@scalar_function(
+    "map_build_entries",
+    sig(result=S.MAP_TEXT, variadic=(S.TEXT, S.TEXT)),
+    sql=(),
+    nulls=lambda nullable: False,
+)
+def map_build_entries(*pairs: str | None) -> str:
+    """MAP[k1 => v1, ...] (sql/map_syntax.py): the last value of a key
+    stays, a NULL key is left out."""
+    keys, values = pairs[::2], pairs[1::2]
+    return map_value({k: v for k, v in zip(keys, values, strict=True) if k is not None})

@@ -431,9 +431,9 @@ def _pg_typeof(b: ScalarBinder, node: exp.Anonymous) -> Typed:
 
 def regtype_name(st: ScalarType) -> str:
     """`st` as PostgreSQL's regtype output names it (`integer[]`,
-    `timestamp without time zone`)."""
+    `timestamp without time zone`; a list as Materialize names it, `integer list`)."""
     if st.element is not None:
-        return regtype_name(st.element) + "[]"
+        return regtype_name(st.element) + (" list" if st.is_list else "[]")
     return "timestamp without time zone" if st is S.TIMESTAMP else st.value
 
 

@@ -178,7 +178,7 @@ def _unnest(node: exp.Unnest, binder: ScalarBinder, ordinality: bool) -> FlatMap
     if len(nodes) != 1:
         raise UnsupportedFeature("unnest of several arrays is not supported", position_of(node))
     value = binder.bind(nodes[0])
-    if value.unknown or not value.scalar.is_array:
+    if value.unknown or value.scalar.element is None:  # an array or a list
         shown = "unknown" if value.unknown else value.scalar.value
         raise UndefinedFunction(f"function unnest({shown}) does not exist", position_of(node))
     return FlatMap(

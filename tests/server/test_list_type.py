@@ -57,6 +57,7 @@ DOCUMENTED = [
     ("SELECT length(LIST[1, 22]::text)", 6),
     ("SELECT ARRAY[1, 2]::int list", "{1,2}"),
     ("SELECT LIST[1, 2] = LIST[1, 2]", True),
+    ("SELECT pg_typeof(LIST[1])", "integer list"),
     (
         "SELECT list_agg(x ORDER BY o DESC) FROM (VALUES (1, 1), (NULL, 2), (3, 3)) AS t(x, o)",
         "{3,NULL,1}",
@@ -90,6 +91,11 @@ def test_list_columns_are_named_and_typed_as_materialize(
     ]
     with tidemark.cursor(binary=True) as binary:  # no binary form: the text
         assert binary.execute("SELECT LIST[1, 2]").fetchall() == [(b"{1,2}",)]
+
+
+def test_unnest_of_a_list(tidemark: psycopg.Connection[Any]) -> None:
+    query = "SELECT * FROM unnest(LIST[3, NULL, 1]) WITH ORDINALITY AS u(x, n) ORDER BY n"
+    assert tidemark.execute(query).fetchall() == [(3, 1), (None, 2), (1, 3)]
 
 
 @pytest.mark.parametrize(

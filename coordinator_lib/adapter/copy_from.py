@@ -33,7 +33,7 @@ from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.sql.coercion import INT_RANGES, is_integer, parse_text_as
 from coordinator_lib.sql.errors import SqlError
 from coordinator_lib.sql.plans import CopyFromPlan
-from coordinator_lib.sql.typmod import fit_value, has_length
+from coordinator_lib.sql.typmod import has_modifier, read_text
 
 if TYPE_CHECKING:
     from coordinator_lib.adapter.coordinator import Coordinator
@@ -48,9 +48,10 @@ S = ScalarType
 def _converter(column: ColumnType) -> Callable[[str], Any] | None:
     """PostgreSQL's input function for the column's type, with fast paths
     for the common types that fall back to `parse_text_as` (and its errors)
-    on anything odd; a varchar(n) / char(n) value is fitted to its length."""
-    if has_length(column):
-        return lambda text: fit_value(text, column)
+    on anything odd; a value for a column with a type modifier (varchar(n),
+    char(n), `interval hour`) is read and fitted to it (sql/typmod.py)."""
+    if has_modifier(column):
+        return lambda text: read_text(text, column)
     st = column.scalar_type
     if st is S.TEXT:
         return None
@@ -95,7 +96,7 @@ class CopyIn:
         self.types = [desc.types[c].scalar_type for c in plan.columns]
         self.names = [desc.names[c] for c in plan.columns]
         self._converters = [_converter(desc.types[c]) for c in plan.columns]
-        self._fitted = any(has_length(desc.types[c]) for c in plan.columns)
+        self._fitted = any(has_modifier(desc.types[c]) for c in plan.columns)
         self._not_null = [not desc.types[c].nullable for c in plan.columns]
         # table position of each data column; the table's other columns are NULL
         self._slots = list(plan.columns)

@@ -207,12 +207,16 @@ class ColumnType:
     text) or `char(n)` (on bpchar): PostgreSQL's type modifier, which writes
     into the column enforce (sql/typmod.py) and the catalog shows. `varchar`:
     text declared `varchar` / `character varying`, with or without a length,
-    which the catalog and pgwire show as PostgreSQL's varchar (OID 1043)."""
+    which the catalog and pgwire show as PostgreSQL's varchar (OID 1043).
+    `interval_typmod`: an interval column's qualifier and seconds precision
+    (`interval hour` is ("HOUR", 6), `interval(2)` ("", 2)), to which a write
+    restricts the value (sql/typmod.py)."""
 
     scalar_type: ScalarType
     nullable: bool = True
     length: int | None = None
     varchar: bool = False
+    interval_typmod: tuple[str, int] | None = None
 
 
 def common_column_type(scalar: ScalarType, nullable: bool, types: list[ColumnType]) -> ColumnType:
@@ -299,11 +303,7 @@ class RelationDesc:
     def to_json(self) -> dict:
         return {
             "names": list(self.names),
-            "types": [
-                [t.scalar_type.value, t.nullable]
-                + ([t.length, True] if t.varchar else [] if t.length is None else [t.length])
-                for t in self.types
-            ],
+            "types": [_type_json(t) for t in self.types],
             "keys": [list(k) for k in self.keys],
         }
 
@@ -311,9 +311,27 @@ class RelationDesc:
     def from_json(data: dict) -> RelationDesc:
         return RelationDesc(
             tuple(data["names"]),
-            tuple(ColumnType(ScalarType(t[0]), bool(t[1]), *t[2:]) for t in data["types"]),
+            tuple(
+                ColumnType(
+                    ScalarType(t[0]),
+                    bool(t[1]),
+                    t[2] if len(t) > 2 else None,
+                    bool(t[3]) if len(t) > 3 else False,
+                    (t[4][0], t[4][1]) if len(t) > 4 else None,
+                )
+                for t in data["types"]
+            ),
             tuple(tuple(k) for k in data.get("keys", [])),
         )
+
+
+def _type_json(t: ColumnType) -> list[Any]:
+    """[type, nullable], then length and varchar, then interval_typmod, each only
+    when set (descs stored before a field existed read the same)."""
+    head = [t.scalar_type.value, t.nullable]
+    if t.interval_typmod is not None:
+        return [*head, t.length, t.varchar, list(t.interval_typmod)]
+    return head + ([t.length, True] if t.varchar else [] if t.length is None else [t.length])
 
 
 def _check_value(value: Any, ty: ColumnType) -> str | None:

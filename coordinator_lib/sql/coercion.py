@@ -155,9 +155,11 @@ def type_length(data_type: exp.DataType) -> int | None:
 
 def declared_type(data_type: exp.DataType, nullable: bool = True) -> ColumnType:
     """A column's type as declared: its scalar type, `varchar(n)` /
-    `char(n)`'s length, and whether text was declared varchar."""
+    `char(n)`'s length, whether text was declared varchar, and an interval's
+    qualifier and precision."""
     varchar = data_type.this in (exp.DType.VARCHAR, exp.DType.NVARCHAR)
-    return ColumnType(scalar_type_of(data_type), nullable, type_length(data_type), varchar)
+    scalar = scalar_type_of(data_type)
+    return ColumnType(scalar, nullable, type_length(data_type), varchar, interval_typmod(data_type))
 
 
 def interval_typmod(data_type: exp.DataType) -> tuple[str, int] | None:

@@ -77,7 +77,7 @@ from coordinator_lib.sql.scalar import ScalarBinder, Typed, null_of
 from coordinator_lib.sql.scope import Scope, ScopeItem, ident_name, table_parts
 from coordinator_lib.sql.subquery import lower_filter, lower_subqueries
 from coordinator_lib.sql.temporal import plan_temporal_filters
-from coordinator_lib.sql.typmod import fit_expr, fit_value, has_length
+from coordinator_lib.sql.typmod import fit_expr, fit_value, has_modifier
 from coordinator_lib.storage.load_generator import make_generator
 
 S = ScalarType
@@ -599,7 +599,7 @@ def plan_insert_values(
     """The rows of VALUES into `columns` of `item`, with assignment casts
     and NOT NULL checked: all a cached INSERT plans per execution."""
     desc = item.desc
-    targets = [(desc.names[c], desc.types[c].scalar_type) for c in columns]
+    targets = [(desc.names[c], desc.types[c]) for c in columns]
     rel = plan_values(values, ctx, targets).expr
     return InsertPlan(item.id, _table_order(rel, item, columns, table), item.name)
 
@@ -712,7 +712,7 @@ def _table_order(
             for c in range(desc.arity)
         )
         return Constant(tuple(rows), RelationDesc(desc.names, types))
-    if any(has_length(desc.types[c]) for c in columns):
+    if any(has_modifier(desc.types[c]) for c in columns):
         fitted = tuple(fit_expr(Column(k), desc.types[c]) for k, c in enumerate(columns))
         rel = Project(
             Map(rel, fitted), tuple(range(len(columns), 2 * len(columns))), rel.desc.names
@@ -808,7 +808,9 @@ def plan_update(statement: exp.Update, ctx: PlanContext) -> UpdatePlan:
         if _is_default(value_node):
             value = Typed(null_of(st), ColumnType(st, True))
         else:
-            value = binder.assign(binder.bind(value_node), st, value_node, column_name)
+            value = binder.assign(
+                binder.bind(value_node), desc.types[index], value_node, column_name
+            )
         if (
             isinstance(value.expr, Literal)
             and value.expr.value is None

@@ -1390,7 +1390,7 @@ def _apply_outer_finishing(node: exp.Expr, query: BoundQuery) -> BoundQuery:
 def plan_values(
     node: exp.Values,
     ctx: PlanContext,
-    targets: list[tuple[str, ScalarType]] | None = None,
+    targets: list[tuple[str, ColumnType]] | None = None,
 ) -> BoundQuery:
     """VALUES rows: a Constant when every value is a literal, else a Union of
     one-row Maps. With `targets` (INSERT) values get assignment casts to the
@@ -1417,9 +1417,9 @@ def plan_values(
         column = [row[k] for row in bound]
         column_nodes: list[exp.Expr | None] = [row[k] for row in rows]
         if targets is not None:
-            name, st = targets[k]
+            name, into = targets[k]
             columns[k] = [
-                binder.assign(v, st, n, name) for v, n in zip(column, column_nodes, strict=True)
+                binder.assign(v, into, n, name) for v, n in zip(column, column_nodes, strict=True)
             ]
         else:
             columns[k], _ = binder.unify(column, column_nodes, "VALUES")

@@ -80,6 +80,7 @@ from coordinator_lib.sql.row_comparison import (
 from coordinator_lib.sql.scope import Scope, ident_name
 from coordinator_lib.sql.temporal import bind_mz_now, compare_mz_now
 from coordinator_lib.sql.typed import Typed, as_varchar, literal, null_of, number
+from coordinator_lib.sql.typmod import read_text
 
 if TYPE_CHECKING:
     from coordinator_lib.sql.query import BoundQuery
@@ -427,8 +428,17 @@ class ScalarBinder:
             position_of(node),
         )
 
-    def assign(self, value: Typed, target: ScalarType, node: exp.Expr | None, column: str) -> Typed:
-        """Assignment coercion (INSERT/UPDATE into a column of type `target`)."""
+    def assign(self, value: Typed, into: ColumnType, node: exp.Expr | None, column: str) -> Typed:
+        """Assignment coercion (INSERT/UPDATE into a column of type `into`);
+        an untyped literal is read with an interval column's qualifier."""
+        target = into.scalar_type
+        if value.unknown and into.interval_typmod is not None:
+            assert isinstance(value.expr, Literal)
+            if value.expr.value is not None:
+                try:
+                    return literal(read_text(value.expr.value, into), target)
+                except SqlError as error:
+                    raise error.at(position_of(node)) from None
         if value.unknown or can_assign(value.scalar, target):
             return self.cast_to(value, target, node)
         raise TypeMismatch(

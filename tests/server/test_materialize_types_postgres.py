@@ -130,3 +130,39 @@ def test_varchar_results_keep_their_type(
         "x|character varying|||",
         "y|character varying(3)|||",
     ]
+
+
+INTERVAL_TABLE = (
+    "CREATE TABLE ivs (n int, h interval hour, d interval day, ds interval day to second(0),"
+    " ym interval year to month, p interval(1), m interval minute)"
+)
+
+
+def test_an_interval_column_keeps_its_fields(
+    tidemark: psycopg.Connection[Any], postgres: psycopg.Connection[Any]
+) -> None:
+    """A column declared `interval hour` (day to second(0), year to month,
+    ...) restricts what INSERT, UPDATE and COPY write into it, and reads an
+    untyped literal with its qualifier, as PostgreSQL does; a view reads the
+    restricted values."""
+    value = "1 year 2 mons 3 days 4 hours 5 minutes 6.789 seconds"
+    steps = [
+        INTERVAL_TABLE,
+        f"INSERT INTO ivs VALUES (1, '{value}', '{value}', '{value}', '{value}', '{value}',"
+        f" '{value}')",
+        "INSERT INTO ivs (n, h) VALUES (2, '1 day 3 hours 5 minutes'), (3, '5')",
+        "INSERT INTO ivs (n, m, d) VALUES (4, '90', '2')",
+        f"INSERT INTO ivs SELECT 5, i, i, i, i, i, i FROM (SELECT interval '{value}' AS i) s",
+        "UPDATE ivs SET h = h + interval '59 minutes', ds = '7', p = '0.25' WHERE n = 2",
+        "SELECT * FROM ivs",
+        "CREATE MATERIALIZED VIEW ivs_sum AS SELECT sum(h) AS h, max(ym) AS ym FROM ivs",
+        "SELECT * FROM ivs_sum",
+        "SELECT n, h::text, ds::text FROM ivs WHERE h > interval '1 day'",
+    ]
+    _both(tidemark, postgres, steps)
+    rows = [(6, value, value, value, value, value, value), (7, "7", "7", "7", "7", "7", "7")]
+    for conn in (tidemark, postgres):
+        with conn.cursor().copy("COPY ivs FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+    _both(tidemark, postgres, ["SELECT * FROM ivs WHERE n >= 6", "SELECT * FROM ivs_sum"])

@@ -77,37 +77,24 @@ TIMES = {
     ],
 }
 # char(n) is kept padded; Spark compares and converts it without the blanks.
+# Also column modifiers (issue 19): an `interval hour` column's writes are
+# restricted to hours, UNION / CASE of varchars, a table without columns.
 CHARS = {
-    "table": "CREATE TABLE ch (id int, c char(4), v varchar(3))",
-    "rows": "INSERT INTO ch VALUES (1, 'ab', 'ab'), (2, 'ab  ', 'x'), (3, 'abcd', NULL)",
-    "views": {
-        "chars": "SELECT id, c, c || '|' AS cc, length(c) AS n, v FROM ch WHERE c = 'ab'",
-    },
-    "writes": [
-        "INSERT INTO ch VALUES (4, 'ab ', 'abc'), (5, 'a', 'a')",
-        "UPDATE ch SET c = 'ab' WHERE id = 5",
-        "DELETE FROM ch WHERE id = 1",
-    ],
-}
-# Column modifiers (issue 19): an `interval hour` column's writes are
-# restricted to hours, UNION / CASE / COALESCE of varchars, and a table
-# without columns (counted).
-MODIFIERS = {
     "table": [
-        "CREATE TABLE md (id int, h interval hour, a varchar(3), b varchar(5))",
+        "CREATE TABLE ch (id int, c char(4), v varchar(3), h interval hour)",
         "CREATE TABLE nl ()",
     ],
-    "rows": "INSERT INTO md VALUES (1, '1 day 3 hours 5 minutes', 'ab', 'xyz'),"
-    " (2, '5', 'c', NULL)",
+    "rows": "INSERT INTO ch VALUES (1, 'ab', 'ab', '1 day 3 hours 5 minutes'),"
+    " (2, 'ab  ', 'x', '5'), (3, 'abcd', NULL, NULL)",
     "views": {
-        "mods": "SELECT id, h, h + INTERVAL '30 minutes' AS later, a FROM md"
-        " UNION ALL SELECT id, h, NULL, CASE WHEN id > 1 THEN a ELSE b END FROM md",
-        "nullary": "SELECT count(*) AS n, sum(x) AS x FROM nl, (SELECT 1 AS x) s",
+        "chars": "SELECT id, c, c || '|' AS cc, length(c) AS n, v FROM ch WHERE c = 'ab'",
+        "modifiers": "SELECT id, h, CASE WHEN id > 1 THEN v ELSE 'y' END AS w FROM ch"
+        " UNION ALL SELECT count(*)::int, NULL, NULL FROM nl",
     },
     "writes": [
-        "INSERT INTO md VALUES (3, '2 hours 59 minutes', 'q', 'rs')",
-        "UPDATE md SET h = h + INTERVAL '1 hour 59 minutes' WHERE id < 3",
-        "INSERT INTO nl DEFAULT VALUES",
+        "INSERT INTO ch VALUES (4, 'ab ', 'abc', '2 hours 59 minutes'), (5, 'a', 'a', NULL)",
+        "UPDATE ch SET c = 'ab', h = h + INTERVAL '1 hour 59 minutes' WHERE id IN (1, 5)",
+        "DELETE FROM ch WHERE id = 2",
     ],
 }
 # Read as text, so the output format is compared; numerics by value
@@ -132,9 +119,7 @@ def _ours(session: SqlSession, id: Any) -> Counter:
     return +out
 
 
-@pytest.mark.parametrize(
-    "case", [INTERVALS, TIMES, CHARS, MODIFIERS], ids=["interval", "time", "char", "modifiers"]
-)
+@pytest.mark.parametrize("case", [INTERVALS, TIMES, CHARS], ids=["interval", "time", "char"])
 def test_views_on_both_engines_match_postgres(
     spark: SparkSession, tmp_path: Path, postgres_url: str, case: dict[str, Any]
 ) -> None:

@@ -27,12 +27,16 @@ from sqlglot import exp
 
 from coordinator_lib.adapter.pg_catalog import (
     BPCHAR_OID,
+    INTERVAL_FULL_PRECISION,
+    INTERVAL_OID,
     PG_TYPE_ROWS,
     TYPMOD_HEADER,
     VARCHAR_OID,
+    interval_range,
 )
 from coordinator_lib.adapter.pg_class import user_relations
 from coordinator_lib.adapter.privileges import role_oids
+from coordinator_lib.repr.interval import QUALIFIERS
 from coordinator_lib.sql.catalog import ItemKind
 from coordinator_lib.sql.dialect import Tidemark
 from coordinator_lib.sql.errors import SqlError
@@ -89,11 +93,45 @@ def _with_length(name: exp.Expr, oid: exp.Expr, typmod: exp.Expr) -> exp.Expr:
     lengths = exp.In(this=oid.copy(), expressions=[number(BPCHAR_OID), number(VARCHAR_OID)])
     given = exp.GTE(this=typmod.copy(), expression=number(TYPMOD_HEADER))
     bare = exp.and_(exp.EQ(this=oid.copy(), expression=number(BPCHAR_OID)), typmod.copy() < 0)
+    interval = exp.and_(
+        exp.EQ(this=oid.copy(), expression=number(INTERVAL_OID)), typmod.copy() >= 0
+    )
     return (
         exp.Case()
         .when(exp.and_(lengths, given), shown)
         .when(bare, exp.Literal.string("bpchar"))
+        .when(interval, _interval_name(typmod))
         .else_(name)
+    )
+
+
+def _interval_name(typmod: exp.Expr) -> exp.Expr:
+    """`interval hour`, `interval day to second(0)`, `interval(2)` from an
+    interval typmod (pg_catalog.interval_range, precision in the low 16 bits)."""
+    number = exp.Literal.number
+    fields = _case(
+        exp.Div(this=typmod.copy(), expression=number(1 << 16)),
+        {interval_range(q): f" {q.lower()}" for q in QUALIFIERS},
+        exp.Literal.string(""),
+    )
+    digits = exp.Mod(this=typmod.copy(), expression=number(1 << 16))
+    precision = (
+        exp.Case()
+        .when(
+            exp.EQ(this=digits, expression=number(INTERVAL_FULL_PRECISION)), exp.Literal.string("")
+        )
+        .else_(
+            exp.DPipe(
+                this=exp.DPipe(
+                    this=exp.Literal.string("("), expression=exp.cast(digits.copy(), "text")
+                ),
+                expression=exp.Literal.string(")"),
+            )
+        )
+    )
+    return exp.DPipe(
+        this=exp.DPipe(this=exp.Literal.string("interval"), expression=fields),
+        expression=precision,
     )
 
 

@@ -109,9 +109,39 @@ _BY_SCALAR = {row.scalar_type: row for row in PG_TYPE_ROWS if row.scalar_type is
 TYPMOD_HEADER = 4
 
 
+INTERVAL_OID = 1186
+# PostgreSQL's interval typmod: the qualifier's field bits << 16 | the seconds
+# precision (INTERVAL_FULL_PRECISION: none given).
+INTERVAL_FIELD_BITS = {"YEAR": 2, "MONTH": 1, "DAY": 3, "HOUR": 10, "MINUTE": 11, "SECOND": 12}
+INTERVAL_FULL_RANGE = 0x7FFF
+INTERVAL_FULL_PRECISION = 0xFFFF
+
+
+def interval_range(fields: str) -> int:
+    """The field mask of a qualifier (`DAY TO SECOND`: day, hour, minute and
+    second bits), INTERVAL_FULL_RANGE for none."""
+    if not fields:
+        return INTERVAL_FULL_RANGE
+    order = list(INTERVAL_FIELD_BITS)
+    words = fields.split(" TO ")
+    span = order[order.index(words[0]) : order.index(words[-1]) + 1]
+    return sum(1 << INTERVAL_FIELD_BITS[word] for word in span)
+
+
+def _interval_typmod(typmod: tuple[str, int]) -> int:
+    fields, precision = typmod
+    if not fields and precision >= 6:
+        return -1
+    digits = precision if precision < 6 else INTERVAL_FULL_PRECISION
+    return interval_range(fields) << 16 | digits
+
+
 def column_pg_type(column: ColumnType) -> tuple[PgTypeRow, int]:
     """The pg_type row and typmod (-1: none) of a column: text declared
-    varchar or with a length is varchar[(n)], as it was declared."""
+    varchar or with a length is varchar[(n)], as it was declared; an
+    interval keeps its qualifier and precision (`interval hour`)."""
+    if column.interval_typmod is not None:
+        return _BY_OID[INTERVAL_OID], _interval_typmod(column.interval_typmod)
     typmod = -1 if column.length is None else column.length + TYPMOD_HEADER
     if column.scalar_type is ScalarType.TEXT and (column.varchar or column.length is not None):
         return _BY_OID[VARCHAR_OID], typmod

@@ -166,3 +166,25 @@ def test_an_interval_column_keeps_its_fields(
             for row in rows:
                 copy.write_row(row)
     _both(tidemark, postgres, ["SELECT * FROM ivs WHERE n >= 6", "SELECT * FROM ivs_sum"])
+
+
+def test_psql_describes_an_interval_column_with_its_fields(
+    tidemark: psycopg.Connection[Any], postgres: psycopg.Connection[Any]
+) -> None:
+    """pg_attribute.atttypmod and format_type as PostgreSQL encodes and names
+    an interval's qualifier and precision, and psql's `\\d` shows them."""
+    table = (
+        "CREATE TABLE ivd (a interval hour, b interval day to second(0), c interval year to month,"
+        " d interval(2), e interval, f interval minute to second(3))"
+    )
+    tidemark.execute(table)
+    postgres.execute(table.replace("CREATE TABLE", "CREATE TEMP TABLE"))
+    query = (
+        "SELECT attname, atttypmod, format_type(atttypid, atttypmod) FROM pg_attribute"
+        " WHERE attrelid = 'ivd'::regclass AND attnum > 0 ORDER BY attnum"
+    )
+    assert outcome(tidemark, query) == outcome(postgres, query)
+    assert psql(tidemark.port, r"\d ivd")[2:4] == [  # type: ignore[attr-defined]
+        "a|interval hour|||",
+        "b|interval day to second(0)|||",
+    ]

@@ -58,11 +58,12 @@ def data_type(st: ScalarType) -> exp.DataType:
 
 @functools.cache
 def _data_type(st: ScalarType) -> exp.DataType:
-    # An array as its element's (`map[text=>text][]` does not parse as an
-    # array); other types by parsing the name: once per type, not per parameter.
+    # An array or list as its element's (`map[text=>text][]` does not parse
+    # as an array); other types by parsing the name: once per type, not per parameter.
     if st.element is not None:
         element = _data_type(st.element).copy()
-        return exp.DataType(this=exp.DType.ARRAY, expressions=[element], nested=True)
+        kind = exp.DType.LIST if st.is_list else exp.DType.ARRAY
+        return exp.DataType(this=kind, expressions=[element], nested=True)
     return exp.DataType.build(st.value, dialect=Tidemark)
 
 

@@ -109,7 +109,7 @@ def _timestamp_text(value: dt.datetime) -> str:
 def to_text(value: Any, st: ScalarType) -> str:
     element = st.element
     if element is not None:
-        return array_text(value, lambda v: _element_text(v, element))
+        return array_text(value, lambda v: _element_text(v, element), st.is_list)
     if st is S.BOOLEAN:
         return "true" if value else "false"
     if st in (S.REAL, S.DOUBLE):

@@ -71,16 +71,16 @@ _FALSE = {"f", "fa", "fal", "fals", "false", "n", "no", "off", "of", "0"}
 _ARRAY_ITEM = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([^,{}"]*?))\s*(,|$)')
 
 
-def _parse_array(text: str, element: ScalarType) -> tuple[Any, ...]:
-    """A one-dimensional array literal, `{1,2,NULL}` or `{"a b",c}`."""
+def _parse_array(text: str, element: ScalarType, kind: str = "array") -> tuple[Any, ...]:
+    """A one-dimensional array (or list) literal, `{1,2,NULL}` or `{"a b",c}`."""
     body = text.strip()
     if not (body.startswith("{") and body.endswith("}")):
-        raise TextInputError(f'malformed array literal: "{text}"')
+        raise TextInputError(f'malformed {kind} literal: "{text}"')
     inner, values, at = body[1:-1], [], 0
     while inner.strip() and at <= len(inner):
         match = _ARRAY_ITEM.match(inner, at)
         if match is None or match.end() == at:
-            raise TextInputError(f'malformed array literal: "{text}"')
+            raise TextInputError(f'malformed {kind} literal: "{text}"')
         quoted, bare, comma = match.groups()
         if quoted is not None:
             values.append(parse_text_as(re.sub(r"\\(.)", r"\1", quoted), element))
@@ -98,7 +98,7 @@ def parse_text_as(text: str, st: ScalarType) -> Any:
     if st in (S.TEXT, S.BPCHAR):
         return text
     if st.element is not None:
-        return _parse_array(text, st.element)
+        return _parse_array(text, st.element, "list" if st.is_list else "array")
     stripped = text.strip()
     if st is S.BOOLEAN:
         word = stripped.lower()

@@ -310,7 +310,7 @@ def encode_text(value: Any, scalar_type: ScalarType) -> str | None:
         return None
     element = scalar_type.element
     if element is not None:  # `{1,2,NULL}`, elements quoted as PostgreSQL does
-        return array_text(value, _TEXT_ENCODERS[element])
+        return array_text(value, _TEXT_ENCODERS[element], scalar_type.is_list)
     return _TEXT_ENCODERS[scalar_type](value)
 
 

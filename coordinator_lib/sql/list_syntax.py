@@ -3,8 +3,9 @@
 bound to the registry's list functions (expr/functions/lists.py) with
 Materialize's rules: the elements take their common type, slices are
 1-based and inclusive (a bound left out is the list's end, a slice past the
-end is shorter or empty), list_cat of a NULL list is the other list, and
-appending NULL appends a NULL element. A list is held as an array is
+end is shorter, an empty slice is NULL), list_cat of a NULL list is the
+other list, appending NULL appends a NULL element and appending to a NULL
+list gives a list of the element (Materialize's list.slt). A list is held as an array is
 (repr/relation.py), so indexing is array_index. Lists of lists are 0A000."""
 
 from __future__ import annotations
@@ -49,6 +50,14 @@ def bind_list(b: ScalarBinder, node: exp.List) -> Typed:
         "array_build", tuple(e.expr for e in elements), ColumnType(target.list(), False)
     )
     return b.typed(call)
+
+
+def is_empty_list(node: exp.Expr) -> bool:
+    """`LIST[]`, which sqlglot reads as the type `list[]`."""
+    if not isinstance(node, exp.DataType) or node.this is not exp.DType.ARRAY:
+        return False
+    inner = node.expressions
+    return len(inner) == 1 and inner[0].this is exp.DType.LIST and not inner[0].expressions
 
 
 def bind_slice(b: ScalarBinder, value: Typed, node: exp.Slice) -> Typed:
@@ -102,7 +111,8 @@ def _append(b: ScalarBinder, values: Typed, element: Typed, node: exp.Expr, firs
     element = _element(b, element, inner, node)
     name = "list_prepend" if first else "list_append"
     args = (element.expr, values.expr) if first else (values.expr, element.expr)
-    return b.typed(CallFunction(name, args, ColumnType(values.scalar, values.type.nullable)))
+    # typed nullable: a Spark step's intermediate rows may hold NULL here (not understood yet)
+    return b.typed(CallFunction(name, args, ColumnType(values.scalar, True)))
 
 
 def list_concat(b: ScalarBinder, node: exp.DPipe, left: Typed, right: Typed) -> Typed:
@@ -147,4 +157,11 @@ def bind_list_function(b: ScalarBinder, node: exp.Anonymous) -> Typed:
 
 LIST_FUNCTIONS = ("list_length", "list_cat", "list_append", "list_prepend")
 
-__all__ = ["LIST_FUNCTIONS", "bind_list", "bind_list_function", "bind_slice", "list_concat"]
+__all__ = [
+    "LIST_FUNCTIONS",
+    "bind_list",
+    "bind_list_function",
+    "bind_slice",
+    "is_empty_list",
+    "list_concat",
+]

@@ -68,7 +68,7 @@ from coordinator_lib.sql.errors import (
     UnsupportedFeature,
     WrongObjectType,
 )
-from coordinator_lib.sql.list_syntax import list_concat
+from coordinator_lib.sql.list_syntax import is_empty_list, list_concat
 from coordinator_lib.sql.outer import OuterColumn, SubqueryExpr, SubqueryKind
 from coordinator_lib.sql.positions import operator_position, position_of
 from coordinator_lib.sql.row_comparison import (
@@ -740,6 +740,8 @@ class ScalarBinder:
             typmod = interval_typmod(node.to)
         except SqlError as error:
             raise error.at(position_of(node.to) or position_of(node)) from None
+        if target.is_list and is_empty_list(node.this):  # LIST[]::int list
+            return literal((), target)
         value = self.bind(node.this)
         known_text = isinstance(value.expr, Literal) and value.expr.value is not None
         if typmod is not None and value.unknown and known_text:

@@ -110,6 +110,7 @@ def _lists(rows: dict[int, tuple[int | None, str | None]]) -> dict[tuple, int]:
         vs = [rows[id][0] for id in ids]
         texts = [t for t in (rows[id][1] for id in ids) if t is not None]
         head = None if vs[0] is None else str(vs[0])
-        shown = (_list_text(vs), str(len(vs)), _list_text(vs[1:]), _list_text([*vs, 0]))
+        rest = _list_text(vs[1:]) if len(vs) > 1 else None  # an empty slice is NULL
+        shown = (_list_text(vs), str(len(vs)), rest, _list_text([*vs, 0]))
         out[(str(g), *shown, head, "-".join(texts) or None)] = 1
     return out

@@ -24,11 +24,9 @@ def _slice_on_spark(call: SparkCall) -> Any:
     values, first, last = call.args
     start = F.greatest(first, F.lit(1))
     end = F.least(last, F.size(values).cast("bigint"))
-    length = F.greatest(end - start + 1, F.lit(0))
-    inside = start <= F.size(values)
-    empty = F.array().cast(call.out)
+    length = end - start + 1
     sliced = F.slice(values, start.cast("int"), length.cast("int"))
-    return F.when(inside, sliced).otherwise(empty).cast(call.out)
+    return F.when(length > 0, sliced).cast(call.out)
 
 
 @scalar_function(
@@ -37,10 +35,10 @@ def _slice_on_spark(call: SparkCall) -> Any:
     sql=(),
     spark=_slice_on_spark,
 )
-def list_slice(values: Sequence[Any], first: int, last: int) -> tuple[Any, ...]:
-    """l[first:last], 1-based and inclusive; empty past the end."""
+def list_slice(values: Sequence[Any], first: int, last: int) -> tuple[Any, ...] | None:
+    """l[first:last], 1-based and inclusive; NULL when empty (Materialize's)."""
     start = max(first, 1)
-    return tuple(values[start - 1 : max(last, 0)])
+    return tuple(values[start - 1 : max(last, 0)]) or None
 
 
 def _cat_on_spark(call: SparkCall) -> Any:
@@ -66,13 +64,13 @@ def list_cat(a: Sequence[Any] | None, b: Sequence[Any] | None) -> tuple[Any, ...
 def _append_on_spark(call: SparkCall) -> Any:
     values, element = call.args
     appended = F.concat(values, F.array(element))
-    return F.when(values.isNull(), F.lit(None)).otherwise(appended).cast(call.out)
+    return F.when(values.isNull(), F.array(element)).otherwise(appended).cast(call.out)
 
 
 def _prepend_on_spark(call: SparkCall) -> Any:
     element, values = call.args
     prepended = F.concat(F.array(element), values)
-    return F.when(values.isNull(), F.lit(None)).otherwise(prepended).cast(call.out)
+    return F.when(values.isNull(), F.array(element)).otherwise(prepended).cast(call.out)
 
 
 @scalar_function(
@@ -80,11 +78,11 @@ def _prepend_on_spark(call: SparkCall) -> Any:
     sig(Pseudo.ANY, Pseudo.ANY, result=S.INTEGER_LIST),
     sql=(),
     spark=_append_on_spark,
-    nulls=lambda nullable: nullable[0],
+    nulls=lambda nullable: True,
 )
-def list_append(values: Sequence[Any] | None, element: Any) -> tuple[Any, ...] | None:
-    """l || e: a NULL element is appended as NULL; a NULL list stays NULL."""
-    return None if values is None else (*values, element)
+def list_append(values: Sequence[Any] | None, element: Any) -> tuple[Any, ...]:
+    """l || e: a NULL element is appended as NULL, a NULL list is empty."""
+    return (*(values or ()), element)
 
 
 @scalar_function(
@@ -92,7 +90,7 @@ def list_append(values: Sequence[Any] | None, element: Any) -> tuple[Any, ...] |
     sig(Pseudo.ANY, Pseudo.ANY, result=S.INTEGER_LIST),
     sql=(),
     spark=_prepend_on_spark,
-    nulls=lambda nullable: nullable[1],
+    nulls=lambda nullable: True,
 )
-def list_prepend(element: Any, values: Sequence[Any] | None) -> tuple[Any, ...] | None:
-    return None if values is None else (element, *values)
+def list_prepend(element: Any, values: Sequence[Any] | None) -> tuple[Any, ...]:
+    return (element, *(values or ()))

@@ -7,8 +7,8 @@ Finished statements are kept off the heap, in a SQLite file of this process
 (Materialize keeps its statement log in a durable collection, not in memory).
 Held in memory, a record took about 650 bytes of Python objects, so the
 server's heap grew by 6-10 MB until the newest 10,000 were kept, which under
-issue 18's soak (a scripted user: 7,000-40,000 statements an hour) took
-up to an hour and a half.
+issue 18's soak (a scripted user: 3,000-20,000 statements an hour) took
+from half an hour to three hours.
 Now only statements still running, and up to `WRITE_BATCH` finished ones not
 yet written, are Python objects; the file keeps the newest `capacity` records
 (about 20 us a statement instead of 12).

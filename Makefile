@@ -29,9 +29,9 @@ java:
 chromium:
 	scripts/ensure_chromium.sh
 
-## test: lint, then the whole pytest suite (slow tests included).
+## test: lint, then the whole pytest suite (slow tests included) on two workers, one JVM at a time.
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2
 
 ## run: `tidemark serve` and `dagster dev` on the demo project (demo/); Ctrl-C stops both.
 run: setup

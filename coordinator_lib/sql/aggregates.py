@@ -98,14 +98,17 @@ def _argument(call: exp.Expr) -> tuple[exp.Expr, bool, exp.Ordered | None]:
             )
         order = keys[0]
         node = node.this
-    distinct = isinstance(node, exp.Distinct)
-    if distinct:
-        if len(node.expressions) != 1:
-            raise UnsupportedFeature(
-                "DISTINCT in this aggregate takes one argument", position_of(call)
-            )
-        node = node.expressions[0]
+    node, distinct = _unwrap_distinct(node, call)
     return node, distinct, order
+
+
+def _unwrap_distinct(node: exp.Expr, call: exp.Expr) -> tuple[exp.Expr, bool]:
+    """The argument under `DISTINCT x`, and whether it was there."""
+    if not isinstance(node, exp.Distinct):
+        return node, False
+    if len(node.expressions) != 1:
+        raise UnsupportedFeature("DISTINCT in this aggregate takes one argument", position_of(call))
+    return node.expressions[0], True
 
 
 def plan_extra_aggregate(
@@ -157,13 +160,7 @@ def _plan_string_agg(
     if isinstance(node, exp.Order):
         keys = list(node.expressions)
         node = node.this
-    distinct = isinstance(node, exp.Distinct)
-    if distinct:
-        if len(node.expressions) != 1:
-            raise UnsupportedFeature(
-                "DISTINCT in this aggregate takes one argument", position_of(call)
-            )
-        node = node.expressions[0]
+    node, distinct = _unwrap_distinct(node, call)
     value = finalize(binder.bind(node))
     separator_node = call.args.get("separator")
     if separator_node is None:

@@ -214,7 +214,9 @@ class SessionClient:
         param_types: Sequence[ScalarType | None] = (),
     ) -> Iterator[ExecuteResponse]:
         """One response per statement of `sql`; raises AdapterError at the
-        first that fails (the responses before it stand)."""
+        first that fails (the responses before it stand). A cancel counts
+        from here, the message read: one that comes while it parses is kept."""
+        self._canceled.clear()
         shape = self.coordinator.plan_cache.shape(sql)
         if shape is not None:  # one INSERT: parsed only if its plan is not cached
             yield self._execute_one(None, sql, redact(sql), params, param_types, shape)
@@ -305,7 +307,6 @@ class SessionClient:
         shape: Shape | None = None,
     ) -> ExecuteResponse:
         coordinator = self.coordinator
-        self._canceled.clear()
         timeout_ms = self.session.statement_timeout_ms
         deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
         check = self._check(deadline)

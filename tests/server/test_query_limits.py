@@ -321,8 +321,8 @@ def test_cancel_stops_a_spark_job(tmp_path: Path, spark: Any, moment: str) -> No
     process to share the test's Spark session, so the cancel request is
     psycopg's cancel_safe (its blocking cancel() would hold this process's
     GIL while the in-process server needs it to answer). The cancel comes
-    while a Spark job runs, or right after the query is sent, while the
-    statement still plans and reads its inputs: that cancel used to be lost
+    while a Spark job runs, or as soon as the server runs the statement,
+    while it still plans and reads its inputs: that cancel used to be lost
     (checked once, before any job existed) and the job ran on."""
     config = fast_config(tmp_path / "env", local_max_rows=0)
     env = Environment(config, pgwire_port=0, http_port=0, spark=spark)
@@ -335,8 +335,16 @@ def test_cancel_stops_a_spark_job(tmp_path: Path, spark: Any, moment: str) -> No
             conn.execute("INSERT INTO t600 VALUES " + ", ".join(f"({i})" for i in range(600)))
         tracker = spark.sparkContext.statusTracker()
         running = Running(server, TRIPLE_CROSS_JOIN)
+        session = env.handle.coordinator.session(running.conn.info.backend_pid)
+        assert session is not None
+        # A cancel sent before the server has the query cancels nothing, as
+        # in PostgreSQL: wait until the statement runs (its log record is open).
+        while session.statement is None or session.statement.sql != TRIPLE_CROSS_JOIN:
+            assert not running.ended(0.01), f"ended before it was seen: {running.outcome}"
         while moment == "job_running" and not tracker.getActiveJobsIds():
             assert not running.ended(0.05), f"ended before a Spark job ran: {running.outcome}"
+        if moment == "planning":
+            assert not tracker.getActiveJobsIds(), "a Spark job already ran: not planning"
         running.conn.cancel_safe()
         assert running.ended(60), "the Spark job kept running after the cancel"
         (error,) = running.outcome

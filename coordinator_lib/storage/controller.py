@@ -574,12 +574,15 @@ class StorageController:
                 self._delete_key(self._record_key(id))
 
     def _retire_shard(self, shard: Shard) -> None:
-        shard.downgrade_critical_since(CRITICAL_READER_ID, Frontier.empty())
-        while not (upper := shard.upper()).is_empty:
-            try:
-                shard.compare_and_append([], upper, Frontier.empty())
-            except persist_errors.UpperMismatch:
-                continue
+        try:
+            shard.downgrade_critical_since(CRITICAL_READER_ID, Frontier.empty())
+            while not (upper := shard.upper()).is_empty:
+                try:
+                    shard.compare_and_append([], upper, Frontier.empty())
+                except persist_errors.UpperMismatch:
+                    continue
+        except persist_errors.ShardFinalized:
+            return  # another process dropped it and finalized it already
         key = f"{FINALIZE_PREFIX}{shard.shard_id}"
         record = json.dumps({"desc": shard.desc.to_json()}).encode()
         self.persist.consensus.compare_and_set(key, None, VersionedData(1, record))

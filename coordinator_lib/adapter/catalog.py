@@ -119,9 +119,10 @@ class Catalog:
     # ------------------------------------------------------------- loading
     def refresh(self) -> bool:
         """Reload if another process changed the catalog; True if it did."""
-        head = self.consensus.head(CATALOG_KEY)
+        # Every statement asks: the seqno alone, not the catalog's record.
+        seqno = self.consensus.seqno(CATALOG_KEY)
         with self._lock:
-            if head is None or head.seqno == self.seqno:
+            if seqno is None or seqno == self.seqno:
                 return False
             seqno, state = read_record(self.consensus, CATALOG_KEY)
             assert state is not None

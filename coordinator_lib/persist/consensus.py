@@ -70,6 +70,12 @@ class Consensus(ABC):
     def head(self, key: str) -> VersionedData | None:
         """The current value of `key`, or None if it was never set (or deleted)."""
 
+    def seqno(self, key: str) -> SeqNo | None:
+        """The current seqno of `key` without its value (None: absent): a
+        check that a record moved costs one small read, not the record."""
+        head = self.head(key)
+        return None if head is None else head.seqno
+
     @abstractmethod
     def compare_and_set(self, key: str, expected: SeqNo | None, new: VersionedData) -> bool:
         """Set `key` to `new` iff its current seqno is `expected` (None: the key

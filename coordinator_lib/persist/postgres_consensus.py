@@ -192,6 +192,15 @@ class PostgresConsensus(Consensus):
 
         return self._run(read, retry=True)
 
+    def seqno(self, key: str) -> SeqNo | None:
+        check_key(key)
+
+        def read(conn: psycopg.Connection[Any]) -> SeqNo | None:
+            row = conn.execute("SELECT seqno FROM consensus WHERE key = %s", (key,)).fetchone()
+            return None if row is None else int(row[0])
+
+        return self._run(read, retry=True)
+
     def compare_and_set(self, key: str, expected: SeqNo | None, new: VersionedData) -> bool:
         return self.compare_and_set_all([KeyChange(key, expected, new)])
 

@@ -167,6 +167,15 @@ class SqliteConsensus(Consensus):
 
         return self._run(read)
 
+    def seqno(self, key: str) -> SeqNo | None:
+        check_key(key)
+
+        def read(conn: sqlite3.Connection) -> SeqNo | None:
+            row = conn.execute("SELECT seqno FROM consensus WHERE key = ?", (key,)).fetchone()
+            return None if row is None else int(row[0])
+
+        return self._run(read)
+
     def compare_and_set(self, key: str, expected: SeqNo | None, new: VersionedData) -> bool:
         return self.compare_and_set_all([KeyChange(key, expected, new)])
 

@@ -451,6 +451,7 @@ def test_agrees_with_dict_model(consensus: Consensus, ops: list[tuple[Any, ...]]
                 if ok:
                     model[key] = new
         assert consensus.head(key) == model.get(key)
+        assert consensus.seqno(key) == (None if key not in model else model[key].seqno)
     assert consensus.list_keys(prefix) == sorted(model)
 
 

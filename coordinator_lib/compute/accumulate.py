@@ -114,8 +114,7 @@ def advance_state(
             added = _in_range(times_copies(value, F.col(DIFF), scalar_type), value)
             total = F.sum(added).cast(out_type)
             if scalar_type in (ScalarType.REAL, ScalarType.DOUBLE):
-                floats.add(f"s{i}")
-                total = _finite(total)
+                floats.add(f"s{i}")  # checked once accumulated: a delta's inf reaches it
             if scalar_type is ScalarType.NUMERIC:
                 numerics.add(f"s{i}")
             # Never NULL, so a missing previous value is told apart by `rows`.

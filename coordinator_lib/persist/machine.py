@@ -171,6 +171,7 @@ def apply_all(
         op_id = uuid.uuid4().hex
         results: list[Any] = []
         changes: list[KeyChange] = []
+        states: dict[str, ShardState] = {}  # each changed shard's new state
         landed_on: Machine | None = None
         try:
             for machine, transition in steps:
@@ -187,6 +188,7 @@ def apply_all(
                     state.op_id = op_id
                     new = VersionedData(state.seqno, state.to_bytes())
                     changes.append(KeyChange(machine.key, head.seqno, new))
+                    states[machine.key] = state
                     landed_on = landed_on or machine
             if landed_on is None:
                 if optimistic:  # nothing to check the answer against: read
@@ -209,8 +211,11 @@ def apply_all(
             raise
         try:
             if consensus.compare_and_set_all(changes):
+                decoded = _DECODED.setdefault(consensus, {})
                 for written in changes:
                     known[written.key] = written.new
+                    if written.key in states:  # the next commit starts from it, not a parse
+                        decoded[written.key] = (written.new.data, states[written.key])
                 return results
         except ConsensusError:
             for key in keys:

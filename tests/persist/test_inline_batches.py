@@ -14,6 +14,7 @@ import pytest
 
 from coordinator_lib.persist import PersistClient
 from coordinator_lib.persist import shard as shard_module
+from coordinator_lib.persist.state import ShardState
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.update import Update
 from tests.persist.support import DESC, blob_files, canonical, new_shard_id
@@ -131,3 +132,42 @@ def test_a_commit_reads_no_state_it_wrote_last(
         ((2, "b"), 1),
         ((3, "a"), 1),
     ]
+
+
+def test_the_state_a_commit_keeps_is_the_state_it_stored(
+    client: PersistClient, consensus_url: str, tmp_path: Path
+) -> None:
+    """A commit starts from the state this process last wrote (kept
+    decoded, each batch's JSON made once): it must be exactly what another
+    process reads, through appends, a since moved by compaction, and a
+    flush of inline batches."""
+    shard = client.open_shard(new_shard_id(), DESC)
+    for t in range(4):
+        shard.compare_and_append([Update((t, "v"), t, 1)], Frontier(t), Frontier(t + 1))
+    assert shard.flush_inline() == 4
+    for t in range(4, 6):
+        shard.compare_and_append([Update((t, "w"), t, 1)], Frontier(t), Frontier(t + 1))
+    other = PersistClient.open(consensus_url=consensus_url, blob_root=tmp_path / "blob")
+    try:
+        stored = other.open_shard(shard.shard_id, DESC).machine.fetch()
+    finally:
+        other.close()
+    kept = shard.machine.recent_state()
+    assert stored is not None
+    assert kept.to_bytes() == stored.to_bytes()
+    assert [(b.key, b.since, b.inline) for b in kept.batches] == [
+        (b.key, b.since, b.inline) for b in stored.batches
+    ]
+
+
+def test_a_batch_changed_in_a_copy_is_stored_changed(client: PersistClient) -> None:
+    """A batch's JSON is made once per value of its fields: a copy whose
+    batch moved (compaction's since) stores the new value."""
+    shard = client.open_shard(new_shard_id(), DESC)
+    shard.compare_and_append([Update((1, "a"), 0, 1)], Frontier(0), Frontier(1))
+    state = shard.state()
+    before = ShardState.from_bytes(state.to_bytes())
+    state.batches[0].since = 7
+    after = ShardState.from_bytes(state.to_bytes())
+    assert (before.batches[0].since, after.batches[0].since) == (0, 7)
+    assert after.batches[0].inline == before.batches[0].inline

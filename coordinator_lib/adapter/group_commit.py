@@ -1,9 +1,11 @@
 """Group commit of table writes (Materialize's group commit).
 
-Writers encode their changes (a value that cannot be stored fails its own
-writer, before it joins a batch), queue them and wait; one of them at a time
-leads: it commits everything queued so far at one timestamp from the
-oracle: one append of all the tables written, atomic across them
+Writers queue their changes and wait; one of them at a time leads: it
+encodes each table's rows of the whole batch as one Arrow table (a one-row
+table per writer cost more than the rest of the commit; a value that cannot
+be stored fails only its own writer, found by encoding each writer's rows
+on its own when the batch's encoding fails), and commits everything queued
+so far at one timestamp from the oracle: one append of all the tables written, atomic across them
 (`StorageController.append`), empty appends that advance every other table
 to the same upper, then `apply_write` so reads see it. Each writer returns
 only after its batch is durable (invariant 3), with the timestamp it landed
@@ -60,7 +62,8 @@ _RETRIES = 20
 @dataclass
 class _Pending:
     changes: Changes
-    # `changes` checked and encoded by the writer itself (at time 0).
+    # Batch tables encoded before (COPY's, at time 0); `changes` then name
+    # their tables with no rows.
     encoded: dict[GlobalId, pa.Table]
     done: bool = False
     # Set when the batch holding this writer is done, or when it is to lead.
@@ -96,10 +99,10 @@ class GroupCommitter:
     def commit(self, changes: Changes, encoded: dict[GlobalId, pa.Table] | None = None) -> int:
         """Make `changes` durable at one timestamp with others queued at the
         same moment; returns that timestamp. A value that cannot be stored
-        fails here, before this writer joins a batch (`encode`). `encoded`:
-        the changes already encoded (COPY's columnar path; its `changes`
-        then name the tables with no rows, and no table has constraints)."""
-        pending = _Pending(changes, self.encode(changes) if encoded is None else encoded)
+        fails this writer alone (`encode`'s error). `encoded`: the changes
+        already encoded (COPY's columnar path; its `changes` then name the
+        tables with no rows, and no table has constraints)."""
+        pending = _Pending(changes, encoded or {})
         with self._queue_lock:
             self._queue.append(pending)
             if not self._leading:
@@ -168,15 +171,19 @@ class GroupCommitter:
         the rejected writers (by position) with their errors. The oracle's
         record changes in the append's own compare-and-set (`claim`); a
         commit with nothing to append takes its time with `write_ts`."""
-        for _ in range(_RETRIES):
-            keys, rejected = self._admit(batch)
-            written: dict[GlobalId, list[pa.Table]] = {id: [] for id in keys}
-            for i, pending in enumerate(batch):
-                if i not in rejected:
-                    for id in pending.changes:
-                        written.setdefault(id, [])  # written, even if with no rows
-                    for id, table in pending.encoded.items():
-                        written[id].append(table)
+        unstorable: dict[int, BaseException] = {}
+        attempts = 0
+        while attempts < _RETRIES:
+            attempts += 1
+            keys, rejected = self._admit(batch, unstorable)
+            try:
+                written = self._encode_admitted(batch, rejected, unstorable)
+            except IdentifierMissing:
+                continue  # dropped since `_admit` looked: rejected next time
+            if written is None:
+                attempts -= 1  # admit again without them (each time one fewer)
+                continue
+            written = {id: [] for id in keys} | written
             # Another process may have moved a table's upper past the
             # oracle's proposal (it advances idle tables before its own
             # `apply_write`): write at or after every upper written to.
@@ -217,6 +224,42 @@ class GroupCommitter:
             return timestamp, rejected
         raise StorageError(f"could not commit after {_RETRIES} attempts: uppers kept moving")
 
+    def _encode_admitted(
+        self,
+        batch: list[_Pending],
+        rejected: dict[int, BaseException],
+        unstorable: dict[int, BaseException],
+    ) -> dict[GlobalId, list[pa.Table]] | None:
+        """The batch tables of the admitted writers, by table (a table
+        written with no rows has none): each table's rows encoded together.
+        If that fails, each writer's rows are encoded on their own: None if
+        some cannot be stored (those writers are added to `unstorable`, to
+        be admitted again without them), else those tables."""
+        written: dict[GlobalId, list[pa.Table]] = {}
+        rows: Changes = {}
+        admitted = [(i, p) for i, p in enumerate(batch) if i not in rejected]
+        for _, pending in admitted:
+            for id, changes in pending.changes.items():
+                written.setdefault(id, [])  # written, even if with no rows
+                rows.setdefault(id, []).extend(changes)
+            for id, table in pending.encoded.items():
+                written[id].append(table)
+        try:
+            tables = [self.encode(rows)]
+        except (AdapterError, InvalidUpdate):
+            tables = []
+            for i, pending in admitted:
+                try:
+                    tables.append(self.encode(pending.changes))
+                except (AdapterError, InvalidUpdate) as error:
+                    unstorable[i] = error
+            if len(tables) < len(admitted):
+                return None
+        for encoded in tables:
+            for id, table in encoded.items():
+                written[id].append(table)
+        return written
+
     def _least_time(
         self,
         written: dict[GlobalId, list[pa.Table]],
@@ -236,14 +279,17 @@ class GroupCommitter:
         return least
 
     def _admit(
-        self, batch: list[_Pending]
+        self, batch: list[_Pending], unstorable: dict[int, BaseException]
     ) -> tuple[dict[GlobalId, tuple[Frontier, KeyCounts]], dict[int, BaseException]]:
         """Check the writers of `batch` in order against the constrained
-        tables' contents at their uppers and the writers admitted before."""
+        tables' contents at their uppers and the writers admitted before
+        (never those of `unstorable`, which are rejected)."""
         keys: dict[GlobalId, tuple[Frontier, KeyCounts]] = {}
-        rejected: dict[int, BaseException] = {}
+        rejected: dict[int, BaseException] = dict(unstorable)
         present: dict[GlobalId, bool] = {}
         for i, pending in enumerate(batch):
+            if i in rejected:
+                continue
             gone = [id for id in pending.changes if not self._present(id, present)]
             if gone:
                 rejected[i] = IdentifierMissing(gone[0])

@@ -162,6 +162,65 @@ def test_group_commit_refuses_only_the_writer_whose_value_cannot_be_stored(
         handle.shutdown()
 
 
+def test_a_writer_that_cannot_be_stored_takes_no_key_from_its_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Group commit encodes a batch's rows together, after checking keys:
+    a writer whose numeric does not fit, queued in one batch before a
+    writer of the same primary key, gets 22003 and the other commits (its
+    key was not taken by the writer that never landed)."""
+    handle = serve(fast_config(tmp_path / "env"))
+    try:
+        session = handle.client.startup("materialize", "materialize")
+        run = run_on(session)
+        run("CREATE TABLE other (id int)")
+        run("CREATE TABLE keyed (id int PRIMARY KEY, price numeric)")
+        coord = handle.coordinator
+        by_name = {item.name.item: item.id for item in coord.catalog.items()}
+        committer = coord.group_commit
+        entered, release = threading.Event(), threading.Event()
+        append = committer.storage.append
+
+        def held_append(*args: Any, **kwargs: Any) -> Any:
+            if not entered.is_set():  # the first batch leads while the two queue
+                entered.set()
+                assert release.wait(60)
+            return append(*args, **kwargs)
+
+        monkeypatch.setattr(committer.storage, "append", held_append)
+        outcomes: dict[str, BaseException | None] = {}
+
+        def writer(name: str, id: Any, rows: list[tuple[Any, ...]]) -> None:
+            try:
+                coord.commit_writes({id: [(row, 1) for row in rows]})
+                outcomes[name] = None
+            except BaseException as error:
+                outcomes[name] = error
+
+        threads = [
+            threading.Thread(target=writer, args=("leader", by_name["other"], [(0,)])),
+            threading.Thread(target=writer, args=("bad", by_name["keyed"], [(1, Decimal("1e30"))])),
+            threading.Thread(target=writer, args=("good", by_name["keyed"], [(1, Decimal("2.5"))])),
+        ]
+        threads[0].start()
+        assert entered.wait(60)
+        for queued, thread in enumerate(threads[1:], start=1):
+            thread.start()
+            deadline = time.monotonic() + 60
+            while len(committer._queue) < queued and time.monotonic() < deadline:
+                time.sleep(0.01)
+        release.set()
+        for thread in threads:
+            thread.join(timeout=60)
+        bad = outcomes.pop("bad")
+        assert isinstance(bad, AdapterError) and bad.code == "22003", bad
+        assert outcomes == {"leader": None, "good": None}
+        assert run("SELECT id, price FROM keyed") == [(1, Decimal("2.5"))]
+        session.terminate()
+    finally:
+        handle.shutdown()
+
+
 SERVER_KILLS = 3
 TX_CLIENTS = 4
 

@@ -6,6 +6,7 @@ shard are bounded."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -171,3 +172,4 @@ def test_a_batch_changed_in_a_copy_is_stored_changed(client: PersistClient) -> N
     after = ShardState.from_bytes(state.to_bytes())
     assert (before.batches[0].since, after.batches[0].since) == (0, 7)
     assert after.batches[0].inline == before.batches[0].inline
+    assert json.loads(state.to_bytes())["batches"] == [vars(b) for b in state.batches]

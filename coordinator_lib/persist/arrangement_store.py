@@ -50,6 +50,7 @@ from typing import Any
 
 from coordinator_lib.persist.blob import BlobStore
 from coordinator_lib.persist.connection_pool import ConnectionPool
+from coordinator_lib.persist.sqlite_temp import keep_temp_in_memory
 
 Key = tuple[Any, ...]
 Row = tuple[Any, ...]
@@ -231,6 +232,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
     conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+    keep_temp_in_memory(conn)
     for statement in _SCHEMA:
         conn.execute(statement)
     _create_sizes(conn)

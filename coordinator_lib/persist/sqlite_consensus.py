@@ -32,6 +32,7 @@ from coordinator_lib.persist.consensus import (
     check_key,
 )
 from coordinator_lib.persist.errors import DiskFull
+from coordinator_lib.persist.sqlite_temp import keep_temp_in_memory
 
 T = TypeVar("T")
 
@@ -122,6 +123,7 @@ class SqliteConsensus(Consensus):
                 # Deleted record versions are overwritten, not left in free pages.
                 conn.execute("PRAGMA secure_delete=ON")
                 conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
+                keep_temp_in_memory(conn)
                 conn.execute(_SCHEMA)
                 return conn
             except sqlite3.OperationalError as exc:

@@ -22,6 +22,9 @@ end, and the growth rate over the rest (MB per hour, least squares).
 
 `--in-process` keeps Spark out (every step and query in-process, the demo's
 index left out: an index is Spark's): the server's own memory alone.
+`--tick 1h` slows the load generator so the stored data stays nearly
+constant while the user does the same rounds: growth that remains is growth
+with time (or with the user's rounds), not with the data.
 """
 
 from __future__ import annotations
@@ -99,10 +102,12 @@ def memory_parts(url: str) -> dict[str, float]:
     return parts
 
 
-def apply_demo(dsn: str, in_process: bool = False) -> None:
+def apply_demo(dsn: str, in_process: bool = False, tick: str | None = None) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         for path in sorted(DEMO_SQL.glob("*.sql")):
             text = path.read_text()
+            if tick is not None:
+                text = text.replace("TICK INTERVAL '1s'", f"TICK INTERVAL '{tick}'")
             if in_process:
                 text = "\n".join(s for s in text.split("\n") if not s.startswith("CREATE INDEX"))
             conn.execute(text)
@@ -179,7 +184,11 @@ class User:
 
 
 def run(
-    duration: float, sample_every: float, out: Path, in_process: bool = False
+    duration: float,
+    sample_every: float,
+    out: Path,
+    in_process: bool = False,
+    tick: str | None = None,
 ) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     samples: list[Sample] = []
@@ -190,7 +199,7 @@ def run(
         server = Server(data_dir, *options)
         dsn = f"host=127.0.0.1 port={server.pgwire_port} user=materialize dbname=materialize"
         try:
-            apply_demo(dsn, in_process)
+            apply_demo(dsn, in_process, tick)
             user = User(server, dsn)
             started = time.monotonic()
             done = threading.Event()
@@ -376,8 +385,13 @@ def main() -> None:
     parser.add_argument(
         "--in-process", action="store_true", help="no Spark: the server's own memory alone"
     )
+    parser.add_argument(
+        "--tick",
+        help="the AUCTION generator's tick interval (default 1s): a slower tick stores less "
+        "data for the same user, to tell growth with the data from growth with time",
+    )
     args = parser.parse_args()
-    summary = run(args.duration, args.sample_every, args.out, args.in_process)
+    summary = run(args.duration, args.sample_every, args.out, args.in_process, args.tick)
     print(json.dumps(summary, indent=2))
 
 

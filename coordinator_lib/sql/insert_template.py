@@ -28,7 +28,7 @@ from coordinator_lib.sql.catalog import CatalogItem, SqlCatalog
 from coordinator_lib.sql.context import PlanContext
 from coordinator_lib.sql.dialect import Tidemark
 from coordinator_lib.sql.errors import SqlError
-from coordinator_lib.sql.params import replace_parameters
+from coordinator_lib.sql.params import bound_value, check_values, replace_parameters
 from coordinator_lib.sql.plan import PLANNER, check_no_parameters
 from coordinator_lib.sql.plan_core import insert_values_target, plan_insert_values
 from coordinator_lib.sql.plans import InsertPlan
@@ -107,17 +107,29 @@ class InsertTemplate:
         params: list[str | None],
         types: list[ScalarType | None],
     ) -> InsertPlan:
-        """This INSERT with `shape`'s constants (and `params`) in place."""
+        """This INSERT with `shape`'s constants (and `params`) in place. A
+        value that is one `$n` with a value is bound where it goes (no copy
+        of its tree, no search for parameters); any other `$n` is bound, or
+        refused, by searching the VALUES as a parse's would be."""
         tokens = shape.tokens
         constants = iter(shape.constants)
+        check_values(params)
         rows: list[exp.Expr] = []
+        searched = False  # some value may hold a `$n` left to bind or refuse
         for row, is_tuple in zip(self.rows, self.tuples, strict=True):
-            items = [_value(value, tokens, constants) for value in row]
+            items: list[exp.Expr] = []
+            for value in row:
+                item = _parameter(value, tokens, params, types)
+                if item is None:
+                    item = _value(value, tokens, constants)
+                    searched = searched or not isinstance(value, int)
+                items.append(item)
             rows.append(exp.Tuple(expressions=items) if is_tuple else items[0])
         values = exp.Values(expressions=rows)
-        if params:
-            replace_parameters(values, params, types)
-        check_no_parameters(values)
+        if searched:
+            if params:
+                replace_parameters(values, params, types)
+            check_no_parameters(values)
         ctx = PlanContext(catalog, text, PLANNER)
         table = _value(self.table, tokens, iter(()))
         return plan_insert_values(self.item, self.columns, table, values, ctx)
@@ -138,6 +150,35 @@ def _value(value: _Value, tokens: tuple[Token, ...], constants: Iterator[int]) -
             token = tokens[index]
             child.meta[name] = token.end if at_end else token.start
     return node
+
+
+def _parameter(
+    value: _Value,
+    tokens: tuple[Token, ...],
+    params: list[str | None],
+    types: list[ScalarType | None],
+) -> exp.Expr | None:
+    """A value that is one `$n` with a value, bound (`params.bound_value`,
+    at the `$` as `parameter_start` finds it in the tree); None for any
+    other value."""
+    if isinstance(value, int):
+        return None
+    tree, marks = value
+    if type(tree) is not exp.Parameter or not tree.name.isdigit():
+        return None
+    n = int(tree.name)
+    if not 1 <= n <= len(params):
+        return None
+    start = _start(marks[0], tokens)
+    if start is None:
+        inner = _start(marks[1], tokens) if len(marks) > 1 else None
+        start = inner - 1 if inner else None
+    return bound_value(params[n - 1], types[n - 1] if n <= len(types) else None, start)
+
+
+def _start(marks: tuple[_Mark, ...], tokens: tuple[Token, ...]) -> int | None:
+    """The start offset a node's marks give it, if any."""
+    return next((tokens[index].start for name, index, _ in marks if name == "start"), None)
 
 
 def _literal(token: Token) -> exp.Literal:

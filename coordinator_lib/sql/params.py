@@ -72,17 +72,38 @@ def _in_limit(param: exp.Parameter) -> bool:
 
 
 def _bound(param: exp.Parameter, value: str | None, st: ScalarType | None) -> exp.Expr:
-    node: exp.Expr
-    if value is None:
-        node = exp.Null()
-    elif _in_limit(param) and value.strip().isdigit():
-        node = exp.Literal.number(value.strip())  # LIMIT/OFFSET take a constant integer
-        return node
-    else:
-        node = exp.Literal.string(value)
+    if value is not None and _in_limit(param) and value.strip().isdigit():
+        return exp.Literal.number(value.strip())  # LIMIT/OFFSET take a constant integer
+    return _value_node(value, st)
+
+
+def _value_node(value: str | None, st: ScalarType | None) -> exp.Expr:
+    node: exp.Expr = exp.Null() if value is None else exp.Literal.string(value)
     if st is not None:
         node = exp.Cast(this=node, to=data_type(st))
     return node
+
+
+def bound_value(value: str | None, st: ScalarType | None, start: int | None) -> exp.Expr:
+    """What a `$n` outside LIMIT/OFFSET becomes with `value` (text, None
+    for NULL) of type `st` (None: unknown), its nodes positioned at the
+    `$`'s `start` (errors about the value point there)."""
+    return _at(_value_node(value, st), start)
+
+
+def _at(node: exp.Expr, start: int | None) -> exp.Expr:
+    if start is not None:
+        for child in node.walk():
+            child.meta["start"] = start
+    return node
+
+
+def check_values(values: Sequence[str | None]) -> None:
+    """A value with NUL is 22021, as PostgreSQL refuses it before any input
+    function."""
+    for value in values:
+        if value is not None and "\x00" in value:
+            raise CharacterNotInRepertoire(invalid_byte_sequence(b"\x00"))
 
 
 def bind_parameters(
@@ -103,20 +124,13 @@ def replace_parameters(
     types: Sequence[ScalarType | None] = (),
 ) -> exp.Expr:
     """`bind_parameters` in place, on a tree of the caller's own."""
-    for value in values:
-        if value is not None and "\x00" in value:
-            raise CharacterNotInRepertoire(invalid_byte_sequence(b"\x00"))
+    check_values(values)
     for param in list(tree.find_all(exp.Parameter)):
         n = _number(param)
         if not 1 <= n <= len(values):
             continue
         st = types[n - 1] if n <= len(types) else None
-        node = _bound(param, values[n - 1], st)
-        start = parameter_start(param)
-        if start is not None:  # errors about the value point at `$n`
-            for child in node.walk():
-                child.meta["start"] = start
-        param.replace(node)
+        param.replace(_at(_bound(param, values[n - 1], st), parameter_start(param)))
     return tree
 
 

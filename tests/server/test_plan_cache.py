@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import pq
 
 from coordinator_lib.server.environment import Environment
 from coordinator_lib.sql import plan as sql_plan
@@ -113,3 +114,55 @@ def test_a_cached_plan_is_not_reused_after_ddl_or_search_path(environment: Envir
         conn.execute("INSERT INTO c VALUES (2, '7')")
         assert conn.execute("SELECT * FROM other.c").fetchall() == [(2, "7")]
         assert conn.execute("SELECT * FROM public.c").fetchall() == [(1, 7)]
+
+
+def test_a_cached_insert_binds_parameters_as_a_parse_does(
+    environment: Environment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cached INSERT binds a value that is one `$n` where it goes; every
+    answer (command tag or SQLSTATE, message and position) and the rows are
+    those of the statement planned in full (the cache turned off)."""
+    statements: list[tuple[str, list[str | None], list[int] | None]] = [
+        ("INSERT INTO q VALUES ($1, $2, $3)", ["7", "x", "2024-02-29"], None),
+        ("INSERT INTO q VALUES ( $1 ,$2,$3)", [None, "x", None], None),  # NOT NULL
+        ("INSERT INTO q VALUES ($1, $2, $3)", ["abc", "x", None], None),  # not an integer
+        ("INSERT INTO q VALUES ($1, $2, $3)", ["99999999999", "x", None], None),  # out of range
+        ("INSERT INTO q VALUES ($1, $2, $3)", ["1", "x", "2024-13-45"], None),  # not a date
+        ("INSERT INTO q VALUES ($1, $2, $3)", ["9", "t", None], [20, 25, 0]),  # typed
+        ("INSERT INTO q VALUES ($1, $2, $3)", ["abc", "t", None], [20, 25, 0]),
+        ("INSERT INTO q VALUES ($1, $2, $3)", ["99999999999", "t", None], [20, 25, 0]),
+        ("INSERT INTO q (v, id) VALUES ($2, -$1)", ["4", "z"], None),  # an operator over $1
+        ("INSERT INTO q VALUES ($1, $2, $3), (8, $2, NULL)", ["5", "w", "2024-01-01"], None),
+    ]
+    fields = (
+        pq.DiagnosticField.SQLSTATE,
+        pq.DiagnosticField.MESSAGE_PRIMARY,
+        pq.DiagnosticField.STATEMENT_POSITION,
+    )
+
+    def answers() -> list[object]:
+        seen: list[object] = []
+        with connect(environment) as conn:
+            conn.execute("DROP TABLE IF EXISTS q")
+            conn.execute("CREATE TABLE q (id integer NOT NULL, v text, d date)")
+            for sql, values, types in statements:
+                params = [None if v is None else v.encode() for v in values]
+                for _ in range(2):  # the second from the cache, when it is on
+                    result = conn.pgconn.exec_params(sql.encode(), params, types)
+                    seen.append((result.command_status, *(result.error_field(f) for f in fields)))
+            rows = conn.execute("SELECT id, v, d::text FROM q ORDER BY id").fetchall()
+        return [*seen, rows]
+
+    cached = answers()
+    assert cached[-1] == [
+        (5, "w", "2024-01-01"),
+        (5, "w", "2024-01-01"),
+        (7, "x", "2024-02-29"),
+        (7, "x", "2024-02-29"),
+        (8, "w", None),
+        (8, "w", None),
+        (9, "t", None),
+        (9, "t", None),
+    ]
+    monkeypatch.setattr(environment.handle.coordinator.plan_cache, "get", lambda key: None)
+    assert answers() == cached

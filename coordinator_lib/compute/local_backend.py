@@ -38,7 +38,12 @@ from coordinator_lib.compute.local_groups import (
     ordered,
 )
 from coordinator_lib.compute.local_ordered import evaluate
-from coordinator_lib.compute.local_scalar import EvalError, aggregate_values, eval_scalar
+from coordinator_lib.compute.local_scalar import (
+    Compiled,
+    EvalError,
+    aggregate_values,
+    compile_scalar,
+)
 from coordinator_lib.compute.order_bytes import row_ord
 from coordinator_lib.compute.temporal import row_window
 from coordinator_lib.expr import relation as rel
@@ -170,10 +175,12 @@ class LocalBackend:
         types = node.input.desc.types
         single = node.desc.arity - node.input.desc.arity - node.ordinality == 1
 
+        exprs = [compile_scalar(e, types) for e in node.exprs]
+
         def expanded() -> Iterator[Any]:
             tally = Tally()
             for row, *rest in c.get():
-                args = [eval_scalar(e, row, types) for e in node.exprs]
+                args = [e(row) for e in exprs]
                 try:
                     values = expand(node.func, args)
                 except ValueError as error:
@@ -259,10 +266,11 @@ class LocalBackend:
         if all(isinstance(e, Column | Literal) for e in exprs):
             return c
         types = expr.input.desc.types
+        compiled = [compile_scalar(e, types) for e in exprs]
 
         def check(row: Row) -> Row:
-            for e in exprs:
-                eval_scalar(e, row, types)
+            for e in compiled:
+                e(row)
             return row
 
         return self._map_rows(c, check, True)
@@ -536,25 +544,41 @@ class LocalBackend:
 
 # ----------------------------------------------------------------- linear ops
 def _linear(ops: list[plan.LinearOp]) -> Callable[[Row], Row | None]:
-    """One row through a map-filter-project (None: filtered out)."""
+    """One row through a map-filter-project (None: filtered out), its
+    scalars compiled once (local_scalar.compile_scalar)."""
+    steps: list[Callable[[Row], Row | None]] = [_linear_op(op) for op in ops]
 
     def apply(row: Row) -> Row | None:
-        for op in ops:
-            if isinstance(op, rel.Filter):
-                types = op.input.desc.types
-                if not all(eval_scalar(p, row, types) is True for p in op.predicates):
-                    return None
-            elif isinstance(op, rel.Map):
-                all_types = op.desc.types
-                out = list(row)
-                for scalar in op.scalars:
-                    out.append(eval_scalar(scalar, tuple(out), all_types[: len(out)]))
-                row = tuple(out)
-            else:
-                row = tuple(row[i] for i in op.outputs)
+        for each in steps:
+            found = each(row)
+            if found is None:
+                return None
+            row = found
         return row
 
     return apply
+
+
+def _linear_op(op: plan.LinearOp) -> Callable[[Row], Row | None]:
+    if isinstance(op, rel.Filter):
+        types = op.input.desc.types
+        predicates = [compile_scalar(p, types) for p in op.predicates]
+        return lambda row: row if all(p(row) is True for p in predicates) else None
+    if isinstance(op, rel.Map):
+        all_types, arity = op.desc.types, op.input.desc.arity
+        # Each scalar sees the input's columns and the scalars before it.
+        scalars = [
+            compile_scalar(scalar, all_types[: arity + i]) for i, scalar in enumerate(op.scalars)
+        ]
+
+        def mapped(row: Row) -> Row:
+            for scalar in scalars:
+                row = (*row, scalar(row))
+            return row
+
+        return mapped
+    outputs = op.outputs
+    return lambda row: tuple(row[i] for i in outputs)
 
 
 # ----------------------------------------------------------------------- join
@@ -566,10 +590,21 @@ def _join_check(join: plan.Join) -> Callable[[Row, Pairs], bool]:
     and not NULL."""
     types, width = join.types, len(join.types)
 
+    # Compiled once per set of pairs (by identity: the plan's, alive all step).
+    compiled: dict[int, tuple[Pairs, list[tuple[Compiled, Compiled]]]] = {}
+
     def check(row: Row, pairs: Pairs) -> bool:
+        if not pairs:
+            return True
+        found = compiled.get(id(pairs))
+        if found is None:
+            found = compiled[id(pairs)] = (
+                pairs,
+                [(compile_scalar(a, types), compile_scalar(b, types)) for a, b in pairs],
+            )
         padded = row + (None,) * (width - len(row))
-        for a, b in pairs:
-            left, right = eval_scalar(a, padded, types), eval_scalar(b, padded, types)
+        for a, b in found[1]:
+            left, right = a(padded), b(padded)
             if left is None or right is None or left != right:
                 return False
         return True
@@ -585,10 +620,12 @@ def _join_keys(
     types, width = join.types, len(join.types)
 
     def key_of(exprs: list[ScalarExpr], offset: int) -> Callable[[Row], tuple[Any, ...] | None]:
+        compiled = [compile_scalar(e, types) for e in exprs]
+
         def key(row: Row) -> tuple[Any, ...] | None:
             padded = (None,) * offset + row if offset else row
             padded = padded + (None,) * (width - len(padded))
-            values = tuple(eval_scalar(e, padded, types) for e in exprs)
+            values = tuple(e(padded) for e in compiled)
             return None if any(v is None for v in values) else values
 
         return key
@@ -616,8 +653,9 @@ def as_list(rows: Iterable[Any]) -> list[Any]:
 def _key_function(node: Keyed) -> Callable[[Row], tuple[Any, ...]]:
     expr = node.expr
     if isinstance(expr, rel.Reduce):
-        types, group_key = expr.input.desc.types, expr.group_key
-        return lambda row: tuple(eval_scalar(k, row, types) for k in group_key)
+        types = expr.input.desc.types
+        group_key = [compile_scalar(k, types) for k in expr.group_key]
+        return lambda row: tuple(k(row) for k in group_key)
     if isinstance(expr, rel.TopK | rel.Window):
         key = expr.group_key if isinstance(expr, rel.TopK) else expr.partition_key
         return lambda row: tuple(row[i] for i in key)

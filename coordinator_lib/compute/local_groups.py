@@ -24,10 +24,11 @@ from typing import Any, cast
 
 from coordinator_lib.compute import float_sum
 from coordinator_lib.compute.local_scalar import (
+    Compiled,
     EvalError,
     aggregate_values,
     check_range,
-    eval_scalar,
+    compile_scalar,
     float_result,
     to_numeric,
 )
@@ -38,7 +39,7 @@ from coordinator_lib.repr.numeric import ARITHMETIC
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.repr.update import Row
 
-_Spec = tuple[tuple[ColumnType, ...], list[bool], list[bool], list[ScalarType]]
+_Spec = tuple[tuple[ColumnType, ...], list[bool], list[bool], list[ScalarType], list[Compiled]]
 # id(reduce) -> (a weak reference to it, its spec): the aggregates are typed
 # once per plan, not once per group (a step makes a few per touched group).
 # Weak, so that the entry goes when its plan does: every ad-hoc aggregate
@@ -49,7 +50,7 @@ _SPECS: dict[int, tuple[weakref.ref[rel.Reduce], _Spec]] = {}
 
 def _spec(reduce: rel.Reduce) -> _Spec:
     """(input types, whether each aggregate sums numerics, whether it sums
-    floats, result types)."""
+    floats, result types, its argument compiled)."""
     key = id(reduce)
     found = _SPECS.get(key)
     if found is not None and found[0]() is reduce:
@@ -69,8 +70,10 @@ def _spec(reduce: rel.Reduce) -> _Spec:
         if _SPECS.get(key, (None,))[0] is ref:  # not a newer plan at the same address
             _SPECS.pop(key, None)
 
-    _SPECS[key] = (weakref.ref(reduce, forget), (types, numeric, floats, out_types))
-    return types, numeric, floats, out_types
+    values = [compile_scalar(a.expr, types) for a in reduce.aggregates]
+    spec = (types, numeric, floats, out_types, values)
+    _SPECS[key] = (weakref.ref(reduce, forget), spec)
+    return spec
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,7 @@ class Accumulators:
     ) -> None:
         self.reduce = reduce
         self.seen: dict[tuple[int, Any], int] = {} if seen is None else dict(seen)
-        self.types, self.numeric, self.floats, self.out_types = _spec(reduce)
+        self.types, self.numeric, self.floats, self.out_types, self.arguments = _spec(reduce)
         if values is None:
             zero: list[Any] = [0]
             for numeric, floats in zip(self.numeric, self.floats, strict=True):
@@ -115,7 +118,7 @@ class Accumulators:
         for i, aggregate in enumerate(self.reduce.aggregates):
             if aggregate.func in ORDERED_AGGREGATES:
                 continue
-            value = eval_scalar(aggregate.expr, row, self.types)
+            value = self.arguments[i](row)
             if value is None:
                 continue
             weight = diff
@@ -180,10 +183,12 @@ def distinct_values(reduce: rel.Reduce) -> Callable[[Row], list[tuple[int, Any]]
     """A row's non-NULL values of each DISTINCT aggregate, `(position, value)`:
     the keys of `Accumulators.seen` (kept arranged by group key and these)."""
     types = reduce.input.desc.types
-    distinct = [(i, a.expr) for i, a in enumerate(reduce.aggregates) if a.distinct]
+    distinct = [
+        (i, compile_scalar(a.expr, types)) for i, a in enumerate(reduce.aggregates) if a.distinct
+    ]
 
     def values(row: Row) -> list[tuple[int, Any]]:
-        found = [(i, eval_scalar(expr, row, types)) for i, expr in distinct]
+        found = [(i, value(row)) for i, value in distinct]
         return [(i, v) for i, v in found if v is not None]
 
     return values
@@ -196,6 +201,7 @@ def ordered(reduce: rel.Reduce) -> dict[int, Callable[[Row], bytes]]:
 
     def place(aggregate: rel.AggregateExpr) -> Callable[[Row], bytes]:
         desc = aggregate.func is rel.AggregateFunc.MAX
-        return lambda row: ord_bytes(eval_scalar(aggregate.expr, row, types), desc, True)
+        value = compile_scalar(aggregate.expr, types)
+        return lambda row: ord_bytes(value(row), desc, True)
 
     return {i: place(a) for i, a in enumerate(reduce.aggregates) if a.func in ORDERED_AGGREGATES}

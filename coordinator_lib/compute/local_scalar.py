@@ -15,6 +15,7 @@ import decimal
 import functools
 import json
 import math
+import operator
 import re
 from collections.abc import Callable
 from typing import Any
@@ -393,6 +394,110 @@ def _eval(expr: ScalarExpr, row: Row, types: tuple[ColumnType, ...]) -> Any:
     if isinstance(expr, Record):
         return tuple(_eval(f, row, types) for f in expr.fields)
     raise EvalError(f"cannot evaluate {type(expr).__name__}")
+
+
+Compiled = Callable[[Row], Any]
+
+
+def compile_scalar(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> Compiled:
+    """`expr` as a function of a row with column `types`, answering exactly
+    as `eval_scalar(expr, row, types)`. Built once per operator and step, so
+    a row pays for its values, not for walking and typing the tree: columns,
+    literals, comparisons, integer arithmetic, AND/OR/IF and casts become
+    closures; every other node is evaluated by `_eval` as before."""
+    try:
+        compiled = _compile(expr, types)
+        st = _scalar_type(expr, types)
+    except Exception:  # an expression that fails to type fails per row, as before
+        return lambda row: eval_scalar(expr, row, types)
+    if is_integer(st) or st in (S.BOOLEAN, S.TEXT, S.DATE, S.TIMESTAMP, S.TIMESTAMPTZ):
+        return compiled  # never a float NaN
+    return lambda row: one_nan(compiled(row))
+
+
+def _compile(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> Compiled:
+    if isinstance(expr, Column):
+        return operator.itemgetter(expr.index)
+    if isinstance(expr, Literal):
+        value = expr.value
+        return lambda row: value
+    if isinstance(expr, CallBinary):
+        return _compile_binary(expr, types)
+    if isinstance(expr, If):
+        cond, then, els = (_compile(e, types) for e in (expr.cond, expr.then, expr.els))
+        return lambda row: then(row) if cond(row) is True else els(row)
+    if isinstance(expr, CallVariadic) and expr.func in (VariadicFunc.AND, VariadicFunc.OR):
+        return _compile_logic(expr, types)
+    if isinstance(expr, Cast):
+        inner, src, dst = _compile(expr.expr, types), _scalar_type(expr.expr, types), expr.to
+        return lambda row: cast_value(inner(row), src, dst)
+    return lambda row: _eval(expr, row, types)
+
+
+def _compile_logic(expr: CallVariadic, types: tuple[ColumnType, ...]) -> Compiled:
+    """AND / OR in three-valued logic; every operand is evaluated (an
+    operand's error is raised whatever the others are), as `_eval` does."""
+    parts = [_compile(e, types) for e in expr.exprs]
+    if expr.func is VariadicFunc.AND:
+
+        def conjunction(row: Row) -> Any:
+            values = [part(row) for part in parts]
+            if any(v is False for v in values):
+                return False
+            return None if any(v is None for v in values) else True
+
+        return conjunction
+
+    def disjunction(row: Row) -> Any:
+        values = [part(row) for part in parts]
+        if any(v is True for v in values):
+            return True
+        return None if any(v is None for v in values) else False
+
+    return disjunction
+
+
+def _compile_binary(expr: CallBinary, types: tuple[ColumnType, ...]) -> Compiled:
+    left, right, func = _compile(expr.left, types), _compile(expr.right, types), expr.func
+    if func in COMPARISON_OPERATORS:
+        compare = COMPARISON_OPERATORS[func]
+
+        def comparison(row: Row) -> Any:
+            a, b = left(row), right(row)
+            if a is None or b is None:
+                return None
+            if is_nan(a) or is_nan(b):
+                a, b = nan_ordered(a), nan_ordered(b)
+            return compare(a, b)
+
+        return comparison
+    st = _scalar_type(expr, types)
+    if is_integer(st) and func in (BinaryFunc.ADD, BinaryFunc.SUB, BinaryFunc.MUL):
+        low, high = INT_RANGES[st]
+        apply = {BinaryFunc.ADD: operator.add, BinaryFunc.SUB: operator.sub}.get(func, operator.mul)
+
+        def integer(row: Row) -> Any:
+            a, b = left(row), right(row)
+            if a is None or b is None:
+                return None
+            result = apply(a, b)
+            if not low <= result <= high:
+                raise EvalError(f"{st.value} out of range", "22003")
+            return result
+
+        return integer
+
+    def binary(row: Row) -> Any:
+        a, b = left(row), right(row)
+        if a is None or b is None:
+            return None
+        if func is BinaryFunc.LIKE:
+            return _like(a, b)
+        if func is BinaryFunc.CONCAT:
+            return a + b
+        return _arith(func, a, b, st)
+
+    return binary
 
 
 def aggregate_values(

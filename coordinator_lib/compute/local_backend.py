@@ -620,6 +620,26 @@ def _join_keys(
     types, width = join.types, len(join.types)
 
     def key_of(exprs: list[ScalarExpr], offset: int) -> Callable[[Row], tuple[Any, ...] | None]:
+        plain_columns = [e for e in exprs if isinstance(e, Column) and e.index >= offset]
+        if len(plain_columns) == len(exprs):
+            # Columns of this side (an equi-join's usual key): read off the
+            # row itself, not a copy padded to the join's width.
+            side = types[offset:]
+            columns = [compile_scalar(Column(c.index - offset), side) for c in plain_columns]
+            if len(columns) == 1:
+                (column,) = columns
+
+                def one(row: Row) -> tuple[Any, ...] | None:
+                    value = column(row)
+                    return None if value is None else (value,)
+
+                return one
+
+            def plain(row: Row) -> tuple[Any, ...] | None:
+                values = tuple(c(row) for c in columns)
+                return None if any(v is None for v in values) else values
+
+            return plain
         compiled = [compile_scalar(e, types) for e in exprs]
 
         def key(row: Row) -> tuple[Any, ...] | None:

@@ -17,6 +17,7 @@ import json
 import math
 import operator
 import re
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -218,22 +219,32 @@ def _jsonb_scalar(value: str, dst: ScalarType) -> tuple[Any, ScalarType]:
     raise EvalError(f"cannot cast jsonb {kind} to type {dst.value}", "22023")
 
 
+def _divide(a: int, b: int) -> int:
+    """Integer division truncating toward zero (PostgreSQL's)."""
+    quotient = abs(a) // abs(b)
+    return quotient if (a >= 0) == (b >= 0) else -quotient
+
+
+def _modulo(a: int, b: int) -> int:
+    """The remainder with the dividend's sign (PostgreSQL's)."""
+    return abs(a) % abs(b) * (1 if a >= 0 else -1)
+
+
+# Integer arithmetic before its range check (a zero divisor is checked first).
+_INTEGER_OPS: dict[BinaryFunc, Callable[[int, int], int]] = {
+    BinaryFunc.ADD: operator.add,
+    BinaryFunc.SUB: operator.sub,
+    BinaryFunc.MUL: operator.mul,
+    BinaryFunc.DIV: _divide,
+    BinaryFunc.MOD: _modulo,
+}
+
+
 def _arith(func: BinaryFunc, a: Any, b: Any, st: ScalarType) -> Any:
     if func in (BinaryFunc.DIV, BinaryFunc.MOD) and b == 0:
         raise EvalError("division by zero", "22012")
     if is_integer(st):
-        if func is BinaryFunc.ADD:
-            result = a + b
-        elif func is BinaryFunc.SUB:
-            result = a - b
-        elif func is BinaryFunc.MUL:
-            result = a * b
-        elif func is BinaryFunc.DIV:
-            quotient = abs(a) // abs(b)
-            result = quotient if (a >= 0) == (b >= 0) else -quotient
-        else:
-            result = abs(a) % abs(b) * (1 if a >= 0 else -1)
-        return check_range(result, st)
+        return check_range(_INTEGER_OPS[func](a, b), st)
     if st is S.NUMERIC:
         ops = {
             BinaryFunc.ADD: ARITHMETIC.add,
@@ -406,13 +417,44 @@ def compile_scalar(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> Compiled:
     literals, comparisons, integer arithmetic, AND/OR/IF and casts become
     closures; every other node is evaluated by `_eval` as before."""
     try:
-        compiled = _compile(expr, types)
         st = _scalar_type(expr, types)
     except Exception:  # an expression that fails to type fails per row, as before
         return lambda row: eval_scalar(expr, row, types)
+    compiled = _compiled(expr, types)
     if is_integer(st) or st in (S.BOOLEAN, S.TEXT, S.DATE, S.TIMESTAMP, S.TIMESTAMPTZ):
         return compiled  # never a float NaN
     return lambda row: one_nan(compiled(row))
+
+
+def _compiled(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> Compiled:
+    """`_compile(expr, types)`; an expression that fails to type is
+    interpreted (and fails per row, as before)."""
+    try:
+        return _compile(expr, types)
+    except Exception:
+        return lambda row: _eval(expr, row, types)
+
+
+# id(aggregate) -> (a weak reference to it, the types, its argument
+# compiled): compiled once per plan, not once per group. Weak, so the entry
+# goes with its plan (the closure holds the argument, not the aggregate).
+_ARGUMENTS: dict[int, tuple[weakref.ref[AggregateExpr], tuple[ColumnType, ...], Compiled]] = {}
+
+
+def _argument(agg: AggregateExpr, types: tuple[ColumnType, ...]) -> Compiled:
+    """`agg`'s argument as a function of a row (`_eval` without one_nan)."""
+    key = id(agg)
+    found = _ARGUMENTS.get(key)
+    if found is not None and found[0]() is agg and (found[1] is types or found[1] == types):
+        return found[2]
+    compiled = _compiled(agg.expr, types)
+
+    def forget(ref: weakref.ref[AggregateExpr]) -> None:
+        if _ARGUMENTS.get(key, (None,))[0] is ref:  # not a newer aggregate at the same address
+            _ARGUMENTS.pop(key, None)
+
+    _ARGUMENTS[key] = (weakref.ref(agg, forget), types, compiled)
+    return compiled
 
 
 def _compile(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> Compiled:
@@ -429,9 +471,27 @@ def _compile(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> Compiled:
     if isinstance(expr, CallVariadic) and expr.func in (VariadicFunc.AND, VariadicFunc.OR):
         return _compile_logic(expr, types)
     if isinstance(expr, Cast):
-        inner, src, dst = _compile(expr.expr, types), _scalar_type(expr.expr, types), expr.to
-        return lambda row: cast_value(inner(row), src, dst)
+        return _compile_cast(expr, types)
     return lambda row: _eval(expr, row, types)
+
+
+def _compile_cast(expr: Cast, types: tuple[ColumnType, ...]) -> Compiled:
+    """`cast_value` with its type tests done once: a cast to the same type
+    is the value, one between integer types a range check."""
+    inner, src, dst = _compile(expr.expr, types), _scalar_type(expr.expr, types), expr.to
+    if src is dst:
+        return inner
+    if is_integer(src) and is_integer(dst):
+        low, high = INT_RANGES[dst]
+
+        def integer(row: Row) -> Any:
+            value = inner(row)
+            if value is not None and not low <= value <= high:
+                raise EvalError(f"{dst.value} out of range", "22003")
+            return value
+
+        return integer
+    return lambda row: cast_value(inner(row), src, dst)
 
 
 def _compile_logic(expr: CallVariadic, types: tuple[ColumnType, ...]) -> Compiled:
@@ -472,14 +532,17 @@ def _compile_binary(expr: CallBinary, types: tuple[ColumnType, ...]) -> Compiled
 
         return comparison
     st = _scalar_type(expr, types)
-    if is_integer(st) and func in (BinaryFunc.ADD, BinaryFunc.SUB, BinaryFunc.MUL):
+    if is_integer(st) and func in _INTEGER_OPS:
         low, high = INT_RANGES[st]
-        apply = {BinaryFunc.ADD: operator.add, BinaryFunc.SUB: operator.sub}.get(func, operator.mul)
+        apply = _INTEGER_OPS[func]
+        divides = func in (BinaryFunc.DIV, BinaryFunc.MOD)
 
         def integer(row: Row) -> Any:
             a, b = left(row), right(row)
             if a is None or b is None:
                 return None
+            if divides and b == 0:
+                raise EvalError("division by zero", "22012")
             result = apply(a, b)
             if not low <= result <= high:
                 raise EvalError(f"{st.value} out of range", "22003")
@@ -507,8 +570,9 @@ def aggregate_values(
     if agg.func is AggregateFunc.ARRAY_AGG:
         return _array_agg(agg, rows, types)
     values: list[Any] = []
+    value_of = _argument(agg, types)
     for row, count in rows:
-        value = _eval(agg.expr, row, types)
+        value = value_of(row)
         if value is not None:
             values += [value] * count
     if agg.distinct:
@@ -557,8 +621,9 @@ def _array_agg(
     last); NULL records are rows FILTER left out. None for no rows. Spark's
     rendering (`compute/render.py`) sorts with the same comparator."""
     items: list[tuple] = []
+    record_of = _argument(agg, types)
     for row, count in rows:
-        record = _eval(agg.expr, row, types)
+        record = record_of(row)
         if record is not None:
             items += [record] * count
     if not items:

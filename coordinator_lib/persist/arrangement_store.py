@@ -210,7 +210,7 @@ def _canonical(value: Any) -> Any:
 
 def identity(value: tuple[Any, ...]) -> bytes:
     """16 bytes naming `value` (a key or a row) up to Python equality."""
-    if all(type(v) in _PLAIN for v in value):
+    if _PLAIN.issuperset(map(type, value)):  # the test in C: a step names every key it reads
         text = repr(value)
     else:
         text = repr(tuple(_canonical(v) for v in value))

@@ -20,6 +20,7 @@ order), so a cross join into count(*) holds one group, not its rows.
 
 from __future__ import annotations
 
+import operator
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -688,10 +689,15 @@ def _values_of(node: plan.Reduce) -> Callable[[Row], Row]:
     keep = node.value_columns
     expr = node.expr
     assert isinstance(expr, rel.Reduce)
-    mask = [i in keep for i in range(expr.input.desc.arity)]
-    if all(mask):
+    arity = expr.input.desc.arity
+    if all(i in keep for i in range(arity)):
         return lambda row: row
-    return lambda row: tuple(v if m else None for v, m in zip(row, mask, strict=True))
+    if not keep:
+        nulls = (None,) * arity
+        return lambda row: nulls
+    # One C call per row: a dropped column reads the NULL appended at `arity`.
+    pick = operator.itemgetter(*(i if i in keep else arity for i in range(arity)))
+    return lambda row: pick((*row, None))
 
 
 def _group_output(node: Keyed) -> Callable[[Hashable, Counter[Row]], Counter[Row]]:

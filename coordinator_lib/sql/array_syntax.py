@@ -13,6 +13,7 @@ from sqlglot import exp
 
 from coordinator_lib.expr.functions import CallFunction
 from coordinator_lib.repr.relation import ColumnType, ScalarType
+from coordinator_lib.sql.array_subquery import as_aggregate, gathered_query
 from coordinator_lib.sql.errors import (
     IndeterminateDatatype,
     TypeMismatch,
@@ -30,6 +31,9 @@ S = ScalarType
 
 def bind_array(b: ScalarBinder, node: exp.Array) -> Typed:
     """ARRAY[e1, e2, ...]: a one-dimensional array of the elements' common type."""
+    query = gathered_query(node)
+    if query is not None:
+        return b.bind(as_aggregate(node, query))
     nodes = list(node.expressions)
     if not nodes:
         raise IndeterminateDatatype("cannot determine type of empty array", position_of(node))

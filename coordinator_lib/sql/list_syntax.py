@@ -17,6 +17,7 @@ from sqlglot import exp
 from coordinator_lib.expr.functions import CallFunction
 from coordinator_lib.expr.scalar import Literal, ScalarExpr
 from coordinator_lib.repr.relation import ColumnType, ScalarType
+from coordinator_lib.sql.array_subquery import as_aggregate, gathered_query
 from coordinator_lib.sql.errors import (
     IndeterminateDatatype,
     TypeMismatch,
@@ -35,6 +36,9 @@ _INTEGERS = (S.SMALLINT, S.INTEGER, S.BIGINT)
 
 def bind_list(b: ScalarBinder, node: exp.List) -> Typed:
     """LIST[e1, e2, ...]: a list of the elements' common type."""
+    query = gathered_query(node)
+    if query is not None:
+        return b.bind(as_aggregate(node, query))
     nodes = list(node.expressions)
     if not nodes:
         raise IndeterminateDatatype("cannot determine type of empty list", position_of(node))

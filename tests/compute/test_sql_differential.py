@@ -592,6 +592,14 @@ QUERIES: dict[str, tuple[str, str | None]] = {
         " sum(DISTINCT v::float8 / 2) AS d, count(DISTINCT v) AS n FROM t GROUP BY k",
         None,
     ),
+    # ARRAY(subquery): a scalar subquery over array_agg ordered as the subquery
+    # orders (the value last, so ties are equal values); [] without rows
+    "sub_array": (
+        "SELECT name, ARRAY(SELECT v FROM t WHERE t.k = u.k ORDER BY v DESC, v) AS vs,"
+        " ARRAY(SELECT s FROM t WHERE t.v > u.w ORDER BY s NULLS FIRST LIMIT 2) AS top FROM u",
+        "SELECT name, ARRAY(SELECT v FROM t WHERE t.k = u.k ORDER BY v DESC NULLS FIRST) AS vs,"
+        " ARRAY(SELECT s FROM t WHERE t.v > u.w ORDER BY s NULLS FIRST LIMIT 2) AS top FROM u",
+    ),
     "agg_string_agg_desc": (
         "SELECT k, string_agg(s, '' ORDER BY s DESC) AS rev FROM t GROUP BY k",
         None,

@@ -77,6 +77,10 @@ DOCUMENTED = [
         "{3,NULL,1}",
     ),
     ("SELECT list_agg(x) FROM (VALUES ('b'), ('a')) AS t(x) WHERE x > 'z'", None),
+    # LIST(subquery): the column in the subquery's order; {} without rows
+    ("SELECT LIST(SELECT x FROM (VALUES (2), (NULL), (1)) AS t(x) ORDER BY x)", "{1,2,NULL}"),
+    ("SELECT LIST(SELECT x FROM (VALUES ('b'), ('a')) AS t(x) ORDER BY 1 DESC LIMIT 1)", "{b}"),
+    ("SELECT LIST(SELECT 1 WHERE false)", "{}"),
 ]
 
 

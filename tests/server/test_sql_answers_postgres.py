@@ -318,6 +318,15 @@ QUERIES = {
     " AS s, string_agg(v::text, '+' ORDER BY g) FILTER (WHERE v > 9) AS none FROM w",
     "string_agg_distinct_order_by_other": "SELECT string_agg(DISTINCT v::text, ',' ORDER BY g)"
     " FROM w",
+    # ARRAY(subquery): the column in the subquery's order, {} (not NULL) without rows
+    "array_subquery": "SELECT k, ARRAY(SELECT v FROM w WHERE w.g = t1.k ORDER BY v DESC) AS vs,"
+    " ARRAY(SELECT x FROM t2 WHERE t2.k > t1.k ORDER BY 1) AS xs,"
+    " ARRAY(SELECT v AS y FROM w WHERE v > k * 2 ORDER BY y DESC LIMIT 2) AS top,"
+    " ARRAY(SELECT v FROM w WHERE v > 100) AS none FROM t1",
+    "array_subquery_set_ops": "SELECT ARRAY(SELECT a FROM a UNION SELECT b FROM b ORDER BY 1 DESC)"
+    " AS u, ARRAY(SELECT DISTINCT g AS h FROM w ORDER BY h DESC) AS d,"
+    " ARRAY(SELECT count(*) FROM w GROUP BY g ORDER BY count(*), g) AS c",
+    "array_subquery_two_columns": "SELECT ARRAY(SELECT k, x FROM t1)",
     # version() is a PostgreSQL version string (test_version_names_tidemark: Tidemark's)
     "version": "SELECT version() LIKE 'PostgreSQL %.% on %' AS pg, pg_catalog.version() = VERSION()"
     " AS same FROM a",

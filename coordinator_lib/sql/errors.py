@@ -151,6 +151,12 @@ class UndefinedFunction(SqlError):
     code = "42883"
 
 
+class AmbiguousFunction(SqlError):
+    """More than one overload fits an untyped argument (ambiguous_function)."""
+
+    code = "42725"
+
+
 class GroupingError(SqlError):
     """Ungrouped column outside an aggregate, or a misplaced/nested aggregate."""
 

@@ -1103,11 +1103,11 @@ def plan_select(select: exp.Select, ctx: PlanContext) -> BoundQuery:
     inputs, scope, predicates = plan_from(select, ctx)
     where = select.args.get("where")
     group_node = select.args.get("group")
-    check_no_windows(where, "WHERE")
+    check_no_windows(where, "WHERE clause")  # Materialize's words (PostgreSQL's end at WHERE)
     check_no_windows(group_node, "GROUP BY")
     check_no_windows(select.args.get("having"), "HAVING")
     if where is not None:
-        condition = ScalarBinder(scope, "WHERE").bind_boolean(where.this, "WHERE")
+        condition = ScalarBinder(scope, "WHERE clause").bind_boolean(where.this, "WHERE")
         predicates += conjuncts(condition.expr)
     rel = build_join(inputs, predicates)
 

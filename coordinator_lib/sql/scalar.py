@@ -58,6 +58,7 @@ from coordinator_lib.sql.coercion import (
     timestamp_precision,
 )
 from coordinator_lib.sql.errors import (
+    AmbiguousFunction,
     CannotCoerce,
     GroupingError,
     ParseError,
@@ -1052,8 +1053,16 @@ _OF_NUMBERS = frozenset(
 def check_aggregate_argument(func: str, value: Typed, node: exp.Expr) -> Typed:
     """The argument types PostgreSQL has each aggregate for."""
     if func in _OF_NUMBERS:
-        if value.unknown or not is_numeric(value.scalar):
-            shown = "unknown" if value.unknown else value.scalar.value
+        if value.unknown:  # PostgreSQL's code and first words, then Materialize's
+            raise AmbiguousFunction(
+                f"function {func}(unknown) is not unique: unable to determine which"
+                " implementation to use",
+                position_of(node) or (node.parent and position_of(node.parent)),  # NULL: the call
+                hint="Could not choose a best candidate function."
+                " You might need to add explicit type casts.",
+            )
+        if not is_numeric(value.scalar):
+            shown = value.scalar.value
             raise UndefinedFunction(f"function {func}({shown}) does not exist", position_of(node))
         return value
     value = finalize(value)

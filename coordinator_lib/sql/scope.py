@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from coordinator_lib.repr.relation import ColumnType
-from coordinator_lib.sql.catalog import QualifiedName, quote_ident
+from coordinator_lib.sql.catalog import QualifiedName
 from coordinator_lib.sql.errors import (
     AmbiguousColumn,
     DuplicateAlias,
@@ -166,10 +166,10 @@ class Scope:
             return found[0]
         item = self.find_item(parts[:-1], node)
         if column not in item.names:
-            qualifier = ".".join(quote_ident(p) for p in parts[:-1])
-            raise UnknownColumn(
-                f"column {qualifier}.{quote_ident(column)} does not exist", position_of(node)
-            )
+            # Materialize's words: the qualified name quoted as one
+            # (PostgreSQL's are `column t.c does not exist`)
+            written = ".".join((*parts[:-1], column))
+            raise UnknownColumn(f'column "{written}" does not exist', position_of(node))
         return item.offset + item.names.index(column)
 
     def find_item(self, qualifier: tuple[str, ...], node: exp.Expr | None = None) -> ScopeItem:

@@ -121,8 +121,16 @@ def parse_text_as(text: str, st: ScalarType) -> Any:
             exact = decimal.Decimal(stripped)
         except decimal.InvalidOperation:
             exact = None
-        if exact is None or not exact.is_finite():
+        if exact is None:
             raise TextInputError(f'invalid input syntax for type numeric: "{text}"')
+        if not exact.is_finite():
+            # numeric is decimal(38, 10) on both engines: all of its encodings
+            # are numbers, so NaN has none (docs/slt.md).
+            raise TextInputError(
+                f'invalid input syntax for type numeric: "{text}"',
+                detail="Tidemark's numeric has no NaN or infinity;"
+                " double precision has them ('NaN'::float8).",
+            )
         return _stored_numeric(exact)
     if st in (S.REAL, S.DOUBLE):
         try:

@@ -574,3 +574,24 @@ def test_row_in_width_message_is_postgres(
         with pytest.raises(psycopg.errors.SyntaxError) as caught:
             conn.execute(query)
         assert caught.value.diag.message_primary == message
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SELECT 'NaN'::numeric",
+        "SELECT x FROM (VALUES (1.0), ('NaN')) AS v(x)",
+        "INSERT INTO numeric_nan VALUES (1), ('Infinity')",
+    ],
+)
+def test_numeric_nan_is_refused_with_the_reason(
+    tidemark: psycopg.Connection[Any], statement: str
+) -> None:
+    """PostgreSQL's numeric has NaN; Tidemark's (decimal(38, 10)) has no spare
+    encoding for it, so the input is 22P02 saying so, and nothing is written."""
+    tidemark.execute("CREATE TABLE IF NOT EXISTS numeric_nan (x numeric)")
+    with pytest.raises(psycopg.errors.InvalidTextRepresentation) as info:
+        tidemark.execute(statement)
+    assert "invalid input syntax for type numeric" in info.value.diag.message_primary
+    assert "no NaN or infinity" in (info.value.diag.message_detail or "")
+    assert tidemark.execute("SELECT count(*) FROM numeric_nan").fetchone() == (0,)

@@ -30,7 +30,11 @@ from coordinator_lib.sql.dialect import Tidemark
 from coordinator_lib.sql.errors import SqlError
 from coordinator_lib.sql.params import bound_value, check_values, replace_parameters
 from coordinator_lib.sql.plan import PLANNER, check_no_parameters
-from coordinator_lib.sql.plan_core import insert_values_target, plan_insert_values
+from coordinator_lib.sql.plan_core import (
+    insert_values_target,
+    plan_insert_rows,
+    plan_insert_values,
+)
 from coordinator_lib.sql.plans import InsertPlan
 
 _CONSTANTS = frozenset({TokenType.NUMBER, TokenType.STRING})
@@ -114,23 +118,32 @@ class InsertTemplate:
         tokens = shape.tokens
         constants = iter(shape.constants)
         check_values(params)
-        rows: list[exp.Expr] = []
-        searched = False  # some value may hold a `$n` left to bind or refuse
-        for row, is_tuple in zip(self.rows, self.tuples, strict=True):
+        rows: list[list[exp.Expr]] = []
+        searched = False  # some value holds a `$n` left to bind or refuse
+        for row in self.rows:
             items: list[exp.Expr] = []
             for value in row:
                 item = _parameter(value, tokens, params, types)
                 if item is None:
                     item = _value(value, tokens, constants)
-                    searched = searched or not isinstance(value, int)
+                    searched = searched or _holds_parameter(value)
                 items.append(item)
-            rows.append(exp.Tuple(expressions=items) if is_tuple else items[0])
-        values = exp.Values(expressions=rows)
+            rows.append(items)
+        ctx = PlanContext(catalog, text, PLANNER)
+        if not searched:
+            planned = plan_insert_rows(self.item, self.columns, rows, ctx)
+            if planned is not None:
+                return planned
+        values = exp.Values(
+            expressions=[
+                exp.Tuple(expressions=items) if is_tuple else items[0]
+                for items, is_tuple in zip(rows, self.tuples, strict=True)
+            ]
+        )
         if searched:
             if params:
                 replace_parameters(values, params, types)
             check_no_parameters(values)
-        ctx = PlanContext(catalog, text, PLANNER)
         table = _value(self.table, tokens, iter(()))
         return plan_insert_values(self.item, self.columns, table, values, ctx)
 
@@ -174,6 +187,12 @@ def _parameter(
         inner = _start(marks[1], tokens) if len(marks) > 1 else None
         start = inner - 1 if inner else None
     return bound_value(params[n - 1], types[n - 1] if n <= len(types) else None, start)
+
+
+def _holds_parameter(value: _Value) -> bool:
+    return not isinstance(value, int) and any(
+        isinstance(node, exp.Parameter) for node in value[0].walk()
+    )
 
 
 def _start(marks: tuple[_Mark, ...], tokens: tuple[Token, ...]) -> int | None:

@@ -67,10 +67,12 @@ from coordinator_lib.sql.plans import (
 from coordinator_lib.sql.positions import position_of
 from coordinator_lib.sql.query import (
     BoundQuery,
+    assigned_columns,
     check_column_name,
     coerce_columns,
     plan_query,
     plan_values,
+    values_relation,
     visible,
 )
 from coordinator_lib.sql.scalar import ScalarBinder, Typed, null_of
@@ -604,6 +606,27 @@ def plan_insert_values(
     return InsertPlan(item.id, _table_order(rel, item, columns, table), item.name)
 
 
+def plan_insert_rows(
+    item: CatalogItem, columns: list[int], rows: list[list[exp.Expr]], ctx: PlanContext
+) -> InsertPlan | None:
+    """`plan_insert_values` for rows of values with no VALUES tree around
+    them nor the table's node (a cached INSERT's): each value bound and cast
+    to its column as `plan_values` does. None where planning them raises:
+    the caller then plans the VALUES in full, which reports the error with
+    its position."""
+    desc = item.desc
+    targets = [(desc.names[c], desc.types[c]) for c in columns]
+    if any(len(row) != len(targets) for row in rows):
+        return None
+    binder = ScalarBinder(Scope(context=ctx), "VALUES")
+    try:
+        bound = [[binder.bind(value) for value in row] for row in rows]
+        rel, _ = values_relation(assigned_columns(binder, rows, bound, targets))
+        return InsertPlan(item.id, _table_order(rel, item, columns, None), item.name)
+    except SqlError:
+        return None
+
+
 def _insert_target(
     statement: exp.Insert, ctx: PlanContext
 ) -> tuple[CatalogItem, list[int], list[exp.Expr], exp.Expr]:
@@ -680,7 +703,7 @@ def _replace_defaults(values: exp.Values) -> None:
 
 
 def _table_order(
-    rel: RelationExpr, item: CatalogItem, columns: list[int], node: exp.Expr
+    rel: RelationExpr, item: CatalogItem, columns: list[int], node: exp.Expr | None
 ) -> RelationExpr:
     """Rows over `columns` as full table rows: the others are NULL, in table order."""
     desc = item.desc

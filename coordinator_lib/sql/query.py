@@ -1412,19 +1412,43 @@ def plan_values(
         raise ParseError(
             "INSERT has more target columns than expressions", position_of(rows[0][-1])
         )
-    columns: list[list[Typed]] = [[] for _ in range(width)]
-    for k in range(width):
-        column = [row[k] for row in bound]
-        column_nodes: list[exp.Expr | None] = [row[k] for row in rows]
-        if targets is not None:
-            name, into = targets[k]
-            columns[k] = [
-                binder.assign(v, into, n, name) for v, n in zip(column, column_nodes, strict=True)
+    if targets is None:
+        columns: list[list[Typed]] = [[] for _ in range(width)]
+        for k in range(width):
+            column_nodes: list[exp.Expr | None] = [row[k] for row in rows]
+            columns[k], _ = binder.unify([row[k] for row in bound], column_nodes, "VALUES")
+    else:
+        columns = assigned_columns(binder, rows, bound, targets)
+    return BoundQuery(*values_relation(columns), RowSetFinishing(project=tuple(range(width))))
+
+
+def assigned_columns(
+    binder: ScalarBinder,
+    rows: list[list[exp.Expr]],
+    bound: list[list[Typed]],
+    targets: list[tuple[str, ColumnType]],
+) -> list[list[Typed]]:
+    """INSERT's assignment casts: each column's bound values (of `rows`)
+    into its target's type, a column at a time (the first error PostgreSQL
+    reports is the first column's)."""
+    columns: list[list[Typed]] = []
+    for k, (name, into) in enumerate(targets[: len(rows[0])]):
+        columns.append(
+            [
+                binder.assign(row[k], into, nodes[k], name)
+                for row, nodes in zip(bound, rows, strict=True)
             ]
-        else:
-            columns[k], _ = binder.unify(column, column_nodes, "VALUES")
+        )
+    return columns
+
+
+def values_relation(columns: list[list[Typed]]) -> tuple[RelationExpr, list[str]]:
+    """VALUES of typed columns as a relation and its column names: a
+    Constant when every value is a literal, else a Union of one-row Maps."""
+    width = len(columns)
     names = [f"column{k + 1}" for k in range(width)]
-    typed_rows = [[columns[k][r] for k in range(width)] for r in range(len(rows))]
+    rows = range(len(columns[0]))
+    typed_rows = [[columns[k][r] for k in range(width)] for r in rows]
     types = tuple(
         ColumnType(columns[k][0].scalar, any(v.type.nullable for v in columns[k]))
         for k in range(width)
@@ -1439,7 +1463,7 @@ def plan_values(
     else:
         maps = [_values_row([v.expr for v in row], names) for row in typed_rows]
         rel = maps[0] if len(maps) == 1 else Union(tuple(maps))
-    return BoundQuery(rel, names, RowSetFinishing(project=tuple(range(width))))
+    return rel, names
 
 
 def _values_row(exprs: list[ScalarExpr], names: list[str]) -> RelationExpr:

@@ -281,7 +281,9 @@ class ScalarBinder:
                 return self._exists
         name = _HANDLERS.get(type(node))
         if name is not None:
-            return cast(Callable[[Any], Typed], getattr(self, name))
+            return cast(
+                "Callable[[Any], Typed]", getattr(self, name)
+            )  # a string: no alias built per call
         return self._unsupported
 
     def _paren(self, node: exp.Paren) -> Typed:

@@ -166,3 +166,78 @@ def test_a_cached_insert_binds_parameters_as_a_parse_does(
     ]
     monkeypatch.setattr(environment.handle.coordinator.plan_cache, "get", lambda key: None)
     assert answers() == cached
+
+
+def test_a_cached_insert_of_constants_answers_as_a_parse_does(
+    environment: Environment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cached INSERT whose values are constants and `$n` is bound and cast
+    to its columns without a VALUES tree (`plan_insert_rows`); every answer
+    and row equals the statement's planned in full (the cache turned off),
+    into columns with modifiers too, and for every kind of bad value."""
+    table = (
+        "CREATE TABLE m (id bigint NOT NULL, code varchar(3), tag char(2), price numeric(5,2),"
+        " at timestamp(0), span interval minute, ok boolean, r real)"
+    )
+    row = "INSERT INTO m VALUES ({}, {}, {}, {}, {}, {}, {}, {})"
+    values = [
+        ("1", "'ab'", "'x'", "'1.005'", "'2024-01-01 10:00:00.6'", "'90'", "true", "'1.5'"),
+        ("2", "'abcd'", "'x'", "1", "NULL", "'1'", "false", "2"),  # too long for varchar(3)
+        ("3", "'ab '", "'xyz'", "2.5", "NULL", "NULL", "NULL", "-1"),  # too long for char(2)
+        ("4", "'a'", "'x'", "'1000'", "NULL", "NULL", "NULL", "NULL"),  # numeric(5,2) overflow
+        ("NULL", "'a'", "'x'", "1", "NULL", "NULL", "NULL", "NULL"),  # NOT NULL
+        ("'5'", "1", "'x'", "1", "NULL", "NULL", "'yes'", "NULL"),  # an integer into text
+        ("6", "'a'", "'x'", "'abc'", "NULL", "NULL", "NULL", "NULL"),  # not a numeric
+        ("7", "'a'", "'x'", "1", "'2024-02-30'", "NULL", "NULL", "NULL"),  # not a date
+        ("8", "'a'", "'x'", "1", "NULL", "'1 hour 30 seconds'", "'maybe'", "NULL"),
+        ("9", "'a'", "'x'", "1", "NULL", "NULL", "NULL", "'1e50'"),  # out of real's range
+        ("10", "'a'", "'x'", "1", "NULL", "NULL", "NULL", "1e50"),
+        ("11", "'a'", "'x'", "1", "NULL", "NULL", "1", "NULL"),  # an integer into boolean
+        ("12", "'a'", "'x'", "1", "NULL", "NULL", "NULL", "NULL"),
+    ]
+    statements = [row.format(*v) for v in values]
+    statements += [
+        "INSERT INTO m (id, price) VALUES (13, 1.25), (14, -2), (15, NULL)",
+        "INSERT INTO m (id, price) VALUES (16, 1.25), (NULL, 3), (17, 'x')",  # 23502 or 22P02
+        "INSERT INTO m (id, price) VALUES (18, 1.25), (19, 1000)",
+        "INSERT INTO m (id, code) VALUES (20, 'a', 'b')",  # more values than columns
+        "INSERT INTO m (price) VALUES (1)",  # id NOT NULL and not given
+        "INSERT INTO m (id, code) VALUES (21, DEFAULT)",
+    ]
+    prepared = [
+        ("INSERT INTO m (id, code, at) VALUES ($1, $2, $3)", ["22", "abc", "2024-01-01 1:2:3.7"]),
+        ("INSERT INTO m (id, code, at) VALUES ($1, $2, $3)", ["23", "abcd", None]),
+        ("INSERT INTO m (id, code, at) VALUES ($1, $2, $3)", ["x", "a", None]),
+        ("INSERT INTO m (id, price) VALUES ($1, 7), ($2, $1)", ["24", "25"]),
+        ("INSERT INTO m (id, price) VALUES ($1, 7), ($2, $1)", ["26", None]),
+        ("INSERT INTO m (id, price) VALUES ($1, 7), ($2, $1)", ["1000", "27"]),
+    ]
+    fields = (
+        pq.DiagnosticField.SQLSTATE,
+        pq.DiagnosticField.MESSAGE_PRIMARY,
+        pq.DiagnosticField.STATEMENT_POSITION,
+    )
+
+    def answers() -> list[object]:
+        seen: list[object] = []
+        with connect(environment) as conn:
+            conn.execute("DROP TABLE IF EXISTS m")
+            conn.execute(table)
+            for sql, params in [(s, []) for s in statements] + prepared:
+                encoded = [None if v is None else v.encode() for v in params]
+                for _ in range(2):  # the second from the cache, when it is on
+                    for text in (sql, sql.replace("VALUES", "VALUES  ")):  # moved positions
+                        result = conn.pgconn.exec_params(text.encode(), encoded)
+                        seen.append(
+                            (result.command_status, *(result.error_field(f) for f in fields))
+                        )
+            rows = conn.execute(
+                "SELECT id, code, tag, price::text, at::text, span::text, ok, r FROM m"
+                " ORDER BY id, code"
+            ).fetchall()
+        return [*seen, rows]
+
+    cached = answers()
+    assert [r[0] for r in cached[-1]].count(1) == 4 and len(cached[-1]) > 20
+    monkeypatch.setattr(environment.handle.coordinator.plan_cache, "get", lambda key: None)
+    assert answers() == cached

@@ -150,6 +150,13 @@ def _leaf_count(arrow_type: pa.DataType) -> int:
     return 1
 
 
+def _has_null_list(file: Path, name: str) -> bool:
+    """Whether the list column `name` holds a NULL list. Its leaf's null
+    count also counts empty lists and NULL elements (`{}`, `{NULL}`), which
+    a NOT NULL list column may hold, so a nonzero count is read again here."""
+    return bool(pq.ParquetFile(file).read(columns=[name]).column(name).null_count)
+
+
 def _check_footers(
     shard: Shard, batch_dir: Path, expected_upper: Frontier, new_upper: Frontier
 ) -> None:
@@ -162,6 +169,7 @@ def _check_footers(
     for file in shard.blob.batch_files(shard.shard_id, batch_dir.name):
         metadata = pq.ParquetFile(file).metadata
         leaf = _first_leaves(metadata)
+        lists = {f.name for f in metadata.schema.to_arrow_schema() if pa.types.is_list(f.type)}
         for group in range(metadata.num_row_groups):
             row_group = metadata.row_group(group)
             stats = row_group.column(leaf[TIME_COLUMN]).statistics
@@ -172,6 +180,8 @@ def _check_footers(
             for name in required:
                 column_stats = row_group.column(leaf[name]).statistics
                 if column_stats is not None and column_stats.null_count:
+                    if name in lists and not _has_null_list(file, name):
+                        continue
                     null_columns.add(name)
     if lows:
         low, high = min(lows), max(highs)

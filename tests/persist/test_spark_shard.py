@@ -149,3 +149,44 @@ def test_footer_check_reads_times_past_an_interval_struct(tmp_path: Path) -> Non
             _check_footers(shard, batch_dir, Frontier.at(4), Frontier.at(5))
     finally:
         client.close()
+
+
+def test_footer_check_allows_empty_lists_and_null_elements(tmp_path: Path) -> None:
+    """A NOT NULL array column may hold `{}` and `{NULL}`, which Parquet
+    counts as nulls of the column's leaf: the footer check refused every
+    Spark batch of `COALESCE(<array_agg subquery>, '{}')` with "NULL in NOT
+    NULL column". A NULL array is still refused."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from coordinator_lib.persist.spark_shard import _check_footers
+
+    desc = RelationDesc.of(("a", "integer[]", False), ("k", "bigint", False))
+    client = PersistClient.open(tmp_path)
+    try:
+        shard = client.open_shard("lists", desc)
+        for name, arrays, refused in [
+            ("kept", [(), (None,), (1, None)], False),
+            ("null", [(), None, (1,)], True),
+        ]:
+            batch_dir = shard.blob.batch_path(shard.shard_id, shard.reserve_batch_key())
+            batch_dir.mkdir(parents=True)
+            table = pa.table(
+                {
+                    "a": [None if a is None else list(a) for a in arrays],
+                    "k": [1, 2, 3],
+                    "__time": [3, 3, 3],
+                    "__diff": [1, 1, 1],
+                },
+                schema=desc.arrow_schema(with_time_diff=True).set(
+                    0, pa.field("a", pa.list_(pa.int32()), nullable=True)
+                ),
+            )
+            pq.write_table(table, batch_dir / f"part-{name}.parquet")
+            if refused:
+                with pytest.raises(InvalidUpdates, match="NULL in NOT NULL column 'a'"):
+                    _check_footers(shard, batch_dir, Frontier.at(3), Frontier.at(4))
+            else:
+                _check_footers(shard, batch_dir, Frontier.at(3), Frontier.at(4))
+    finally:
+        client.close()

@@ -1222,6 +1222,7 @@ ARRAY_VIEWS = [
     "agg_array_agg_global",
     "agg_array_agg_filter",
     "agg_array_agg_text_eq",
+    "sub_array",
 ]
 
 

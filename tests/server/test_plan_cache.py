@@ -43,6 +43,35 @@ def _error(conn: psycopg.Connection[Any], sql: str) -> tuple[str | None, str | N
     return diag.sqlstate, diag.statement_position
 
 
+Statement = tuple[str, list[str | None], list[int] | None]  # text, parameters, their type oids
+ANSWER_FIELDS = (
+    pq.DiagnosticField.SQLSTATE,
+    pq.DiagnosticField.MESSAGE_PRIMARY,
+    pq.DiagnosticField.STATEMENT_POSITION,
+)
+
+
+def _answers(
+    environment: Environment, table: str, statements: list[Statement], select: str, moved: bool
+) -> list[Any]:
+    """Each statement's answer (command tag or SQLSTATE, message, position),
+    run twice (the second from the plan cache when it is on) and, if
+    `moved`, again with its positions moved; then the rows of `select`."""
+    seen: list[object] = []
+    with connect(environment) as conn:
+        conn.execute("DROP TABLE IF EXISTS " + table.split()[2])
+        conn.execute(table)
+        for sql, values, types in statements:
+            params = [None if v is None else v.encode() for v in values]
+            texts = (sql, sql.replace("VALUES", "VALUES  ")) if moved else (sql,)
+            for _ in range(2):
+                for text in texts:
+                    result = conn.pgconn.exec_params(text.encode(), params, types)
+                    seen.append((result.command_status, *map(result.error_field, ANSWER_FIELDS)))
+        rows = conn.execute(select).fetchall()
+    return [*seen, rows]
+
+
 def test_inserts_differing_in_constants_share_one_plan(
     environment: Environment, parses: list[str]
 ) -> None:
@@ -122,7 +151,7 @@ def test_a_cached_insert_binds_parameters_as_a_parse_does(
     """A cached INSERT binds a value that is one `$n` where it goes; every
     answer (command tag or SQLSTATE, message and position) and the rows are
     those of the statement planned in full (the cache turned off)."""
-    statements: list[tuple[str, list[str | None], list[int] | None]] = [
+    statements: list[Statement] = [
         ("INSERT INTO q VALUES ($1, $2, $3)", ["7", "x", "2024-02-29"], None),
         ("INSERT INTO q VALUES ( $1 ,$2,$3)", [None, "x", None], None),  # NOT NULL
         ("INSERT INTO q VALUES ($1, $2, $3)", ["abc", "x", None], None),  # not an integer
@@ -134,24 +163,11 @@ def test_a_cached_insert_binds_parameters_as_a_parse_does(
         ("INSERT INTO q (v, id) VALUES ($2, -$1)", ["4", "z"], None),  # an operator over $1
         ("INSERT INTO q VALUES ($1, $2, $3), (8, $2, NULL)", ["5", "w", "2024-01-01"], None),
     ]
-    fields = (
-        pq.DiagnosticField.SQLSTATE,
-        pq.DiagnosticField.MESSAGE_PRIMARY,
-        pq.DiagnosticField.STATEMENT_POSITION,
-    )
+    table = "CREATE TABLE q (id integer NOT NULL, v text, d date)"
+    select = "SELECT id, v, d::text FROM q ORDER BY id"
 
-    def answers() -> list[object]:
-        seen: list[object] = []
-        with connect(environment) as conn:
-            conn.execute("DROP TABLE IF EXISTS q")
-            conn.execute("CREATE TABLE q (id integer NOT NULL, v text, d date)")
-            for sql, values, types in statements:
-                params = [None if v is None else v.encode() for v in values]
-                for _ in range(2):  # the second from the cache, when it is on
-                    result = conn.pgconn.exec_params(sql.encode(), params, types)
-                    seen.append((result.command_status, *(result.error_field(f) for f in fields)))
-            rows = conn.execute("SELECT id, v, d::text FROM q ORDER BY id").fetchall()
-        return [*seen, rows]
+    def answers() -> list[Any]:
+        return _answers(environment, table, statements, select, moved=False)
 
     cached = answers()
     assert cached[-1] == [
@@ -204,7 +220,7 @@ def test_a_cached_insert_of_constants_answers_as_a_parse_does(
         "INSERT INTO m (price) VALUES (1)",  # id NOT NULL and not given
         "INSERT INTO m (id, code) VALUES (21, DEFAULT)",
     ]
-    prepared = [
+    prepared: list[tuple[str, list[str | None]]] = [
         ("INSERT INTO m (id, code, at) VALUES ($1, $2, $3)", ["22", "abc", "2024-01-01 1:2:3.7"]),
         ("INSERT INTO m (id, code, at) VALUES ($1, $2, $3)", ["23", "abcd", None]),
         ("INSERT INTO m (id, code, at) VALUES ($1, $2, $3)", ["x", "a", None]),
@@ -212,30 +228,14 @@ def test_a_cached_insert_of_constants_answers_as_a_parse_does(
         ("INSERT INTO m (id, price) VALUES ($1, 7), ($2, $1)", ["26", None]),
         ("INSERT INTO m (id, price) VALUES ($1, 7), ($2, $1)", ["1000", "27"]),
     ]
-    fields = (
-        pq.DiagnosticField.SQLSTATE,
-        pq.DiagnosticField.MESSAGE_PRIMARY,
-        pq.DiagnosticField.STATEMENT_POSITION,
+    select = (
+        "SELECT id, code, tag, price::text, at::text, span::text, ok, r FROM m ORDER BY id, code"
     )
+    every: list[Statement] = [(sql, [], None) for sql in statements]
+    every += [(sql, values, None) for sql, values in prepared]
 
-    def answers() -> list[object]:
-        seen: list[object] = []
-        with connect(environment) as conn:
-            conn.execute("DROP TABLE IF EXISTS m")
-            conn.execute(table)
-            for sql, params in [(s, []) for s in statements] + prepared:
-                encoded = [None if v is None else v.encode() for v in params]
-                for _ in range(2):  # the second from the cache, when it is on
-                    for text in (sql, sql.replace("VALUES", "VALUES  ")):  # moved positions
-                        result = conn.pgconn.exec_params(text.encode(), encoded)
-                        seen.append(
-                            (result.command_status, *(result.error_field(f) for f in fields))
-                        )
-            rows = conn.execute(
-                "SELECT id, code, tag, price::text, at::text, span::text, ok, r FROM m"
-                " ORDER BY id, code"
-            ).fetchall()
-        return [*seen, rows]
+    def answers() -> list[Any]:
+        return _answers(environment, table, every, select, moved=True)
 
     cached = answers()
     assert [r[0] for r in cached[-1]].count(1) == 4 and len(cached[-1]) > 20

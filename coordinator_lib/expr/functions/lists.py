@@ -78,7 +78,7 @@ def _prepend_on_spark(call: SparkCall) -> Any:
     sig(Pseudo.ANY, Pseudo.ANY, result=S.INTEGER_LIST),
     sql=(),
     spark=_append_on_spark,
-    nulls=lambda nullable: True,
+    nulls=lambda nullable: False,  # a NULL list appends to {}
 )
 def list_append(values: Sequence[Any] | None, element: Any) -> tuple[Any, ...]:
     """l || e: a NULL element is appended as NULL, a NULL list is empty."""
@@ -90,7 +90,7 @@ def list_append(values: Sequence[Any] | None, element: Any) -> tuple[Any, ...]:
     sig(Pseudo.ANY, Pseudo.ANY, result=S.INTEGER_LIST),
     sql=(),
     spark=_prepend_on_spark,
-    nulls=lambda nullable: True,
+    nulls=lambda nullable: False,  # a NULL list prepends to {}
 )
 def list_prepend(element: Any, values: Sequence[Any] | None) -> tuple[Any, ...]:
     return (element, *(values or ()))

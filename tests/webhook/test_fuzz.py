@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from coordinator_lib.server.environment import Environment
@@ -133,6 +133,9 @@ def _json_count(body: bytes, array: bool) -> int:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(source=sources, body=bodies, pairs=headers, sign=st.booleans())
+# Blank header values, found by CI: the server reads them without their blanks.
+@example(source="t", body=b"", pairs=[("0", " ")], sign=False)
+@example(source="t", body=b"", pairs=[("idempotency-key", " ")], sign=False)
 def test_never_500_and_refusals_write_nothing(
     server: tuple[Environment, Any],
     source: str,
@@ -149,8 +152,9 @@ def test_never_500_and_refusals_write_nothing(
     assert status in (200, 400, 401, 404), status
     after = _count(sql, source)
     # The server leaves out headers whose value is not visible ASCII, and
-    # matches names whatever their case.
-    visible = [(n.lower(), v) for n, v in pairs if all(" " <= c <= "~" for c in v)]
+    # matches names whatever their case; HTTP reads a value without its
+    # leading and trailing blanks (RFC 9110, 5.5), so ' x ' arrives as 'x'.
+    visible = [(n.lower(), v.strip(" ")) for n, v in pairs if all(" " <= c <= "~" for c in v)]
     names = [name for name, _ in visible]
     if len(names) != len(set(names)):  # X-A and x-a are the same header
         assert status == 401 or (status == 404 and source == "missing"), status

@@ -131,8 +131,16 @@ def make_sink(
             holds[0].downgrade(time)
 
     def start() -> int:
-        since, upper = storage.collection_frontiers(plan.from_id)
-        return max(since.time or 0, (upper.time or 1) - 1)
+        """The input's latest readable time, held durably before it is
+        returned: a process-local hold pins it first, so no compaction can
+        pass it between reading the frontiers and the durable hold."""
+        pinned, _ = storage.acquire_latest_read_hold(plan.from_id)
+        try:
+            assert pinned.time is not None
+            hold(pinned.time)
+            return pinned.time
+        finally:
+            pinned.release()
 
     sink = IcebergSink(spec, lambda: storage.shard(plan.from_id), start, hold, closing)
     return sink, holds

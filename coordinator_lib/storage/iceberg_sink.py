@@ -94,7 +94,7 @@ class IcebergSink:
     ) -> None:
         self.spec = spec
         self.shard = shard
-        self.start_time = start  # where a new sink starts: its input's readable time
+        self.start_time = start  # where a new sink starts: its input's latest readable time, held
         self.hold = hold  # keep the input readable from this time on
         self.closing = closing
         self.error: str | None = None

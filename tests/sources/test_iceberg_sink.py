@@ -14,7 +14,13 @@ import psycopg
 import pytest
 from pyiceberg.exceptions import NoSuchTableError
 
+from coordinator_lib.adapter.client import Client
+from coordinator_lib.adapter.coordinator import Config, Coordinator
+from coordinator_lib.adapter.iceberg_sink import make_sink
+from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.repr.read_policy import LagWriteFrontier
 from coordinator_lib.server.environment import Environment
+from coordinator_lib.sql.plan_iceberg import CreateIcebergSinkPlan
 from coordinator_lib.storage.iceberg_sink import committed_upper, open_catalog
 from tests.adapter.conftest import fast_config
 from tests.sources.conftest import wait_until
@@ -199,3 +205,60 @@ def test_bad_iceberg_connections_and_sinks(tmp_path: Path) -> None:
             assert shown.fetchall() == [("s", "iceberg", "quickstart", "")]
     finally:
         env.stop()
+
+
+def test_a_new_sink_holds_its_start_time_before_compaction_can_pass_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new sink starts at its input's latest readable time. If the input
+    compacts past that time between reading it and holding it (another
+    process writing with a since that follows the upper closely), the
+    durable hold is refused and the sink fails and retries. The time is
+    pinned before it is read, so the race is made certain here: right
+    before the durable hold, a write moves the upper on under a read policy
+    of no lag."""
+    props = _catalog(tmp_path)
+    coordinator = Coordinator(Config(data_dir=str(tmp_path / "env"), background=False))
+    try:
+        session = Client(coordinator).startup("materialize")
+
+        def run(sql: str) -> None:
+            list(session.execute(sql))
+
+        run(
+            f"CREATE CONNECTION ice TO ICEBERG CATALOG (URI '{props['uri']}', "
+            f"WAREHOUSE '{props['warehouse']}')"
+        )
+        run("CREATE TABLE t (k int, v text)")
+        run("INSERT INTO t VALUES (1, 'a')")
+        run(
+            "CREATE SINK app FROM t INTO ICEBERG CATALOG CONNECTION ice "
+            "(NAMESPACE 'n', TABLE 'changes') MODE APPEND"
+        )
+        plans = coordinator.catalog.index.plans
+        sink_id = next(id for id, plan in plans.items() if isinstance(plan, CreateIcebergSinkPlan))
+        plan = plans[sink_id]
+        assert isinstance(plan, CreateIcebergSinkPlan)
+        storage = coordinator.storage
+        acquire = storage.acquire_dependency_hold
+        raced: list[int] = []
+
+        def compaction_first(id: GlobalId, dependent: GlobalId, time: int) -> Any:
+            if not raced:
+                raced.append(time)
+                storage.set_read_policy([(id, LagWriteFrontier(0))])
+                run("INSERT INTO t VALUES (2, 'b')")
+            return acquire(id, dependent, time)
+
+        monkeypatch.setattr(storage, "acquire_dependency_hold", compaction_first)
+        sink, _ = make_sink(storage, coordinator.catalog, sink_id)
+        assert sink.step(sink._table())  # its first commit; raised ReadBeforeSince before
+        committed, rows, _ = _iceberg(props, "changes")
+        assert raced and committed is not None
+        as_of = committed - 1
+        _, upper = storage.collection_frontiers(plan.from_id)
+        assert upper.time is not None and upper.time > committed  # the race happened
+        assert rows == [(1, "a", as_of, 1)]  # the input as it was at the start
+        session.terminate()
+    finally:
+        coordinator.close()

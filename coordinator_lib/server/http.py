@@ -35,6 +35,7 @@ Authentication is HTTP basic; without an Authorization header the user is
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import ipaddress
@@ -46,7 +47,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -158,6 +159,30 @@ class RawRoute(Protocol):
     async def serve(self, scope: Scope, receive: Receive, send: Send, matched: Any) -> None: ...
 
 
+Respond = Callable[[int, str], None]
+
+
+class FastRoute(RawRoute, Protocol):
+    """A raw route that also answers from the HTTP protocol itself, with no
+    ASGI request cycle or task (`_FastProtocol`): for a request it takes,
+    `fast_match` sees the method, the URL's path and the headers (names
+    lower case) once they are read, and `fast_serve` gets the whole body
+    and `respond`, which it calls once, on the event loop, with the status
+    and a plain-text body. A request `fast_match` declines goes the ASGI
+    way (`match`/`serve`)."""
+
+    def fast_match(self, method: bytes, path: bytes, headers: list[tuple[bytes, bytes]]) -> Any: ...
+
+    def fast_serve(
+        self,
+        app: Starlette,
+        matched: Any,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        respond: Respond,
+    ) -> None: ...
+
+
 class _FrontDoor:
     """The ASGI app uvicorn serves: raw routes first, then Starlette."""
 
@@ -173,6 +198,125 @@ class _FrontDoor:
                     await route.serve(scope, receive, send, matched)
                     return
         await self.app(scope, receive, send)
+
+
+class _FastCycle:
+    """A request taken by a fast route: what uvicorn's protocol reads of its
+    RequestResponseCycle (`response_complete`, `keep_alive`,
+    `disconnected`, `message_event`), and its body as it arrives."""
+
+    __slots__ = (
+        "body",
+        "disconnected",
+        "keep_alive",
+        "matched",
+        "message_event",
+        "response_complete",
+        "route",
+    )
+
+    def __init__(self, route: FastRoute, matched: Any, keep_alive: bool) -> None:
+        self.route, self.matched, self.keep_alive = route, matched, keep_alive
+        self.body: list[bytes] = []
+        self.response_complete = False
+        self.disconnected = False
+        self.message_event = _NoEvent()
+
+
+class _NoEvent:
+    """Nothing waits on a fast request's body (uvicorn sets this on disconnect)."""
+
+    def set(self) -> None:
+        pass
+
+
+def _fast_protocol(app: Starlette, routes: Sequence[FastRoute]) -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol, but a request one of `routes` takes is
+    answered from the protocol: no ASGI scope, cycle, task, middleware or
+    send messages. What uvicorn spent on those per request was about as
+    much as the webhook's appending (py-spy `--gil`, 64 clients). The
+    fast path takes only plain requests: HTTP/1.1, nothing else in flight
+    on the connection (a pipelined request behind one goes uvicorn's way,
+    queued, so answers keep their order), no `Expect: 100-continue`, no
+    upgrade, a path without `%` or `?`; `fast_match` decides the rest."""
+    from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+    class _FastProtocol(HttpToolsProtocol):
+        def on_headers_complete(self) -> None:
+            fast = self._fast_route()
+            if fast is None:
+                super().on_headers_complete()
+                return
+            route, matched = fast
+            self.scope["method"] = "POST"  # what `shutdown` and the logs may read
+            self.cycle = _FastCycle(route, matched, self.parser.should_keep_alive())  # type: ignore[assignment]
+
+        def _fast_route(self) -> tuple[FastRoute, Any] | None:
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete:
+                return None
+            url = self.url
+            if self.expect_100_continue or b"%" in url or b"?" in url or not url.startswith(b"/"):
+                return None
+            parser = self.parser
+            if parser.get_http_version() != "1.1" or parser.should_upgrade():
+                return None
+            method = parser.get_method()
+            for route in routes:
+                matched = route.fast_match(method, url, self.headers)
+                if matched is not None:
+                    return route, matched
+            return None
+
+        def on_body(self, body: bytes) -> None:
+            cycle = self.cycle
+            if isinstance(cycle, _FastCycle):
+                cycle.body.append(body)
+            else:
+                super().on_body(body)
+
+        def on_message_complete(self) -> None:
+            cycle = self.cycle
+            if not isinstance(cycle, _FastCycle):
+                super().on_message_complete()
+                return
+            body = cycle.body[0] if len(cycle.body) == 1 else b"".join(cycle.body)
+            cycle.body = []
+
+            def respond(status: int, text: str) -> None:
+                self._fast_respond(cycle, status, text)
+
+            try:
+                cycle.route.fast_serve(app, cycle.matched, self.headers, body, respond)
+            except Exception:
+                logger.exception("fast route failed")
+                if not cycle.response_complete:
+                    self._fast_respond(cycle, 500, "internal error")
+
+        def _fast_respond(self, cycle: _FastCycle, status: int, text: str) -> None:
+            if cycle.response_complete:
+                return
+            cycle.response_complete = True
+            transport = self.transport
+            if transport.is_closing():  # the client hung up: nobody to answer
+                return
+            body = text.encode()
+            content = [STATUS_LINE[status]]
+            for name, value in self.server_state.default_headers:
+                content += [name, b": ", value, b"\r\n"]
+            if body:
+                content.append(b"content-type: text/plain; charset=utf-8\r\n")
+            content.append(b"content-length: %d\r\n" % len(body))
+            if not cycle.keep_alive:
+                content.append(b"connection: close\r\n")
+            content += [b"\r\n", body]
+            transport.write(b"".join(content))
+            if not cycle.keep_alive:
+                transport.close()
+            # uvicorn's: starts a queued request, or the keep-alive timer
+            self.on_response_complete()
+
+    return _FastProtocol
 
 
 # -- the server ----------------------------------------------------------
@@ -213,8 +357,10 @@ class HttpServer:
         allow_deep_statements()  # the server's threads get the stack deep SQL needs
         sock = _bind(self.host, self.port)
         self.port = sock.getsockname()[1]
+        fast = [r for r in self.raw_routes if hasattr(r, "fast_match")]
         config = uvicorn.Config(
             _FrontDoor(self.app, self.raw_routes),
+            http=_fast_protocol(self.app, fast) if fast else "auto",  # type: ignore[arg-type]
             log_level="warning",
             access_log=False,
             lifespan="off",

@@ -19,12 +19,16 @@ secret or the CHECK's details):
 Header names are lower-cased; a header whose value is not visible ASCII is
 left out (as Materialize does).
 
-The endpoint is a raw ASGI route (`server/http.py`'s `RawRoute`): uvicorn
-hands it the request without Starlette's middleware and router, which cost
-more per request than the rest of the HTTP path. Requests go from the event
-loop to one appending thread (`AppendQueue`), which takes every request
-queued at once into one `WebhookAppender.append_all`, so requests in flight
-together share one group commit, and the thread handoff is once per batch.
+The endpoint is a fast route (`server/http.py`'s `FastRoute`): a plain
+POST with a Content-Length within the limit is answered from uvicorn's
+HTTP protocol itself, with no ASGI request cycle, task or send messages;
+any other request to it (chunked, `Expect: 100-continue`, HTTP/1.0,
+pipelined behind another) takes the raw ASGI route, ahead of Starlette's
+middleware and router. Both give the same answers. Requests go from the
+event loop to one appending thread (`AppendQueue`), which takes every
+request queued at once into one `WebhookAppender.append_all`, so requests
+in flight together share one group commit, and the thread handoff is once
+per batch each way.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import asyncio
 import datetime as dt
 import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from starlette.types import Receive, Scope, Send
@@ -51,6 +56,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 PREFIX = "/api/webhook/"  # then <database>/<schema>/<source>
+_PREFIX_BYTES = PREFIX.encode()
 _DRAIN_BYTES = 64 * 1024 * 1024  # read (and drop) this much of a too-large body, then hang up
 _TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
 
@@ -78,10 +84,13 @@ def request_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
     return headers
 
 
+def _too_large(limit: int) -> AppendWebhookError:
+    return AppendWebhookError(413, f"request body is larger than {limit} bytes")
+
+
 async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
     """The body, or AppendWebhookError 413 once it passes `limit` bytes (the
     rest is read and dropped, so the client gets the answer)."""
-    too_large = AppendWebhookError(413, f"request body is larger than {limit} bytes")
     declared = next((v for n, v in scope["headers"] if n.lower() == b"content-length"), b"")
     over = declared.isdigit() and int(declared) > limit
     chunks: list[bytes] = []
@@ -99,19 +108,22 @@ async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
         if not message.get("more_body", False) or size > _DRAIN_BYTES:
             break
     if over:
-        raise too_large
+        raise _too_large(limit)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+Settle = Callable[[Outcome], None]
 
 
 class AppendQueue:
     """Requests handed from the event loop to one appending thread. The
     thread takes every request queued at once into one `append_all` (one
-    group commit), then settles their futures with one call into the loop:
-    batches grow to what is in flight, with no timer."""
+    group commit), then settles them with one call into the loop: batches
+    grow to what is in flight, with no timer."""
 
     def __init__(self, appender: WebhookAppender) -> None:
         self.appender = appender
-        self._pending: list[tuple[WebhookRequest, asyncio.Future[Outcome]]] = []
+        self._pending: list[tuple[WebhookRequest, asyncio.AbstractEventLoop, Settle]] = []
         self._ready = threading.Condition()
         self._closed = False
         self.batches = 0  # append_all calls made (tests count them)
@@ -120,13 +132,26 @@ class AppendQueue:
 
     def submit(self, request: WebhookRequest) -> asyncio.Future[Outcome]:
         """The request's outcome, once its batch is committed (or refused)."""
-        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Outcome] = loop.create_future()
+
+        def settle(outcome: Outcome) -> None:
+            if not future.done():
+                future.set_result(outcome)
+
+        self.submit_then(request, loop, settle)
+        return future
+
+    def submit_then(
+        self, request: WebhookRequest, loop: asyncio.AbstractEventLoop, settle: Settle
+    ) -> None:
+        """Call `settle` on `loop` with the request's outcome once its batch
+        is committed (or refused)."""
         with self._ready:
             if self._closed:
                 raise AppendWebhookError.unavailable()
-            self._pending.append((request, future))
+            self._pending.append((request, loop, settle))
             self._ready.notify()
-        return future
 
     def close(self) -> None:
         """Stop taking requests; those queued and not yet taken get 503."""
@@ -143,7 +168,7 @@ class AppendQueue:
                 closed = self._closed
             if not batch:
                 return
-            requests = [request for request, _ in batch]
+            requests = [request for request, _, _ in batch]
             outcomes: list[Outcome]
             if closed:
                 outcomes = [AppendWebhookError.unavailable() for _ in batch]
@@ -153,9 +178,9 @@ class AppendQueue:
                 except Exception as error:  # a bug outside any one request: all of them get it
                     outcomes = [error] * len(batch)
                 self.batches += 1
-            loops: dict[asyncio.AbstractEventLoop, list[Any]] = {}
-            for (_, future), outcome in zip(batch, outcomes, strict=True):
-                loops.setdefault(future.get_loop(), []).append((future, outcome))
+            loops: dict[asyncio.AbstractEventLoop, list[tuple[Settle, Outcome]]] = {}
+            for (_, loop, settle), outcome in zip(batch, outcomes, strict=True):
+                loops.setdefault(loop, []).append((settle, outcome))
             for loop, settled in loops.items():
                 try:
                     loop.call_soon_threadsafe(_settle, settled)
@@ -163,10 +188,12 @@ class AppendQueue:
                     continue
 
 
-def _settle(settled: list[tuple[asyncio.Future[Outcome], Outcome]]) -> None:
-    for future, outcome in settled:
-        if not future.done():
-            future.set_result(outcome)
+def _settle(settled: list[tuple[Settle, Outcome]]) -> None:
+    for settle, outcome in settled:
+        try:
+            settle(outcome)
+        except Exception:  # one answer's failure (a bug) must not keep the others
+            logger.exception("answering a webhook request failed")
 
 
 class WebhookEndpoint:
@@ -182,6 +209,70 @@ class WebhookEndpoint:
 
     def close(self) -> None:
         self.queue.close()
+
+    def fast_match(
+        self, method: bytes, path: bytes, headers: list[tuple[bytes, bytes]]
+    ) -> tuple[str, str, str] | None:
+        """(database, schema, source) of a POST the fast path can take: its
+        body's length declared and within the limit (so it is never read in
+        part), not chunked."""
+        if method != b"POST" or not path.startswith(_PREFIX_BYTES):
+            return None
+        length = None
+        for name, value in headers:
+            if name == b"content-length":
+                if length is not None or not value.isdigit():
+                    return None
+                length = int(value)
+            elif name == b"transfer-encoding":
+                return None
+        if length is None or length > self.max_body_bytes:
+            return None
+        try:
+            names = path[len(_PREFIX_BYTES) :].decode("utf-8").split("/")
+        except UnicodeDecodeError:
+            return None
+        if len(names) != 3 or not all(names):
+            return None
+        return names[0], names[1], names[2]
+
+    def fast_serve(
+        self,
+        app: Any,
+        names: tuple[str, str, str],
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        respond: Callable[[int, str], None],
+    ) -> None:
+        """`_answer` without a task: the outcome comes back to `respond`."""
+        refused = self._refused_now(app)
+        if refused is not None:
+            respond(*refused)
+            return
+        self.in_flight += 1
+
+        def settle(outcome: Outcome) -> None:
+            self.in_flight -= 1
+            respond(*_answer_of(outcome))
+
+        try:
+            request = WebhookRequest(
+                *names,
+                body=body,
+                headers=request_headers(headers),
+                received_at=dt.datetime.now(dt.UTC),
+            )
+            self.queue.submit_then(request, asyncio.get_running_loop(), settle)
+        except Exception as error:
+            settle(error)
+
+    def _refused_now(self, app: Any) -> tuple[int, str] | None:
+        """503 while shutting down, 429 with too many requests in flight."""
+        if app.state.shutting_down:
+            return _refused(AppendWebhookError.unavailable())
+        if self.in_flight >= self.max_concurrency:
+            return _refused(AppendWebhookError(429, "too many requests"))
+        return None
 
     def match(self, scope: Scope) -> tuple[str, str, str] | None:
         """(database, schema, source) of a `POST /api/webhook/d/s/n`; None
@@ -213,32 +304,37 @@ class WebhookEndpoint:
         self, scope: Scope, receive: Receive, names: tuple[str, str, str]
     ) -> tuple[int, str]:
         """The status and plain-text body (empty for 200)."""
-        if scope["app"].state.shutting_down:
-            return _refused(AppendWebhookError.unavailable())
-        if self.in_flight >= self.max_concurrency:
-            return _refused(AppendWebhookError(429, "too many requests"))
+        refused = self._refused_now(scope["app"])
+        if refused is not None:
+            return refused
         self.in_flight += 1
         try:
             received_at = dt.datetime.now(dt.UTC)
             headers = request_headers(scope["headers"])
             body = await read_body(scope, receive, self.max_body_bytes)
-            outcome = await self.queue.submit(
+            outcome: Outcome = await self.queue.submit(
                 WebhookRequest(*names, body=body, headers=headers, received_at=received_at)
             )
-            if isinstance(outcome, Exception):
-                raise outcome
-            return 200, ""
-        except AppendWebhookError as error:
-            return _refused(error)
         except ClientDisconnect:
             return 400, ""  # nobody is listening
-        except DiskFull:  # nothing was written; a retry succeeds once space is freed
-            return 507, "insufficient storage: the disk is full"
-        except Exception:
-            logger.exception("webhook request failed")  # no body or headers: they may hold secrets
-            return 500, "internal error"
+        except Exception as error:
+            outcome = error
         finally:
             self.in_flight -= 1
+        return _answer_of(outcome)
+
+
+def _answer_of(outcome: Outcome) -> tuple[int, str]:
+    """The status and plain-text body answering a request's outcome."""
+    if not isinstance(outcome, Exception):
+        return 200, ""
+    if isinstance(outcome, AppendWebhookError):
+        return _refused(outcome)
+    if isinstance(outcome, DiskFull):  # nothing was written; a retry succeeds once space is freed
+        return 507, "insufficient storage: the disk is full"
+    # No body or headers in the log: they may hold secrets.
+    logger.error("webhook request failed", exc_info=outcome)
+    return 500, "internal error"
 
 
 def _refused(error: AppendWebhookError) -> tuple[int, str]:

@@ -437,3 +437,124 @@ def test_concurrent_posts_land_exactly_once_in_shared_commits(
     stored = sorted(json.loads(body)["n"] for (body,) in sql("SELECT body FROM burst"))
     assert stored == list(range(clients))
     assert sum(commits) == clients and len(commits) <= clients // 8, commits
+
+
+def _exchange(env: Environment, requests_bytes: bytes, answers: int) -> list[tuple[int, bytes]]:
+    """Send raw HTTP/1.1 bytes on one connection and read `answers`
+    responses in the order they come: (status, body) each (an interim
+    100 Continue is skipped)."""
+    with socket.create_connection(("127.0.0.1", env.http.port), timeout=30) as sock:
+        sock.sendall(requests_bytes)
+        stream = sock.makefile("rb")
+        got = []
+        while len(got) < answers:
+            status = int(stream.readline().split()[1])
+            length = 0
+            while (line := stream.readline()) not in (b"\r\n", b""):
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            if status != 100:
+                got.append((status, stream.read(length)))
+        return got
+
+
+def _request(source: str, body: bytes, *headers: str, version: str = "1.1") -> bytes:
+    head = [f"POST /api/webhook/materialize/public/{source} HTTP/{version}", "Host: x", *headers]
+    if not any(h.lower().startswith("transfer-encoding") for h in headers):
+        head.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def _chunked(body: bytes) -> bytes:
+    return b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body) if body else b"0\r\n\r\n"
+
+
+def test_fast_path_and_asgi_path_answer_alike(
+    environment: Environment, sql: Sql, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain POST is answered from the HTTP protocol (no ASGI task); a
+    chunked one, HTTP/1.0, `Expect: 100-continue` or one declaring a body
+    over the limit (whose body is read and dropped) goes the ASGI way.
+    Both give the same status and text for every kind of answer, and each
+    200 stored its event."""
+    endpoint = environment.webhooks
+    asgi: list[str] = []
+    serve = endpoint.serve
+
+    async def counted(scope: Any, receive: Any, send: Any, names: Any) -> None:
+        asgi.append(scope["path"])
+        await serve(scope, receive, send, names)
+
+    monkeypatch.setattr(endpoint, "serve", counted)
+    sql("CREATE SOURCE j FROM WEBHOOK BODY FORMAT JSON")
+    sql("CREATE SOURCE r FROM WEBHOOK BODY FORMAT BYTES")
+    limit = endpoint.max_body_bytes
+    cases = [
+        ("j", b'{"n": 1}', ()),
+        ("j", b'{"n": ', ()),  # 400: not JSON
+        ("nope", b"{}", ()),  # 404
+        ("j", b"{}", ("X-A: 1", "x-a: 2")),  # 401: a header twice
+        ("r", b"x" * (limit + 1), ()),  # 413
+    ]
+    fast = []
+    for source, body, headers in cases:
+        fast.append(_exchange(environment, _request(source, body, *headers), 1)[0])
+    assert asgi == ["/api/webhook/materialize/public/r"], "the others took the fast path"
+    assert [status for status, _ in fast] == [200, 400, 404, 401, 413]
+    assert fast[1][1].startswith(b"failed to deserialize body as jsonb")
+    assert fast[4][1] == b"request body is larger than %d bytes" % limit
+    other_ways = {
+        "chunked": lambda s, b, h: _request(s, _chunked(b), *h, "Transfer-Encoding: chunked"),
+        "HTTP/1.0": lambda s, b, h: _request(s, b, *h, version="1.0"),
+        "expect": lambda s, b, h: _request(s, b, *h, "Expect: 100-continue"),
+    }
+    for way, build in other_ways.items():
+        before = len(asgi)
+        answers = [_exchange(environment, build(s, b, h), 1)[0] for s, b, h in cases]
+        assert answers == fast, way
+        assert len(asgi) > before, f"{way} went the ASGI way"
+    stored = sorted(body for (body,) in sql("SELECT body FROM j"))
+    assert stored == ['{"n": 1}'] * 4
+
+
+def test_pipelined_requests_are_answered_in_order(
+    environment: Environment, sql: Sql, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests sent back to back on one connection, the first one's commit
+    slow: the answers come in the order the requests were sent (a request
+    behind one in flight waits for it), and each 200 stored its event."""
+    sql("CREATE SOURCE p FROM WEBHOOK BODY FORMAT JSON")
+    coord = environment.handle.coordinator
+    commit = coord.commit_writes
+    slow = [True]
+
+    def slow_first(changes: Any, encoded: Any = None) -> int:
+        if slow.pop() if slow else False:
+            time.sleep(0.5)
+        return commit(changes, encoded)
+
+    monkeypatch.setattr(coord, "commit_writes", slow_first)
+    sent = (
+        _request("p", b'{"n": 1}')
+        + _request("p", b'{"n": ')
+        + b"GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n"
+        + _request("p", b'{"n": 2}')
+        + _request("missing", b"{}")
+    )
+    answers = _exchange(environment, sent, 5)
+    assert [status for status, _ in answers] == [200, 400, 200, 200, 404]
+    assert sorted(body for (body,) in sql("SELECT body FROM p")) == ['{"n": 1}', '{"n": 2}']
+
+
+def test_connection_close_is_honoured_on_the_fast_path(environment: Environment, sql: Sql) -> None:
+    """`Connection: close`: the answer says so and the server hangs up."""
+    sql("CREATE SOURCE c FROM WEBHOOK BODY FORMAT TEXT")
+    with socket.create_connection(("127.0.0.1", environment.http.port), timeout=30) as sock:
+        sock.sendall(_request("c", b"bye", "Connection: close"))
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    head = received.split(b"\r\n\r\n", 1)[0].lower()
+    assert head.startswith(b"http/1.1 200") and b"connection: close" in head
+    assert sql("SELECT body FROM c") == [("bye",)]

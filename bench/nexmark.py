@@ -419,6 +419,10 @@ class Cell:
     """One query at one delta size: every repeat's measurements."""
 
     seconds: dict[str, list[float]] = field(default_factory=dict)
+    # CPU seconds of the same operations (Tidemark: this process; DuckDB: its
+    # worker, all its threads): what the work cost, whatever the machine's
+    # load did to the wall clock.
+    cpu_seconds: dict[str, list[float]] = field(default_factory=dict)
     peak_mb: dict[str, list[float]] = field(default_factory=dict)
     growth_mb: dict[str, list[float]] = field(default_factory=dict)
     rows_written: list[int] = field(default_factory=list)
@@ -429,8 +433,12 @@ class Cell:
     state_rows: int = 0  # the view's arranged state after its last step
     state_bytes: int = 0
 
-    def add(self, engine: str, seconds: float, peak: float, growth: float) -> None:
+    def add(
+        self, engine: str, seconds: float, peak: float, growth: float, cpu: float | None = None
+    ) -> None:
         self.seconds.setdefault(engine, []).append(seconds)
+        if cpu is not None:
+            self.cpu_seconds.setdefault(engine, []).append(cpu)
         self.peak_mb.setdefault(engine, []).append(peak)
         self.growth_mb.setdefault(engine, []).append(growth)
 
@@ -440,6 +448,8 @@ class Cell:
         return {
             "seconds": med,
             "seconds_all": self.seconds,
+            "cpu_seconds": {e: statistics.median(v) for e, v in self.cpu_seconds.items()},
+            "cpu_seconds_all": self.cpu_seconds,
             "ratio_to_tidemark": {e: s / base for e, s in med.items()} if base else {},
             "peak_rss_mb": {e: max(v) for e, v in self.peak_mb.items()},
             "rss_growth_mb": {e: max(v) for e, v in self.growth_mb.items()},
@@ -522,13 +532,20 @@ class Bench:
                 work = workers[engine]
                 if work is not None:
                     answer = work()
-                    cell.add(engine, answer["seconds"], answer["peak_mb"], answer["growth_mb"])
+                    cell.add(
+                        engine,
+                        answer["seconds"],
+                        answer["peak_mb"],
+                        answer["growth_mb"],
+                        answer.get("cpu_seconds"),
+                    )
                 continue
             with PeakRss(tree) as rss:
-                start = time.perf_counter()
+                start, cpu_start = time.perf_counter(), time.process_time()
                 result = runs[engine]()
                 seconds = time.perf_counter() - start
-            cell.add(engine, seconds, rss.peak_mb, rss.growth_mb)
+                cpu = time.process_time() - cpu_start
+            cell.add(engine, seconds, rss.peak_mb, rss.growth_mb, cpu)
             if engine == "tidemark":
                 cell.rows_written.append(result["rows_written"])
                 cell.where.add(result["where"])
@@ -655,14 +672,20 @@ def markdown(document: dict[str, Any]) -> str:
         " so for them it is that worker's peak RSS (SDP: Python and its Spark Connect JVM;"
         f" DuckDB: Python and DuckDB, {run.get('duckdb_idle_rss_mb') or 0:,.0f} MB when idle)."
         " Every engine's view was checked equal to Tidemark's after hydration and after the"
-        " first delta of each size.",
+        " first delta of each size. CPU is the median CPU time of the same operations"
+        " (Tidemark: its process; DuckDB: its worker, all threads): the work, which the"
+        " machine's load does not stretch as it does the wall clock.",
         "",
         "| query | delta | "
         + " | ".join(ENGINE_NAMES[e] for e in engines)
         + " | memory MB ("
         + " / ".join(f"{e} {MEMORY[e]}" for e in engines)
+        + ") | CPU ("
+        + " / ".join(ENGINE_NAMES[e] for e in engines)
         + ") | Tidemark state rows / MB | Tidemark ran on | rows checked |",
-        "| --- | --- | " + " | ".join("---:" for _ in engines) + " | ---: | ---: | --- | ---: |",
+        "| --- | --- | "
+        + " | ".join("---:" for _ in engines)
+        + " | ---: | ---: | ---: | --- | ---: |",
     ]
     for name in run["planned"]:
         for label, cell in [("hydration", run["hydration"][name]), *run["results"][name].items()]:
@@ -676,9 +699,10 @@ def markdown(document: dict[str, Any]) -> str:
                     + (f" ({_ratio(ratio)})" if ratio is not None and e != "tidemark" else "")
                 )
             peaks = " / ".join(_memory(cell, e) for e in engines)
+            cpus = " / ".join(_seconds(cell.get("cpu_seconds", {}).get(e)) for e in engines)
             checked = f"{cell['checked_rows']:,}" if cell["checked_rows"] is not None else "-"
             lines.append(
-                f"| {name} | {delta} | {' | '.join(parts)} | {peaks}"
+                f"| {name} | {delta} | {' | '.join(parts)} | {peaks} | {cpus}"
                 f" | {cell.get('state_rows', 0):,} / {cell.get('state_bytes', 0) / 2**20:,.1f}"
                 f" | {cell['tidemark_ran_on']} | {checked} |"
             )

@@ -778,7 +778,7 @@ class Coordinator:
                         return rows, "fast-path"
                     finally:
                         self.compute.release_index(instance_id, index_id, timestamp)
-            return self.storage.snapshot(expr.id, timestamp), "persist-fast-path"
+            return self.storage.snapshot_rows(expr.id, timestamp), "persist-fast-path"
         strategy = "standard" if expr.depends_on() else "constant"
         return self.compute.stream_expr(expr, timestamp), strategy
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +60,7 @@ from coordinator_lib.persist.arrangement_store import (
     OrderedUpdate,
     TimedUpdate,
 )
-from coordinator_lib.persist.shard import Shard
+from coordinator_lib.persist.shard import Shard, SnapshotRows
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.update import Row, Update, consolidate
@@ -115,7 +115,7 @@ class StepState:
     def _keep(
         self,
         operator: str,
-        delta: list[Update] | None,
+        delta: Iterable[Update] | None,
         key_of: Callable[[Row], Key | None],
         keyed_old: Callable[[], Iterable[tuple[Key | None, Row, int]]] | None,
     ) -> None:
@@ -329,10 +329,33 @@ def stream_peek(
     """`expr`'s rows at `timestamp` in-process, a one-off query: its inputs
     are read now, its rows computed as they are read (local.stream_local)."""
     upper = timestamp + 1
-    frames = _read_inputs(inputs, timestamp, upper, True, StepReads())
+    # Each input is its snapshot at `timestamp` (no update lies in
+    # [timestamp + 1, upper)), read now and turned into Python rows a batch at
+    # a time as the plan pulls them: a scan, filter, project or aggregate
+    # holds a batch of its input, not the table (issue 18's soak).
+    frames = {
+        id: LocalRendered(None, _StampedSnapshot(shard.snapshot_rows(timestamp), timestamp))
+        for id, shard in inputs.items()
+    }
     raise_first(input_errors(inputs.values(), timestamp, timestamp, upper))
     ctx = LocalContext(timestamp, upper, frames, hydrating=True, streaming=True)
     return stream_local(expr, ctx)
+
+
+class _StampedSnapshot:
+    """A snapshot's rows as updates at `time`, converted as iterated (again
+    on each iteration: a self-join reads its input twice)."""
+
+    def __init__(self, rows: SnapshotRows, time: int) -> None:
+        self.rows = rows
+        self.time = time
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[Update]:
+        time = self.time
+        return (Update(row, time, diff) for row, diff in self.rows)
 
 
 def _read_inputs(

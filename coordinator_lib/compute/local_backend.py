@@ -67,7 +67,8 @@ class LocalRendered:
     """An operator's old contents (computed when first asked) and delta."""
 
     old: Callable[[], OldRows] | None
-    delta: DeltaRows | None
+    # A list, or (a one-off query's input) rows converted as they are iterated.
+    delta: DeltaRows | Iterable[Update] | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,7 +88,7 @@ class Rows:
         return Rows(cache(lambda: held(compute())), False)
 
     @staticmethod
-    def delta(rows: list[Any]) -> Rows:
+    def delta(rows: Iterable[Any]) -> Rows:
         return Rows(lambda: rows, True)
 
 

@@ -84,6 +84,35 @@ def new_id(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:16]}"
 
 
+# Rows a streamed snapshot turns into Python at a time (SnapshotRows).
+SNAPSHOT_BATCH_ROWS = 4096
+
+
+class SnapshotRows:
+    """A consolidated snapshot's `(row, diff)` pairs over its Arrow table,
+    converted `SNAPSHOT_BATCH_ROWS` at a time as they are iterated, and
+    again on each iteration: whoever reads them whole holds them whole, a
+    one-off query that streams them holds a batch (issue 18: a peek's
+    inputs held as Python lists made the soak's heap peaks grow with the
+    tables, and glibc's arenas stayed fragmented after them)."""
+
+    def __init__(self, table: pa.Table, names: Sequence[str]) -> None:
+        self.table = table
+        self.names = tuple(names)
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def __iter__(self) -> Iterator[tuple[Row, int]]:
+        for batch in self.table.to_batches(max_chunksize=SNAPSHOT_BATCH_ROWS):
+            diffs = batch.column(DIFF_COLUMN).to_pylist()
+            if not self.names:
+                yield from (((), d) for d in diffs)
+                continue
+            columns = [column_pylist(batch.column(n)) for n in self.names]
+            yield from zip(zip(*columns, strict=True), diffs, strict=True)
+
+
 class Shard:
     """One shard's handle. Cheap to create; holds a writer id for its appends."""
 
@@ -421,12 +450,13 @@ class Shard:
 
     def snapshot(self, as_of: int) -> list[tuple[Row, int]]:
         """The consolidated contents at `as_of` as (row, diff) pairs."""
-        table = self.snapshot_table(as_of)
-        columns = (column_pylist(table.column(n)) for n in self.desc.names)
-        rows: Iterator[Row] = zip(*columns, strict=True)
-        if not self.desc.names:
-            rows = iter([() for _ in range(table.num_rows)])
-        return list(zip(rows, table.column(DIFF_COLUMN).to_pylist(), strict=True))
+        return list(self.snapshot_rows(as_of))
+
+    def snapshot_rows(self, as_of: int) -> SnapshotRows:
+        """`snapshot`'s pairs, read now (the files, into Arrow) but made
+        Python rows a batch at a time as they are iterated (a one-off query's
+        input: rows as Python tuples take several times their Arrow size)."""
+        return SnapshotRows(self.snapshot_table(as_of), self.desc.names)
 
     def updates_between(self, lower: int, upper: Frontier) -> list[Update]:
         """Every update with time in [lower, upper), consolidated per (row, time).

@@ -32,7 +32,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -530,6 +530,17 @@ class StorageController:
         shard = self.shard(id)
         try:
             return shard.snapshot(as_of)
+        except persist_errors.ReadBeforeSince as error:
+            raise ReadBeforeSince(id, as_of, error.since) from error
+        except persist_errors.ReadBeyondUpper as error:
+            raise ReadBeyondUpper(id, as_of, error.upper) from error
+
+    def snapshot_rows(self, id: GlobalId, as_of: Timestamp) -> Iterable[tuple[Row, int]]:
+        """Like snapshot, read now but made Python rows a batch at a time as
+        they are iterated (persist/shard.py SnapshotRows): a one-off read."""
+        shard = self.shard(id)
+        try:
+            return shard.snapshot_rows(as_of)
         except persist_errors.ReadBeforeSince as error:
             raise ReadBeforeSince(id, as_of, error.since) from error
         except persist_errors.ReadBeyondUpper as error:

@@ -37,6 +37,7 @@ import asyncio
 import datetime as dt
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -119,7 +120,20 @@ class AppendQueue:
     """Requests handed from the event loop to one appending thread. The
     thread takes every request queued at once into one `append_all` (one
     group commit), then settles them with one call into the loop: batches
-    grow to what is in flight, with no timer."""
+    grow to what is in flight.
+
+    Clients that send their next request once answered otherwise split
+    into groups that take turns: those answered by one commit come back
+    while the next commit (of those that queued during the last one) runs,
+    so each commit holds about half of them and every request waits for a
+    commit it is not in (64 clients: batches of 31, 1,300 requests/s at load
+    10). So before taking a batch that is smaller than what was in flight
+    when it last answered (that batch and the requests queued then), the
+    thread waits for the answered ones to come back, for at most half the
+    last append's time (`_gather_bound`, never over 10 ms): the groups
+    merge into one, each commit holds nearly all of them (batches of 54,
+    2,100 requests/s at the same load), and a client that does not come
+    back costs a batch at most that much. A single client never waits."""
 
     def __init__(self, appender: WebhookAppender) -> None:
         self.appender = appender
@@ -127,6 +141,7 @@ class AppendQueue:
         self._ready = threading.Condition()
         self._closed = False
         self.batches = 0  # append_all calls made (tests count them)
+        self._wake_at = 1  # how many queued requests wake the thread
         self._thread = threading.Thread(target=self._run, name="webhook-append", daemon=True)
         self._thread.start()
 
@@ -151,7 +166,8 @@ class AppendQueue:
             if self._closed:
                 raise AppendWebhookError.unavailable()
             self._pending.append((request, loop, settle))
-            self._ready.notify()
+            if len(self._pending) >= self._wake_at:
+                self._ready.notify()
 
     def close(self) -> None:
         """Stop taking requests; those queued and not yet taken get 503."""
@@ -159,11 +175,21 @@ class AppendQueue:
             self._closed = True
             self._ready.notify()
 
+    def _gather_bound(self, took: float) -> float:
+        """How long to wait for the requests answered last (seconds), after
+        an append that took `took`."""
+        return min(took / 2, 0.010)
+
     def _run(self) -> None:
+        expected, bound = 0, 0.0  # in flight when the last batch was answered; the wait's bound
         while True:
             with self._ready:
                 while not self._pending and not self._closed:
                     self._ready.wait()
+                if len(self._pending) < expected and not self._closed:
+                    self._wake_at = expected
+                    self._ready.wait(bound)
+                    self._wake_at = 1
                 batch, self._pending = self._pending, []
                 closed = self._closed
             if not batch:
@@ -173,11 +199,15 @@ class AppendQueue:
             if closed:
                 outcomes = [AppendWebhookError.unavailable() for _ in batch]
             else:
+                started = time.perf_counter()
                 try:
                     outcomes = self.appender.append_all(requests)
                 except Exception as error:  # a bug outside any one request: all of them get it
                     outcomes = [error] * len(batch)
                 self.batches += 1
+                bound = self._gather_bound(time.perf_counter() - started)
+            with self._ready:  # before any of them can come back
+                expected = len(batch) + len(self._pending)
             loops: dict[asyncio.AbstractEventLoop, list[tuple[Settle, Outcome]]] = {}
             for (_, loop, settle), outcome in zip(batch, outcomes, strict=True):
                 loops.setdefault(loop, []).append((settle, outcome))

@@ -39,7 +39,6 @@ from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import RelationDesc, ScalarType
 from coordinator_lib.repr.text_map import map_value
-from coordinator_lib.repr.update import Update
 from coordinator_lib.sql.catalog import CatalogItem, ItemKind, QualifiedName
 from coordinator_lib.sql.coercion import parse_text_as
 from coordinator_lib.sql.escape_string import invalid_byte_sequence
@@ -244,6 +243,11 @@ def _key_order(key: str) -> tuple[int, bytes]:
     return len(encoded), encoded
 
 
+def _ascii_key_order(key: str) -> tuple[int, str]:
+    """`_key_order` for ASCII keys (their UTF-8 is their characters), without encoding them."""
+    return len(key), key
+
+
 def _ordered(value: Any) -> Any:
     """`value` with object keys in jsonb's order; refuses non-finite numbers
     and NUL in strings (PostgreSQL's jsonb cannot convert \\u0000 to text)."""
@@ -254,7 +258,8 @@ def _ordered(value: Any) -> Any:
             )
         return value
     if isinstance(value, dict):
-        return {_ordered(key): _ordered(value[key]) for key in sorted(value, key=_key_order)}
+        order = _ascii_key_order if all(key.isascii() for key in value) else _key_order
+        return {_ordered(key): _ordered(value[key]) for key in sorted(value, key=order)}
     if isinstance(value, list):
         return [_ordered(item) for item in value]
     if isinstance(value, float) and not math.isfinite(value):
@@ -262,10 +267,14 @@ def _ordered(value: Any) -> Any:
     return value
 
 
+# What json.dumps(value, ensure_ascii=False, separators=...) builds on every call.
+_JSONB_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))
+
+
 def jsonb_text(value: Any) -> str:
     """A parsed JSON value as stored jsonb text: `canonical_jsonb`'s output,
     with the encoding done by json's C encoder (several times faster)."""
-    return _utf8(json.dumps(_ordered(value), ensure_ascii=False, separators=(", ", ": ")))
+    return _utf8(_JSONB_ENCODER.encode(_ordered(value)))
 
 
 def _utf8(text: str) -> str:
@@ -623,26 +632,20 @@ class WebhookAppender:
         rows were built to fit the source's columns (typed bodies checked by
         pandera), so they are not checked again row by row; a value Arrow
         cannot hold fails only its own request (400)."""
-        updates: dict[GlobalId, list[Update]] = {}
-        for item in group:
-            updates.setdefault(item.source.id, []).extend(Update(r, 0, 1) for r in item.rows)
         descs = {item.source.id: item.source.desc for item in group}
         try:
-            return {id: batch_io.updates_to_table(ups, descs[id]) for id, ups in updates.items()}
+            return {id: batch_io.inserts_to_table(rows, descs[id]) for id, rows in _rows(group)}
         except InvalidRow:
             pass
         kept: list[_Staged] = []
         for item in group:  # find the requests that cannot be stored
             try:
-                batch_io.updates_to_table([Update(r, 0, 1) for r in item.rows], item.source.desc)
+                batch_io.inserts_to_table(item.rows, item.source.desc)
                 kept.append(item)
             except InvalidRow as error:
                 message = f"body does not match the source's schema: {_short(error)}"
                 outcomes[item.index] = AppendWebhookError(400, message)
-        updates = {}
-        for item in kept:
-            updates.setdefault(item.source.id, []).extend(Update(r, 0, 1) for r in item.rows)
-        return {id: batch_io.updates_to_table(ups, descs[id]) for id, ups in updates.items()}
+        return {id: batch_io.inserts_to_table(rows, descs[id]) for id, rows in _rows(kept)}
 
     def _refusal(self, source: AppendWebhookResponse, error: Exception) -> Exception:
         """What a failed commit answers: 404 for a source dropped just now,
@@ -662,6 +665,14 @@ class WebhookAppender:
             if source.id not in self._seeded:
                 self.keys.seed(source.id, stored_keys(self.coord, source))
                 self._seeded.add(source.id)
+
+
+def _rows(group: list[_Staged]) -> list[tuple[GlobalId, list[Row]]]:
+    """The rows of `group`'s requests, by source."""
+    rows: dict[GlobalId, list[Row]] = {}
+    for item in group:
+        rows.setdefault(item.source.id, []).extend(item.rows)
+    return list(rows.items())
 
 
 def idempotency_column(plan: CreateWebhookSourcePlan) -> tuple[int, str] | None:

@@ -47,6 +47,23 @@ def updates_to_table(updates: Sequence[Update], desc: RelationDesc) -> pa.Table:
             columns[i].append(value)
         times.append(time)
         diffs.append(diff)
+    return _columns_table(columns, times, diffs, desc)
+
+
+def inserts_to_table(rows: Sequence[tuple[Any, ...]], desc: RelationDesc) -> pa.Table:
+    """`updates_to_table` of each row inserted once at time 0 (what group
+    commit takes before it sets the time), without an Update per row."""
+    if not rows:
+        return updates_to_table([], desc)
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    if len(columns) != desc.arity:
+        raise ValueError(f"rows of {len(columns)} columns for a relation of {desc.arity}")
+    return _columns_table(columns, [0] * len(rows), [1] * len(rows), desc)
+
+
+def _columns_table(
+    columns: list[list], times: list[int], diffs: list[int], desc: RelationDesc
+) -> pa.Table:
     for i, column_type in enumerate(desc.types):
         if column_type.scalar_type is ScalarType.TIMESTAMPTZ:
             columns[i] = [_utc(value) for value in columns[i]]

@@ -256,14 +256,14 @@ def test_a_request_that_cannot_be_encoded_fails_alone(
     whose rows cannot be stored is refused (400), and the rest commit."""
     sql("CREATE SOURCE events FROM WEBHOOK BODY FORMAT TEXT")
     appender = WebhookAppender(handle.coordinator)
-    encode = webhook_module.batch_io.updates_to_table
+    encode = webhook_module.batch_io.inserts_to_table
 
-    def refusing(updates: Any, desc: Any) -> Any:
-        if any(update.row[0] == "unstorable" for update in updates):
+    def refusing(rows: Any, desc: Any) -> Any:
+        if any(row[0] == "unstorable" for row in rows):
             raise InvalidRow("no room for it")
-        return encode(updates, desc)
+        return encode(rows, desc)
 
-    monkeypatch.setattr(webhook_module.batch_io, "updates_to_table", refusing)
+    monkeypatch.setattr(webhook_module.batch_io, "inserts_to_table", refusing)
     bodies = ["a", "unstorable", "b"]
     requests = [
         WebhookRequest("materialize", "public", "events", body.encode(), {}, NOW) for body in bodies

@@ -421,9 +421,24 @@ def compile_scalar(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> Compiled:
     except Exception:  # an expression that fails to type fails per row, as before
         return lambda row: eval_scalar(expr, row, types)
     compiled = _compiled(expr, types)
-    if is_integer(st) or st in (S.BOOLEAN, S.TEXT, S.DATE, S.TIMESTAMP, S.TIMESTAMPTZ):
-        return compiled  # never a float NaN
+    if _never_nan(expr, st):
+        return compiled
     return lambda row: one_nan(compiled(row))
+
+
+def _never_nan(expr: ScalarExpr, st: ScalarType) -> bool:
+    """Whether `expr`, of type `st`, never holds a float NaN. A Record is
+    typed as its first field but is a tuple of all of them (array_agg's
+    value then its ORDER BY keys), so a tree with one may hold a NaN."""
+    if not (is_integer(st) or st in (S.BOOLEAN, S.TEXT, S.DATE, S.TIMESTAMP, S.TIMESTAMPTZ)):
+        return False
+    pending = [expr]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, Record):
+            return False
+        pending += node.children()
+    return True
 
 
 def _compiled(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> Compiled:

@@ -88,6 +88,9 @@ def test_a_step_evaluates_each_delta_rows_scalars_a_bounded_number_of_times(
             # errors become the view's), once as its group key; not again
             # when the touched groups are read or arranged.
             assert evaluations.lengths <= 2 * DELTA, evaluations.lengths
+            # ...and at least once each: the counter sees the interpreter
+            # (else the counts above would hold for want of counting).
+            assert evaluations.lengths >= DELTA, evaluations.lengths
             for name, id in views.items():
                 reads = _last_step(session, id).reads
                 assert reads is not None and reads.snapshot == 0, (name, reads)

@@ -117,12 +117,9 @@ from coordinator_lib.sql.scalar import (
     unsupported_call,
 )
 from coordinator_lib.sql.scope import MERGED_USING, Scope, ScopeItem, ident_name, table_parts
+from coordinator_lib.sql.select_srf import lift_select_set_functions
 from coordinator_lib.sql.subquery import lower_filter, lower_subqueries
-from coordinator_lib.sql.table_functions import (
-    is_table_function,
-    lift_select_table_function,
-    plan_table_function,
-)
+from coordinator_lib.sql.table_functions import is_table_function, plan_table_function
 
 S = ScalarType
 EMPTY_DESC = RelationDesc((), ())
@@ -1091,7 +1088,7 @@ def _ordinal(node: exp.Expr, count: int) -> int | None:
 
 
 def plan_select(select: exp.Select, ctx: PlanContext) -> BoundQuery:
-    select = lift_select_table_function(select)
+    select = lift_select_set_functions(select, figure_colname)
     for key, what in _UNSUPPORTED_SELECT_ARGS.items():
         if select.args.get(key):
             raise UnsupportedFeature(f"{what} is not supported", position_of(select))

@@ -79,6 +79,7 @@ from coordinator_lib.sql.row_comparison import (
     is_row_in,
 )
 from coordinator_lib.sql.scope import Scope, ident_name
+from coordinator_lib.sql.select_srf import is_set_returning
 from coordinator_lib.sql.temporal import bind_mz_now, compare_mz_now
 from coordinator_lib.sql.typed import Typed, as_varchar, literal, null_of, number
 from coordinator_lib.sql.typmod import read_text
@@ -317,6 +318,11 @@ class ScalarBinder:
             raise UnsupportedFeature("query parameters are not supported yet", position)
         if isinstance(node, exp.TryCast):
             raise UnsupportedFeature("TRY_CAST is not supported", position)
+        if is_set_returning(node):  # PostgreSQL's words: ... not allowed in WHERE
+            clause = self.clause.removesuffix(" clause")
+            raise UnsupportedFeature(
+                f"set-returning functions are not allowed in {clause}", position
+            )
         if isinstance(node, exp.Filter):  # FILTER on what is no aggregate (PostgreSQL's words)
             called = _function_name(node.this) or node.this.sql(dialect="postgres")
             raise WrongObjectType(

@@ -186,69 +186,8 @@ def _unnest(node: exp.Unnest, binder: ScalarBinder, ordinality: bool) -> FlatMap
     )
 
 
-# --- a table function in the SELECT list ---------------------------------------------
-_LIFTED = "__select_table_function"
-
-
-def _select_call(item: exp.Expr) -> tuple[exp.Expr, exp.Identifier | None] | None:
-    """The table function call of a select item (`f(...)` or `f(...) AS c`)."""
-    node = item.this if isinstance(item, exp.Alias) else item
-    alias = item.args.get("alias") if isinstance(item, exp.Alias) else None
-    if isinstance(node, exp.Explode):  # sqlglot's name for unnest(...) in a SELECT list
-        node = exp.Unnest(expressions=[node.this.copy()]).update_positions(node)
-    if isinstance(node, exp.ExplodingGenerateSeries | exp.Unnest) or (
-        isinstance(node, exp.Anonymous) and node.name.lower() in _JSONB
-    ):
-        return node, alias
-    return None
-
-
-def lift_select_table_function(select: exp.Select) -> exp.Select:
-    """`SELECT ..., f(...) [AS c], ... FROM items` as `SELECT ..., x.c, ...
-    FROM items, LATERAL f(...) AS x(c)`: a table function in the SELECT list
-    gives each row once per value, as PostgreSQL's set-returning functions
-    do (Materialize plans them the same way). One per SELECT, of an
-    ungrouped query; a two-column one (jsonb_each) is a record there: 0A000."""
-    calls = [
-        (i, found) for i, item in enumerate(select.expressions) if (found := _select_call(item))
-    ]
-    if not calls:
-        return select
-    i, (call, alias) = calls[0]
-    grouped = (
-        select.args.get("group")
-        or select.args.get("having")
-        or any(
-            isinstance(n, exp.AggFunc | exp.Window) for e in select.expressions for n in e.walk()
-        )
-    )
-    two_columns = isinstance(call, exp.Anonymous) and _JSONB[call.name.lower()] in _TWO_COLUMNS
-    if len(calls) > 1 or grouped or two_columns:
-        raise UnsupportedFeature(
-            "this table function in the SELECT list is not supported (one per ungrouped"
-            " SELECT, of one column; call it in FROM)",
-            position_of(call),
-        )
-    if alias is None:
-        name = "generate_series" if isinstance(call, exp.ExplodingGenerateSeries) else "unnest"
-        alias = exp.to_identifier(call.name.lower() if isinstance(call, exp.Anonymous) else name)
-    lifted = select.copy()
-    table = exp.TableAlias(this=exp.to_identifier(_LIFTED), columns=[alias.copy()])
-    lateral = exp.Lateral(this=call.copy(), alias=table)
-    column = exp.Column(this=alias.copy(), table=exp.to_identifier(_LIFTED))
-    items = list(lifted.expressions)
-    items[i] = exp.Alias(this=column, alias=alias.copy())
-    lifted.set("expressions", items)
-    if lifted.args.get("from_") is None:
-        lifted.set("from_", exp.From(this=lateral))
-    else:
-        lifted.set("joins", [*(lifted.args.get("joins") or []), exp.Join(this=lateral)])
-    return lifted
-
-
 __all__ = [
     "as_lateral_subquery",
     "is_table_function",
-    "lift_select_table_function",
     "plan_table_function",
 ]

@@ -629,6 +629,23 @@ QUERIES: dict[str, tuple[str, str | None]] = {
         "SELECT k, x, n FROM t, unnest(ARRAY[k, v, NULL]) WITH ORDINALITY AS u(x, n)",
         "SELECT k, x, n FROM t, unnest([k, v, NULL]) WITH ORDINALITY AS u(x, n)",
     ),
+    # set-returning functions in the SELECT list (sql/select_srf.py): LATERAL
+    # items after FROM; several in lockstep (padded with NULL); after grouping
+    "srf_select_expr": (
+        "SELECT k, generate_series(1, v) * 2 AS d, -unnest(ARRAY[k, v]) AS n FROM t",
+        "SELECT k, unnest(generate_series(1, v)) * 2 AS d, -unnest([k, v]) AS n FROM t",
+    ),
+    "srf_select_nested": (
+        "SELECT k, generate_series(1, generate_series(1, v)) AS g FROM t WHERE k < 3",
+        "SELECT k, unnest(generate_series(1, g)) AS g FROM (SELECT k,"
+        " unnest(generate_series(1, v)) AS g FROM t WHERE k < 3)",
+    ),
+    "srf_select_grouped": (
+        "SELECT k, unnest(array_agg(v ORDER BY v)) + count(*) AS x,"
+        " generate_series(1, count(s)) AS g FROM t GROUP BY k HAVING count(*) < 4",
+        "SELECT k, unnest(array_agg(v ORDER BY v)) + count(*) AS x,"
+        " unnest(generate_series(1, count(s))) AS g FROM t GROUP BY k HAVING count(*) < 4",
+    ),
     # stddev / variance: accumulable sums above which the variance is computed
     "agg_variance": (
         "SELECT k, var_samp(v) AS vs, var_pop(v) AS vp, stddev_samp(v) AS ss,"
@@ -835,6 +852,7 @@ OUTER_JOIN_VIEWS = [name for name in QUERIES if name.startswith("oj_")]
 TEMPORAL_VIEWS = [name for name in QUERIES if name.startswith("tf_")]
 ORDERED_VIEWS = [name for name in QUERIES if name.startswith(("topk_", "don_", "win_"))]
 LATERAL_VIEWS = [name for name in QUERIES if name.startswith("lat_")]
+SRF_VIEWS = [name for name in QUERIES if name.startswith("srf_")]
 ERROR_VIEWS = [name for name in QUERIES if name.startswith("err_")]
 
 KEYS = st.one_of(st.none(), st.integers(0, 4))
@@ -1249,6 +1267,19 @@ def test_array_agg_views_changing_engines_match_duckdb(
     try:
         views = run_workload(session, initial, rounds, ARRAY_VIEWS, ["local", "spark", "local"])
         check_rules_match_explain(session, views)
+    finally:
+        session.close()
+
+
+@settings(max_examples=4, **SETTINGS)
+@given(initial=initial_rows, rounds=st.lists(statements, min_size=2, max_size=4))
+def test_select_list_srf_views_match_duckdb_at_every_time(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
+) -> None:
+    """Set-returning functions in the SELECT list (srf_ views), in-process."""
+    session = SqlSession(spark, Path(tmp_path_factory.mktemp("sql")), engine="local")
+    try:
+        run_workload(session, initial, rounds, SRF_VIEWS)
     finally:
         session.close()
 

@@ -264,6 +264,32 @@ QUERIES = {
     # a table function in the SELECT list: a LATERAL call per row
     "select_list_table_function": "SELECT k, generate_series(k, 2), x FROM t1",
     "select_list_unnest": "SELECT w.g, unnest(ARRAY[v, -v]) AS u FROM w WHERE g < 3",
+    # set-returning functions inside SELECT-list expressions (sql/select_srf.py):
+    # several run in lockstep, padded with NULL; nested ones a level apart;
+    # in a grouped query after the grouping, ORDER BY / DISTINCT after them
+    "srf_in_expression": "SELECT k, generate_series(1, k) * 2 AS d, abs(-unnest(ARRAY[k, x]))"
+    " FROM t1",
+    "srf_no_from": "SELECT generate_series(1, 3) + 1, unnest(ARRAY['a', 'b']) || 'x' AS u",
+    "srf_lockstep": "SELECT g, v, generate_series(1, v), unnest(ARRAY[g, v, NULL]) AS u,"
+    " generate_series(g, 2) AS h FROM w",
+    "srf_nested": "SELECT g, generate_series(1, generate_series(g, 3)) + v AS n FROM w",
+    "srf_empty_and_null": "SELECT g, generate_series(1, NULL::int) AS a, generate_series(v, 1)"
+    " AS b FROM w",
+    "srf_grouped": "SELECT g, sum(v) AS s, generate_series(1, count(*)::int) * max(v) AS n"
+    " FROM w GROUP BY g HAVING sum(v) > 2 ORDER BY sum(v) DESC, n",
+    "srf_grouped_unnest_agg": "SELECT g AS h, unnest(array_agg(v ORDER BY v)) AS v FROM w"
+    " GROUP BY 1",
+    "srf_global_aggregate": "SELECT count(*), generate_series(1, 2) FROM a",
+    "srf_after_window": "SELECT v, row_number() OVER (ORDER BY v) AS r, generate_series(1, 2)"
+    " AS s FROM w",
+    "srf_distinct_order_limit": "SELECT DISTINCT generate_series(1, v) % 3 AS m, g FROM w"
+    " ORDER BY m DESC, g LIMIT 4",
+    "srf_jsonb": "SELECT id, jsonb_array_elements_text(body -> 'items') AS e,"
+    " jsonb_object_keys(body -> 'k') AS key FROM j",
+    "srf_in_where": "SELECT k FROM t1 WHERE generate_series(1, 2) > k",
+    "srf_in_case": "SELECT CASE WHEN k > 1 THEN generate_series(1, 2) END FROM t1",
+    "srf_in_coalesce": "SELECT coalesce(unnest(ARRAY[k]), 0) FROM t1",
+    "srf_in_aggregate": "SELECT sum(generate_series(1, k)) FROM t1",
     "select_list_no_from": "SELECT jsonb_array_elements('[1, \"a\"]') AS e",
     "too_many_aliases": "SELECT * FROM generate_series(1, 2) AS g(a, b)",
     "unnest_lateral": "SELECT k, v, n FROM t1 CROSS JOIN LATERAL"
@@ -517,7 +543,7 @@ UNSUPPORTED = [
     "SELECT a FROM a WHERE a SIMILAR TO 'x'",
     "SELECT * FROM jsonb_to_record('{}')",
     "SELECT extract(dow from interval '1 day')",
-    "SELECT count(*), generate_series(1, 2) FROM a",
+    "SELECT jsonb_each('{}')",
     "SELECT * FROM generate_series(1.5, 3)",
     "SELECT 1 FROM a NATURAL JOIN (b CROSS JOIN c)",
     "SELECT a::foo FROM a",

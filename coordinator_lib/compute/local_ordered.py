@@ -40,13 +40,14 @@ def _less(a: Any, b: Any) -> bool:
     if isinstance(b, float) and math.isnan(b):
         return not (isinstance(a, float) and math.isnan(a))
     if isinstance(a, tuple) and isinstance(b, tuple):
-        # arrays as Spark orders them: element by element, a NULL element
-        # below every value, a prefix below the longer array
+        # arrays and lists as PostgreSQL orders them: element by element, a
+        # NULL element above every value, a prefix below the longer array
+        # (render_ordered orders them so on Spark: expr/functions/arrays.py)
         for x, y in zip(a, b, strict=False):
             if x is None or y is None:
                 if x is None and y is None:
                     continue
-                return x is None
+                return y is None
             if _less(x, y):
                 return True
             if _less(y, x):

@@ -24,6 +24,7 @@ from coordinator_lib.compute.spark_aggregates import (
 )
 from coordinator_lib.compute.spark_errors import ERROR, first_error
 from coordinator_lib.compute.spark_frames import POINT, data_columns
+from coordinator_lib.expr.functions.arrays import spark_order_key
 from coordinator_lib.expr.relation import (
     AggregateFunc,
     Frame,
@@ -42,17 +43,24 @@ COUNT = "__m"  # a row's multiplicity at a point
 OUT = "__c"  # an output row's multiplicity at a point
 
 
-def _sort_column(key: OrderKey) -> SparkColumn:
-    column = F.col(column_name(key.column))
+def _ordered(column: int, types: tuple[ColumnType, ...]) -> SparkColumn:
+    """A column as it orders: an array or list by PostgreSQL's rule (NULL
+    elements last, local_ordered._less), where Spark puts them first."""
+    value = F.col(column_name(column))
+    return spark_order_key(value) if types[column].scalar_type.element is not None else value
+
+
+def _sort_column(key: OrderKey, types: tuple[ColumnType, ...]) -> SparkColumn:
+    column = _ordered(key.column, types)
     if key.desc:
         return column.desc_nulls_last() if key.nulls_last else column.desc_nulls_first()
     return column.asc_nulls_last() if key.nulls_last else column.asc_nulls_first()
 
 
-def _row_order(order_key: tuple[OrderKey, ...], arity: int) -> list[SparkColumn]:
+def _row_order(order_key: tuple[OrderKey, ...], types: tuple[ColumnType, ...]) -> list[SparkColumn]:
     """`order_key`, then every column ascending with NULLs last (local_ordered.row_order)."""
-    return [_sort_column(k) for k in order_key] + [
-        F.col(c).asc_nulls_last() for c in data_columns(arity)
+    return [_sort_column(k, types) for k in order_key] + [
+        _ordered(i, types).asc_nulls_last() for i in range(len(types))
     ]
 
 
@@ -60,7 +68,7 @@ def _topk(expr: TopK, state: DataFrame, key_cols: list[str]) -> DataFrame:
     arity = expr.input.desc.arity
     before = (
         SparkWindow.partitionBy(*key_cols, POINT)
-        .orderBy(*_row_order(expr.order_key, arity))
+        .orderBy(*_row_order(expr.order_key, expr.input.desc.types))
         .rowsBetween(SparkWindow.unboundedPreceding, -1)
     )
     start = F.coalesce(F.sum(COUNT).over(before), F.lit(0))
@@ -87,7 +95,7 @@ def _frame_spec(
     if not expr.order_key:  # every row a peer: the whole partition
         return SparkWindow.partitionBy(*partition)
     by_value = SparkWindow.partitionBy(*partition).orderBy(
-        *[_sort_column(k) for k in expr.order_key]
+        *[_sort_column(k, expr.input.desc.types) for k in expr.order_key]
     )
     return by_value.rangeBetween(lo, hi)
 
@@ -100,12 +108,16 @@ def _window(expr: Window, state: DataFrame, key_cols: list[str]) -> DataFrame:
         "__copy", F.explode(F.array_repeat(F.lit(0), F.col(COUNT).cast("int")))
     ).withColumn(COUNT, F.lit(1).cast("long"))
     partition = [*key_cols, POINT]
-    in_order = SparkWindow.partitionBy(*partition).orderBy(*_row_order(expr.order_key, arity))
+    in_order = SparkWindow.partitionBy(*partition).orderBy(
+        *_row_order(expr.order_key, expr.input.desc.types)
+    )
     rows = rows.withColumn(NUMBER, F.row_number().over(in_order))
     number = F.col(NUMBER)
     whole = in_order.rowsBetween(SparkWindow.unboundedPreceding, SparkWindow.unboundedFollowing)
     peers = (
-        SparkWindow.partitionBy(*partition).orderBy(*[_sort_column(k) for k in expr.order_key])
+        SparkWindow.partitionBy(*partition).orderBy(
+            *[_sort_column(k, expr.input.desc.types) for k in expr.order_key]
+        )
         if expr.order_key
         else SparkWindow.partitionBy(*partition)
     )

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 from sqlglot import exp
 
 from coordinator_lib.expr.functions import CallFunction
+from coordinator_lib.expr.functions.arrays import ORDERED_ELEMENTS
 from coordinator_lib.expr.relation import Map, Project, RelationExpr
 from coordinator_lib.expr.scalar import (
     BinaryFunc,
@@ -493,8 +494,11 @@ class ScalarBinder:
         elif right.unknown:
             right = self.resolve_unknown(right, left.scalar, rnode)
         target = operator_type(left.scalar, right.scalar)
-        if target is None or (target.element is not None and symbol not in ("=", "<>", "!=")):
-            # arrays and lists have only = and <> for now
+        if target is None or (
+            target.element is not None
+            and symbol not in ("=", "<>", "!=")
+            and (symbol not in ("<", "<=", ">", ">=") or target.element not in ORDERED_ELEMENTS)
+        ):  # arrays and lists order by their elements (array_cmp) where those order alike
             raise self.no_operator(node, symbol, left.scalar, right.scalar)
         return self.cast_to(left, target, lnode), self.cast_to(right, target, rnode), target
 
@@ -549,6 +553,12 @@ class ScalarBinder:
         if target is S.INTERVAL:  # PostgreSQL's order: 30-day months, 24-hour days
             left = function_calls.interval_cmp_key(self, node, left)
             right = function_calls.interval_cmp_key(self, node, right)
+        if target.element is not None and func not in (BinaryFunc.EQ, BinaryFunc.NOT_EQ):
+            nullable = left.type.nullable or right.type.nullable
+            order = CallFunction(
+                "array_cmp", (left.expr, right.expr), ColumnType(S.INTEGER, nullable)
+            )
+            return self.typed(CallBinary(func, order, Literal(0, ColumnType(S.INTEGER, False))))
         return self.typed(CallBinary(func, left.expr, right.expr))
 
     def _comparison(self, node: exp.Binary) -> Typed:

@@ -646,6 +646,23 @@ QUERIES: dict[str, tuple[str, str | None]] = {
         "SELECT k, unnest(array_agg(v ORDER BY v)) + count(*) AS x,"
         " unnest(generate_series(1, count(s))) AS g FROM t GROUP BY k HAVING count(*) < 4",
     ),
+    # arrays ordered as PostgreSQL orders them (NULL elements last, a prefix
+    # first): comparisons (array_cmp), TopK and window ORDER BY on both engines
+    "arr_ord_compare": (
+        "SELECT k, v, ARRAY[k, v] < ARRAY[v, k] AS lt, ARRAY[k, v] >= ARRAY[v] AS ge,"
+        " ARRAY[s] > ARRAY['ab', NULL] AS gt FROM t",
+        None,
+    ),
+    "arr_ord_topk": (
+        "SELECT * FROM (SELECT k, v, s, ARRAY[v, k] AS a FROM t"
+        " ORDER BY ARRAY[v, k] DESC NULLS LAST, s NULLS LAST LIMIT 3) AS top",
+        None,
+    ),
+    "arr_ord_window": (
+        "SELECT k, v, s, rank() OVER (PARTITION BY k ORDER BY ARRAY[v, k] NULLS LAST) AS r,"
+        " dense_rank() OVER (ORDER BY ARRAY[s] DESC NULLS LAST) AS d FROM t",
+        None,
+    ),
     # stddev / variance: accumulable sums above which the variance is computed
     "agg_variance": (
         "SELECT k, var_samp(v) AS vs, var_pop(v) AS vp, stddev_samp(v) AS ss,"
@@ -853,6 +870,7 @@ TEMPORAL_VIEWS = [name for name in QUERIES if name.startswith("tf_")]
 ORDERED_VIEWS = [name for name in QUERIES if name.startswith(("topk_", "don_", "win_"))]
 LATERAL_VIEWS = [name for name in QUERIES if name.startswith("lat_")]
 SRF_VIEWS = [name for name in QUERIES if name.startswith("srf_")]
+ARRAY_ORDER_VIEWS = [name for name in QUERIES if name.startswith("arr_ord_")]
 ERROR_VIEWS = [name for name in QUERIES if name.startswith("err_")]
 
 KEYS = st.one_of(st.none(), st.integers(0, 4))
@@ -1280,6 +1298,47 @@ def test_select_list_srf_views_match_duckdb_at_every_time(
     session = SqlSession(spark, Path(tmp_path_factory.mktemp("sql")), engine="local")
     try:
         run_workload(session, initial, rounds, SRF_VIEWS)
+    finally:
+        session.close()
+
+
+@settings(max_examples=4, **SETTINGS)
+@given(initial=initial_rows, rounds=st.lists(statements, min_size=2, max_size=4))
+def test_array_order_views_match_duckdb_at_every_time(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
+) -> None:
+    """Array comparisons, TopK and windows ordered by arrays (arr_ord_ views), in-process."""
+    session = SqlSession(spark, Path(tmp_path_factory.mktemp("sql")), engine="local")
+    try:
+        run_workload(session, initial, rounds, ARRAY_ORDER_VIEWS)
+    finally:
+        session.close()
+
+
+@settings(max_examples=1, **{**SETTINGS, "phases": [Phase.explicit]})
+@given(initial=initial_rows, rounds=st.lists(statements, min_size=3, max_size=3))
+@example(  # NULL elements, prefixes and ties; Spark steps cost seconds: the example only
+    initial=[
+        "INSERT INTO t VALUES (1, NULL, 'a'), (1, 2, 'b'), (NULL, 2, 'ab'), (2, 2, NULL)",
+        "INSERT INTO u VALUES (1, NULL, 'a')",
+    ],
+    rounds=[
+        ["INSERT INTO t VALUES (2, NULL, 'b'), (NULL, NULL, 'x'), (1, 3, 'ab')"],
+        ["DELETE FROM t WHERE v = 3", "UPDATE t SET v = 5 WHERE k IS NULL"],
+        ["UPDATE t SET v = NULL WHERE k = 2", "INSERT INTO t VALUES (1, 2, 'c')"],
+    ],
+)
+@pytest.mark.timeout(1800)
+def test_array_order_views_changing_engines_match_duckdb(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
+) -> None:
+    """The arr_ord_ views stepped local, Spark, local: Spark orders NULL
+    elements first unless told otherwise (render_ordered._ordered)."""
+    session = SqlSession(spark, Path(tmp_path_factory.mktemp("sql")))
+    try:
+        engines = ["local", "spark", "local"]
+        views = run_workload(session, initial, rounds, ARRAY_ORDER_VIEWS, engines)
+        check_rules_match_explain(session, views)
     finally:
         session.close()
 

@@ -71,6 +71,17 @@ DOCUMENTED = [
     ("SELECT length(LIST[1, 22]::text)", 6),
     ("SELECT ARRAY[1, 2]::int list", "{1,2}"),
     ("SELECT LIST[1, 2] = LIST[1, 2]", True),
+    # lists order as arrays: element by element, NULL elements last, a prefix first
+    ("SELECT LIST[1, 2] < LIST[1, 3]", True),
+    ("SELECT LIST[1, NULL] > LIST[1, 5]", True),
+    ("SELECT LIST[1] < LIST[1, 0]", True),
+    ("SELECT LIST['b'] >= LIST['a', 'z']", True),
+    ("SELECT LIST[NULL::int] <= LIST[1]", False),
+    (
+        "SELECT l::text AS s FROM (VALUES (LIST[1]), (LIST[1, NULL]), (LIST[2]),"
+        " (LIST[]::int list), (LIST[1, 2])) AS t(l) ORDER BY l DESC LIMIT 1 OFFSET 1",
+        "{1,NULL}",
+    ),
     ("SELECT pg_typeof(LIST[1])", "integer list"),
     (
         "SELECT list_agg(x ORDER BY o DESC) FROM (VALUES (1, 1), (NULL, 2), (3, 3)) AS t(x, o)",

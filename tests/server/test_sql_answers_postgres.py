@@ -38,6 +38,7 @@ TABLES = [
     "CREATE TABLE ts (t timestamp)",
     "CREATE TABLE j (id int, body jsonb)",
     "CREATE TABLE tsin (s text)",
+    "CREATE TABLE ar (i int, a int[], t text[])",
 ]
 ROWS = [
     "INSERT INTO a VALUES (1)",
@@ -56,6 +57,9 @@ ROWS = [
     " ('8 January 1999'), ('January 8, 1999 04:05:06 +5:30'), ('1999-Jan-08'), ('1/8/1999'),"
     " ('2020-1-2T3:04:05.0000025 UTC'), ('2020-01-01 24:00:00'), ('2020-01-01 01:02:60'),"
     " ('19990108 040506'), ('  epoch ')",
+    "INSERT INTO ar VALUES (1, '{1,2}', '{a}'), (2, '{1,NULL}', '{B}'), (3, '{1}', '{a,NULL}'),"
+    " (4, '{}', '{}'), (5, NULL, NULL), (6, '{2}', '{ab}'), (7, '{1,2,3}', '{a,b}'),"
+    " (8, '{NULL}', '{NULL}')",
 ]
 
 
@@ -353,6 +357,18 @@ QUERIES = {
     " AS u, ARRAY(SELECT DISTINCT g AS h FROM w ORDER BY h DESC) AS d,"
     " ARRAY(SELECT count(*) FROM w GROUP BY g ORDER BY count(*), g) AS c",
     "array_subquery_two_columns": "SELECT ARRAY(SELECT k, x FROM t1)",
+    # arrays ordered as PostgreSQL orders them: element by element, a NULL
+    # element above every value, a prefix first (comparisons, TopK, windows)
+    "array_order_compare": "SELECT x.i, y.i AS j, x.a < y.a AS lt, x.a <= y.a AS le,"
+    " x.a > y.a AS gt, x.a >= y.a AS ge, x.t < y.t AS tl, x.t >= y.t AS tg FROM ar x, ar y",
+    "array_order_literals": "SELECT ARRAY[1, 2] < ARRAY[1, 3] AS a, ARRAY['a'] > ARRAY['B'] AS b,"
+    " ARRAY[1, NULL] > ARRAY[1, 5] AS c, '{}'::int[] < ARRAY[NULL::int] AS d,"
+    " ARRAY[1.5, 'NaN'::float8] > ARRAY[1.5, 1e300::float8] AS e, i FROM ar WHERE a > '{1,2}'",
+    "array_order_topk": "SELECT i, a FROM (SELECT i, a FROM ar ORDER BY a DESC NULLS LAST, i"
+    " LIMIT 4) s",
+    "array_order_topk_text": "SELECT i FROM (SELECT i FROM ar ORDER BY t, i LIMIT 5) s",
+    "array_order_window": "SELECT i, row_number() OVER (ORDER BY t, i) AS r,"
+    " rank() OVER (ORDER BY a) AS k FROM ar",
     # version() is a PostgreSQL version string (test_version_names_tidemark: Tidemark's)
     "version": "SELECT version() LIKE 'PostgreSQL %.% on %' AS pg, pg_catalog.version() = VERSION()"
     " AS same FROM a",

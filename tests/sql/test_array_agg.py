@@ -89,7 +89,12 @@ def test_equality_is_null_and_text_cast() -> None:
     ("sql", "code", "message"),
     [
         ("SELECT array_agg(DISTINCT a) FROM t", "0A000", "DISTINCT"),
-        ("SELECT array_agg(a) < array_agg(a) FROM t", "42883", "integer[] < integer[]"),
+        # arrays order (array_cmp), but not by elements without one order on both engines
+        (
+            "SELECT array_agg(a::text::char(2)) < array_agg(a::text::char(2)) FROM t",
+            "42883",
+            "character[] < character[]",
+        ),
         ("SELECT array_agg(a) = array_agg(h) FROM t", "42883", "integer[] = smallint[]"),
         ("SELECT array_agg(a) + array_agg(a) FROM t", "42883", "integer[] + integer[]"),
         ("SELECT array_agg(x) FROM (SELECT array_agg(a) AS x FROM t) q", "0A000", "array"),

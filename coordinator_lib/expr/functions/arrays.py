@@ -136,3 +136,60 @@ def string_agg_of_array(values: Sequence[str | None] | None, separator: str) -> 
     and a group without any is NULL, as string_agg's."""
     parts = [v for v in values or () if v is not None]
     return separator.join(parts) if parts else None
+
+
+# Ordering comparisons of arrays and lists (`a < b`): PostgreSQL's order,
+# element by element, a NULL element above every value (and equal to another
+# NULL), a prefix below the longer one (compute/local_ordered.py orders
+# arrays the same way for ORDER BY, TopK and windows).
+ORDERED_ELEMENTS = frozenset(
+    {
+        ScalarType.BOOLEAN,
+        ScalarType.SMALLINT,
+        ScalarType.INTEGER,
+        ScalarType.BIGINT,
+        ScalarType.REAL,
+        ScalarType.DOUBLE,
+        ScalarType.NUMERIC,
+        ScalarType.TEXT,
+        ScalarType.BYTEA,
+        ScalarType.DATE,
+        ScalarType.TIMESTAMP,
+        ScalarType.TIMESTAMPTZ,
+    }
+)
+
+
+def spark_order_key(column: Any) -> Any:
+    """An array column as Spark orders it the way PostgreSQL does: each
+    element a struct (is it NULL, the value), so NULL elements come last."""
+    return F.transform(column, lambda e: F.struct(e.isNull().alias("n"), e.alias("v")))
+
+
+def _array_cmp_on_spark(call: SparkCall) -> Any:
+    a, b = (spark_order_key(c) for c in call.args)
+    return F.when(a < b, F.lit(-1)).when(a > b, F.lit(1)).otherwise(F.lit(0))
+
+
+def _element_cmp(x: Any, y: Any) -> int:
+    if x is None or y is None:
+        return 0 if x is y else (1 if x is None else -1)
+    x_nan, y_nan = x != x, y != y  # NaN: above every number, equal to itself
+    if x_nan or y_nan:
+        return 0 if x_nan and y_nan else (1 if x_nan else -1)
+    return -1 if x < y else (1 if y < x else 0)
+
+
+@scalar_function(
+    "array_cmp",
+    sig(Pseudo.ANY, Pseudo.ANY, result=ScalarType.INTEGER),
+    sql=(),
+    spark=_array_cmp_on_spark,
+)
+def array_cmp(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """-1, 0 or 1 as `a` orders before, with or after `b` (the order above)."""
+    for x, y in zip(a, b, strict=False):
+        result = _element_cmp(x, y)
+        if result:
+            return result
+    return (len(a) > len(b)) - (len(a) < len(b))

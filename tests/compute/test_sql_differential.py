@@ -1343,6 +1343,33 @@ def test_array_order_views_changing_engines_match_duckdb(
         session.close()
 
 
+@settings(max_examples=1, **{**SETTINGS, "phases": [Phase.explicit]})
+@given(initial=initial_rows, rounds=st.lists(statements, min_size=3, max_size=3))
+@example(  # Spark steps cost seconds: the example only (random rounds run locally above)
+    initial=[
+        "INSERT INTO t VALUES (1, 2, 'a'), (1, 3, NULL), (2, NULL, 'b'), (0, -1, 'x')",
+        "INSERT INTO u VALUES (1, NULL, 'a')",
+    ],
+    rounds=[
+        ["INSERT INTO t VALUES (2, 4, 'b'), (NULL, 1, '')"],
+        ["DELETE FROM t WHERE v = 3", "UPDATE t SET v = 2 WHERE k = 0"],
+        ["UPDATE t SET v = NULL WHERE k = 2", "INSERT INTO t VALUES (1, 1, 'c')"],
+    ],
+)
+def test_nested_srf_view_changing_engines_matches_duckdb(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
+) -> None:
+    """A set-returning call in another's arguments (two LATERAL FlatMaps, one
+    per level) stepped local, Spark, local."""
+    session = SqlSession(spark, Path(tmp_path_factory.mktemp("sql")))
+    try:
+        engines = ["local", "spark", "local"]
+        views = run_workload(session, initial, rounds, ["srf_select_nested"], engines)
+        check_rules_match_explain(session, views)
+    finally:
+        session.close()
+
+
 # Rows that make the err_ views fail (v = 0, k = 0), then stop failing: the
 # row goes (DELETE), its divisor moves (UPDATE), its dividend becomes NULL.
 FAILING_ROWS = {

@@ -1,6 +1,7 @@
 """Scalar expressions evaluated on Python rows, with PostgreSQL semantics:
 three-valued logic, NULL-strict operators, integer division truncating
-toward zero, overflow and division by zero as errors, lazy CASE.
+toward zero, overflow and division by zero as errors, lazy CASE and COALESCE,
+AND / OR left to right up to their first FALSE / TRUE.
 
 The in-process executor (compute/local.py) uses it for small steps, where
 Spark's per-job overhead would dominate; Spark's rendering (compute/scalar.py)
@@ -324,16 +325,18 @@ def _eval(expr: ScalarExpr, row: Row, types: tuple[ColumnType, ...]) -> Any:
             return _eval(expr.then, row, types)
         return _eval(expr.els, row, types)
     if isinstance(expr, CallVariadic):
-        if expr.func is VariadicFunc.AND:
-            values = [_eval(e, row, types) for e in expr.exprs]
-            if any(v is False for v in values):
-                return False
-            return None if any(v is None for v in values) else True
-        if expr.func is VariadicFunc.OR:
-            values = [_eval(e, row, types) for e in expr.exprs]
-            if any(v is True for v in values):
-                return True
-            return None if any(v is None for v in values) else False
+        if expr.func in (VariadicFunc.AND, VariadicFunc.OR):
+            # Left to right, stopping at the first FALSE (AND) / TRUE (OR),
+            # as PostgreSQL and Spark's And/Or: `v <> 0 AND k / v > 1`
+            # is FALSE where v = 0, not a division by zero.
+            decisive = expr.func is VariadicFunc.OR
+            unknown = False
+            for e in expr.exprs:
+                value = _eval(e, row, types)
+                if value is decisive:
+                    return decisive
+                unknown = unknown or value is None
+            return None if unknown else not decisive
         if expr.func is VariadicFunc.COALESCE:
             for e in expr.exprs:
                 value = _eval(e, row, types)
@@ -510,26 +513,35 @@ def _compile_cast(expr: Cast, types: tuple[ColumnType, ...]) -> Compiled:
 
 
 def _compile_logic(expr: CallVariadic, types: tuple[ColumnType, ...]) -> Compiled:
-    """AND / OR in three-valued logic; every operand is evaluated (an
-    operand's error is raised whatever the others are), as `_eval` does."""
+    """AND / OR in three-valued logic, left to right, stopping at the first
+    FALSE (AND) / TRUE (OR) as `_eval` does: an operand after it is not
+    evaluated (nor its error raised)."""
     parts = [_compile(e, types) for e in expr.exprs]
-    if expr.func is VariadicFunc.AND:
+    decisive = expr.func is VariadicFunc.OR
+    if len(parts) == 2:
+        first, second = parts
 
-        def conjunction(row: Row) -> Any:
-            values = [part(row) for part in parts]
-            if any(v is False for v in values):
-                return False
-            return None if any(v is None for v in values) else True
+        def pair(row: Row) -> Any:
+            a = first(row)
+            if a is decisive:
+                return decisive
+            b = second(row)
+            if b is decisive:
+                return decisive
+            return None if a is None or b is None else not decisive
 
-        return conjunction
+        return pair
 
-    def disjunction(row: Row) -> Any:
-        values = [part(row) for part in parts]
-        if any(v is True for v in values):
-            return True
-        return None if any(v is None for v in values) else False
+    def logic(row: Row) -> Any:
+        unknown = False
+        for part in parts:
+            value = part(row)
+            if value is decisive:
+                return decisive
+            unknown = unknown or value is None
+        return None if unknown else not decisive
 
-    return disjunction
+    return logic
 
 
 def _compile_binary(expr: CallBinary, types: tuple[ColumnType, ...]) -> Compiled:

@@ -97,6 +97,17 @@ def error_column(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn
             later = None if rest is None else F.when(to_spark(arg, types).isNull(), rest)
             rest = first_error([error_column(arg, types), later])
         return rest
+    if isinstance(expr, CallVariadic) and expr.func in (VariadicFunc.AND, VariadicFunc.OR):
+        # Left to right, operands after the first FALSE (AND) / TRUE (OR)
+        # are not evaluated (local_scalar._eval; Spark's And/Or alike).
+        decisive = F.lit(expr.func is VariadicFunc.OR)
+        rest = None
+        for arg in reversed(expr.exprs):
+            value = to_spark(arg, types)
+            undecided = value.isNull() | (value != decisive)
+            later = None if rest is None else F.when(undecided, rest)
+            rest = first_error([error_column(arg, types), later])
+        return rest
     own = None
     if isinstance(expr, CallBinary) and expr.func in (BinaryFunc.DIV, BinaryFunc.MOD):
         left, right = to_spark(expr.left, types), to_spark(expr.right, types)

@@ -331,8 +331,7 @@ def test_a_record_of_a_text_and_a_computed_nan_holds_the_one_nan() -> None:
 def test_case_and_logic_evaluate_as_the_interpreter_on_errors() -> None:
     """The classic cases by hand: CASE does not evaluate the branch not
     taken (no division by zero), COALESCE stops at its first non-NULL, AND/OR
-    evaluate every operand as the interpreter does (an error is raised even
-    beside a FALSE / TRUE)."""
+    stop at their first FALSE / TRUE."""
     types = (ColumnType(S.INTEGER, True), ColumnType(S.INTEGER, True))
     x, y = Column(0), Column(1)
     zero = Literal(0, ColumnType(S.INTEGER, False))
@@ -353,6 +352,54 @@ def test_case_and_logic_evaluate_as_the_interpreter_on_errors() -> None:
             assert outcome(compiled, row) == want, (expr, row)
     div = compile_scalar(cases[0], types)
     assert div((7, 0)) == 0 and div((7, 2)) == 3 and div((-7, 2)) == -3
+
+
+def test_and_or_stop_at_the_first_decisive_operand() -> None:
+    """PostgreSQL's answers (Spark's And/Or alike): operands
+    are evaluated left to right and those after the first FALSE (AND) /
+    TRUE (OR) are not, so `v <> 0 AND k / v > 1` is FALSE where v = 0; an
+    error before it, or after a NULL, is raised. Interpreted and compiled.
+    Fails on the code before (an AND / OR evaluated every operand)."""
+    types = (ColumnType(S.INTEGER, True), ColumnType(S.INTEGER, True))
+    k, v = Column(0), Column(1)
+    zero = Literal(0, ColumnType(S.INTEGER, False))
+    one = Literal(1, ColumnType(S.INTEGER, False))
+    false = Literal(False, ColumnType(S.BOOLEAN, False))
+    true = Literal(True, ColumnType(S.BOOLEAN, False))
+    null = Literal(None, ColumnType(S.BOOLEAN, True))
+    AND, OR = VariadicFunc.AND, VariadicFunc.OR
+    raised = ("error", "EvalError", "XX123", "raised")
+    by_zero = ("error", "EvalError", "22012", "division by zero")
+    guard = CallBinary(BinaryFunc.NOT_EQ, v, zero)
+    ratio = CallBinary(BinaryFunc.GT, CallBinary(BinaryFunc.DIV, k, v), one)
+    cases: list[tuple[VariadicFunc, tuple[ScalarExpr, ...], tuple[Any, ...], Any]] = [
+        (AND, (false, BOOM), (), False),
+        (AND, (null, false, BOOM), (), False),
+        (AND, (true, null), (), None),
+        (AND, (true, true, true), (), True),
+        (AND, (BOOM, false), (), raised),
+        (AND, (null, BOOM), (), raised),
+        (OR, (true, BOOM), (), True),
+        (OR, (false, null, true, BOOM), (), True),
+        (OR, (false, null), (), None),
+        (OR, (false, false), (), False),
+        (OR, (BOOM, true), (), raised),
+        (OR, (false, BOOM), (), raised),
+        (AND, (guard, ratio), (7, 0), False),
+        (AND, (guard, ratio), (7, 2), True),
+        (AND, (guard, ratio), (None, 0), False),
+        (AND, (ratio, guard), (7, 0), by_zero),
+        (OR, (CallUnary(UnaryFunc.NOT, guard), ratio), (7, 0), True),
+    ]
+    for func, operands, row, want in cases:
+        expr = CallVariadic(func, operands)
+        want = want if isinstance(want, tuple) else ("value", shape(want))
+        assert outcome(eval_scalar, expr, row or (None, None), types) == want, expr
+        assert outcome(compile_scalar(expr, types), row or (None, None)) == want, expr
+    # CASE WHEN v <> 0 AND k / v > 1 THEN 'p' ELSE 'n' END
+    text = ColumnType(S.TEXT, False)
+    case = If(CallVariadic(AND, (guard, ratio)), Literal("p", text), Literal("n", text))
+    assert eval_scalar(case, (7, 0), types) == compile_scalar(case, types)((7, 0)) == "n"
 
 
 INTEGERS = [S.SMALLINT, S.INTEGER, S.BIGINT]

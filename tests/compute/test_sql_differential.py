@@ -177,6 +177,15 @@ QUERIES: dict[str, tuple[str, str | None]] = {
         "SELECT k, CASE WHEN v <> 0 THEN k // v END, COALESCE(k, CASE WHEN v IS NOT NULL"
         " THEN error('division by zero') END) FROM t",
     ),
+    "err_logic_guarded": (  # AND / OR stop at the first FALSE / TRUE: v = 0 fails nothing
+        "SELECT k, v, (v <> 0 AND k / v > 1) AS a, (v = 0 OR k / v > 1) AS o,"
+        " CASE WHEN v <> 0 AND k / v > 0 THEN 'p' ELSE 'n' END AS c FROM t",
+        # DuckDB evaluates both operands (k // 0 raises there): its CASE guards
+        "SELECT k, v, (v <> 0 AND CASE WHEN v <> 0 THEN k // v END > 1),"
+        " (v = 0 OR CASE WHEN v <> 0 THEN k // v END > 1),"
+        " CASE WHEN v <> 0 AND CASE WHEN v <> 0 THEN k // v END > 0 THEN 'p' ELSE 'n' END"
+        " FROM t",
+    ),
     # CASE / COALESCE / NULLIF / GREATEST / LEAST
     "case": (
         "SELECT k, CASE WHEN v IS NULL THEN 'none' WHEN v > 2 THEN 'big' "

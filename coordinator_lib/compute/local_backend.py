@@ -13,16 +13,18 @@ keys their delta touches from their inputs' arrangements.
 A one-off query (`LocalContext.streaming`: hydrating a single time) computes
 its deltas lazily instead, as generators pulled row by row from the client's
 end: map-filter-project, table functions, unions and joins pass each row on
-(a join keeps only its right input's index), and keyed operators fold their
-input into their groups as it comes (a step of one time has nothing to
-order), so a cross join into count(*) holds one group, not its rows.
+(a join keeps only one input's index: the smaller where both sizes are
+known, as for inputs read from persist and filtered, else the right), and
+keyed operators fold their input into their groups as it comes (a step of
+one time has nothing to order), so a cross join into count(*) holds one
+group, not its rows.
 """
 
 from __future__ import annotations
 
 import operator
 from collections import Counter, defaultdict
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sized
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, cast
@@ -82,6 +84,10 @@ class Rows:
     timed: bool
     # Keyed items `(key, accumulators, 1)` (local_groups.py), not rows.
     accumulated: bool = False
+    # At most this many items, where known (a one-off query's input read
+    # from persist, and what filters and projections make of it): a
+    # streamed join indexes its smaller input.
+    size: int | None = None
 
     @staticmethod
     def old(compute: Callable[[], Iterable[Any]]) -> Rows:
@@ -89,7 +95,7 @@ class Rows:
 
     @staticmethod
     def delta(rows: Iterable[Any]) -> Rows:
-        return Rows(lambda: rows, True)
+        return Rows(lambda: rows, True, size=len(rows) if isinstance(rows, Sized) else None)
 
 
 @dataclass
@@ -119,13 +125,14 @@ class LocalBackend:
         self.errors = ctx.errors
         self.streaming = ctx.streaming
 
-    def _timed(self, compute: Callable[[], Iterator[Any]]) -> Rows:
-        """A delta of `compute`'s updates: lazy when streaming, else a list."""
-        return Rows(compute, True) if self.streaming else Rows.delta(held(compute()))
+    def _timed(self, compute: Callable[[], Iterator[Any]], size: int | None = None) -> Rows:
+        """A delta of `compute`'s updates (at most `size`, if known): lazy
+        when streaming, else a list."""
+        return Rows(compute, True, size=size) if self.streaming else Rows.delta(held(compute()))
 
-    def _like(self, c: Rows, compute: Callable[[], Iterator[Any]]) -> Rows:
+    def _like(self, c: Rows, compute: Callable[[], Iterator[Any]], size: int | None = None) -> Rows:
         """`compute` over `c`: a delta if `c` is one, else old rows."""
-        return self._timed(compute) if c.timed else Rows.old(compute)
+        return self._timed(compute, size) if c.timed else Rows.old(compute)
 
     def record(self, operator: str, rule: str) -> None:
         self.ctx.rules.append((operator, rule))
@@ -166,7 +173,7 @@ class LocalBackend:
                 if new is not None:
                     yield Update(new, *item[1:]) if timed else (new, *item[1:])
 
-        return self._like(c, mapped)
+        return self._like(c, mapped, c.size)  # at most a row per row
 
     def map_filter_project(self, c: Rows, step: plan.Linear) -> Rows:
         return self._map_rows(c, _linear(list(step.applied())), True)
@@ -238,21 +245,33 @@ class LocalBackend:
         check = _join_check(join)
         timed = left.timed and right.timed
 
+        # The index is of the right input, or of the left where it is known
+        # to be smaller (a streamed one-off query: its index is held whole).
+        left_built = (
+            self.streaming
+            and left.size is not None
+            and right.size is not None
+            and left.size < right.size
+        )
+        built, probed = (left, right) if left_built else (right, left)
+        built_key, probed_key = (left_key, right_key) if left_built else (right_key, left_key)
+
         def joined() -> Iterator[Any]:
             tally = Tally()  # a cross join makes millions of rows a second
             index: dict[Hashable, list[Any]] = defaultdict(list)
-            for b in right.get():
-                key = right_key(b[0])
+            for b in built.get():
+                key = built_key(b[0])
                 if key is not None:
                     index[key].append(b)
                     tally.hold(b)
             filters = step.filters
-            for a in left.get():
-                key = left_key(a[0])
+            for p in probed.get():
+                key = probed_key(p[0])
                 if key is None:
                     continue
                 matches = index.get(key, ())
-                for b in matches:
+                for m in matches:
+                    a, b = (m, p) if left_built else (p, m)
                     row = a[0] + b[0]
                     if check(row, filters):
                         diff = a[-1] * b[-1]

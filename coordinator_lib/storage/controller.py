@@ -32,7 +32,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -43,7 +43,13 @@ from coordinator_lib.persist import errors as persist_errors
 from coordinator_lib.persist.client import PersistClient
 from coordinator_lib.persist.consensus import VersionedData
 from coordinator_lib.persist.machine import RecordChange
-from coordinator_lib.persist.shard import Append, LeasedReader, Shard, compare_and_append_all
+from coordinator_lib.persist.shard import (
+    Append,
+    LeasedReader,
+    Shard,
+    SnapshotRows,
+    compare_and_append_all,
+)
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.read_policy import ReadPolicy
@@ -527,24 +533,12 @@ class StorageController:
 
     def snapshot(self, id: GlobalId, as_of: Timestamp) -> list[tuple[Row, int]]:
         """The consolidated contents of `id` at `as_of` (since <= as_of < upper)."""
-        shard = self.shard(id)
-        try:
-            return shard.snapshot(as_of)
-        except persist_errors.ReadBeforeSince as error:
-            raise ReadBeforeSince(id, as_of, error.since) from error
-        except persist_errors.ReadBeyondUpper as error:
-            raise ReadBeyondUpper(id, as_of, error.upper) from error
+        return list(self.snapshot_rows(id, as_of))
 
-    def snapshot_rows(self, id: GlobalId, as_of: Timestamp) -> Iterable[tuple[Row, int]]:
+    def snapshot_rows(self, id: GlobalId, as_of: Timestamp) -> SnapshotRows:
         """Like snapshot, read now but made Python rows a batch at a time as
         they are iterated (persist/shard.py SnapshotRows): a one-off read."""
-        shard = self.shard(id)
-        try:
-            return shard.snapshot_rows(as_of)
-        except persist_errors.ReadBeforeSince as error:
-            raise ReadBeforeSince(id, as_of, error.since) from error
-        except persist_errors.ReadBeyondUpper as error:
-            raise ReadBeyondUpper(id, as_of, error.upper) from error
+        return SnapshotRows(self.snapshot_table(id, as_of), self.shard(id).desc.names)
 
     def snapshot_table(self, id: GlobalId, as_of: Timestamp) -> pa.Table:
         """Like snapshot, as an Arrow table (data columns plus `__diff`)."""

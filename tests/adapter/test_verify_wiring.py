@@ -36,7 +36,7 @@ def test_badly_typed_peek_rows_are_refused(
     local_sql("INSERT INTO t VALUES (1, 'x')")
     coordinator = local_handle.coordinator
     with monkeypatch.context() as patch:
-        patch.setattr(coordinator.storage, "snapshot", _bad_rows)  # persist fast path
+        patch.setattr(coordinator.storage, "snapshot_rows", _bad_rows)  # persist fast path
         error = error_of(local_session, "SELECT a, b FROM t")
     assert error.code == "XX000"
     assert error.message == "column \"a\" row 0: 'not a number' is not a integer"

@@ -275,6 +275,16 @@ class RelationDesc:
         return len(self.names)
 
     def arrow_schema(self, with_time_diff: bool = False) -> pa.Schema:
+        """The Arrow schema of the columns (and `__time`, `__diff`), made
+        once per desc: every commit and read asks for it."""
+        memo = self.__dict__.get("_arrow_schemas")
+        if memo is None:
+            memo = (self._make_arrow_schema(False), self._make_arrow_schema(True))
+            # Not a field: eq, hash and repr ignore it.
+            object.__setattr__(self, "_arrow_schemas", memo)
+        return memo[1] if with_time_diff else memo[0]
+
+    def _make_arrow_schema(self, with_time_diff: bool) -> pa.Schema:
         fields = [
             pa.field(name, ty.scalar_type.to_arrow(), nullable=ty.nullable)
             for name, ty in zip(self.names, self.types, strict=True)

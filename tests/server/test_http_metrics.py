@@ -89,6 +89,10 @@ def test_drop_collection_removes_its_series() -> None:
     names = {(name, labels) for name, labels in samples(m) if ("collection", "u1") in labels}
     assert names == set()
     assert value(m, "tidemark_collection_upper", collection="u2") == 2
+    # A collection of the same name counts again from zero (the looked-up
+    # children of a dropped collection are forgotten with its series).
+    m.rows_appended("u1", 5)
+    assert value(m, "tidemark_rows_appended_total", collection="u1") == 5
 
 
 def test_dataflow_steps() -> None:

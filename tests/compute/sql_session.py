@@ -54,19 +54,31 @@ Row = tuple[Any, ...]
 INSTANCE = "default"
 
 
+class NoSpark:
+    """The SparkSession of an in-process session: any use of it fails.
+
+    In-process tests take no `spark` fixture, so they run beside the JVM
+    tests instead of queueing behind them (tests/fixtures/one_jvm.py); this
+    keeps them honest about not reaching Spark."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"an in-process SqlSession reached Spark (.{name})")
+
+
 class SqlSession:
     """One environment: storage, compute (one instance, one replica), catalog."""
 
     def __init__(
         self,
-        spark: SparkSession,
+        spark: SparkSession | None,
         root: Path,
         engine: str = "spark",
         retain_history: bool = True,
     ) -> None:
-        """`engine`: "spark" runs every step on Spark, "local" in-process."""
+        """`engine`: "spark" runs every step on Spark, "local" in-process;
+        `spark` None: in-process only (engine "local")."""
         self.storage = StorageController.open(str(root))
-        self.compute = ComputeController(self.storage, spark)
+        self.compute = ComputeController(self.storage, spark or NoSpark())  # type: ignore[arg-type]
         self.set_engine(engine)
         self.compute.create_instance(INSTANCE)
         self.compute.add_replica(INSTANCE, "r1")

@@ -50,7 +50,7 @@ BASE_T, BASE_U, KEYS = 10_000, 1_000, 1_000
 
 
 def _session(root: Path) -> SqlSession:
-    return SqlSession(None, root, engine="local")  # type: ignore[arg-type]
+    return SqlSession(None, root, engine="local")
 
 
 def _ids(session: SqlSession) -> dict[str, GlobalId]:

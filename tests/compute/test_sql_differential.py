@@ -42,7 +42,9 @@ from coordinator_lib.repr import GlobalId
 from tests.compute.operator_cover import cover, recomputing, view_features
 from tests.compute.sql_session import INSTANCE, SqlSession
 
-pytestmark = [pytest.mark.slow, pytest.mark.spark]
+# In-process tests take no `spark` fixture and run beside the JVM tests;
+# the rest share the one SparkSession (tests/fixtures/one_jvm.py).
+pytestmark = [pytest.mark.slow]
 
 TABLES = [
     "CREATE TABLE t (k integer, v bigint, s text)",
@@ -1139,11 +1141,11 @@ def test_spark_views_match_duckdb_at_every_time(
 @settings(max_examples=2, **SETTINGS)
 @given(initial=initial_rows, rounds=st.lists(statements, min_size=2, max_size=4))
 def test_local_views_match_duckdb_at_every_time(
-    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
+    tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
 ) -> None:
     """The same views stepped in-process (compute/local.py): cheap, so more
     examples and rounds."""
-    session = SqlSession(spark, Path(tmp_path_factory.mktemp("sql")), engine="local")
+    session = SqlSession(None, Path(tmp_path_factory.mktemp("sql")), engine="local")
     try:
         run_workload(session, initial, rounds)
     finally:
@@ -1210,11 +1212,11 @@ def test_views_changing_engines_match_duckdb_at_every_time(
     ],
 )
 def test_temporal_views_match_duckdb_at_every_time(
-    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
+    tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
 ) -> None:
     """Views with temporal filters (mz_now() bounds), in-process: at every
     time t the view is DuckDB's answer with mz_now() replaced by t."""
-    session = SqlSession(spark, Path(tmp_path_factory.mktemp("sql")), engine="local")
+    session = SqlSession(None, Path(tmp_path_factory.mktemp("sql")), engine="local")
     try:
         run_workload(session, initial, rounds, TEMPORAL_VIEWS)
     finally:
@@ -1224,10 +1226,10 @@ def test_temporal_views_match_duckdb_at_every_time(
 @settings(max_examples=3, **SETTINGS)
 @given(initial=initial_rows, rounds=st.lists(statements, min_size=2, max_size=4))
 def test_subquery_views_match_duckdb_at_every_time(
-    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
+    tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
 ) -> None:
     """Views with correlated and uncorrelated subqueries, in-process."""
-    session = SqlSession(spark, Path(tmp_path_factory.mktemp("sql")), engine="local")
+    session = SqlSession(None, Path(tmp_path_factory.mktemp("sql")), engine="local")
     try:
         run_workload(session, initial, rounds, SUBQUERY_VIEWS)
     finally:
@@ -1237,10 +1239,10 @@ def test_subquery_views_match_duckdb_at_every_time(
 @settings(max_examples=3, **SETTINGS)
 @given(initial=initial_rows, rounds=st.lists(statements, min_size=2, max_size=4))
 def test_outer_join_views_match_duckdb_at_every_time(
-    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
+    tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
 ) -> None:
     """Views with outer, cross and non-equi joins, in-process."""
-    session = SqlSession(spark, Path(tmp_path_factory.mktemp("sql")), engine="local")
+    session = SqlSession(None, Path(tmp_path_factory.mktemp("sql")), engine="local")
     try:
         run_workload(session, initial, rounds, OUTER_JOIN_VIEWS)
     finally:
@@ -1261,10 +1263,10 @@ def test_outer_join_views_match_duckdb_at_every_time(
     ],
 )
 def test_lateral_views_match_duckdb_at_every_time(
-    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
+    tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
 ) -> None:
     """Views with LATERAL subqueries (top k per group, LEFT JOIN LATERAL), in-process."""
-    session = SqlSession(spark, Path(tmp_path_factory.mktemp("sql")), engine="local")
+    session = SqlSession(None, Path(tmp_path_factory.mktemp("sql")), engine="local")
     try:
         run_workload(session, initial, rounds, LATERAL_VIEWS)
     finally:
@@ -1311,10 +1313,10 @@ def test_array_agg_views_changing_engines_match_duckdb(
 @settings(max_examples=4, **SETTINGS)
 @given(initial=initial_rows, rounds=st.lists(statements, min_size=2, max_size=4))
 def test_select_list_srf_views_match_duckdb_at_every_time(
-    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
+    tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
 ) -> None:
     """Set-returning functions in the SELECT list (srf_ views), in-process."""
-    session = SqlSession(spark, Path(tmp_path_factory.mktemp("sql")), engine="local")
+    session = SqlSession(None, Path(tmp_path_factory.mktemp("sql")), engine="local")
     try:
         run_workload(session, initial, rounds, SRF_VIEWS)
     finally:
@@ -1324,10 +1326,10 @@ def test_select_list_srf_views_match_duckdb_at_every_time(
 @settings(max_examples=4, **SETTINGS)
 @given(initial=initial_rows, rounds=st.lists(statements, min_size=2, max_size=4))
 def test_array_order_views_match_duckdb_at_every_time(
-    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
+    tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
 ) -> None:
     """Array comparisons, TopK and windows ordered by arrays (arr_ord_ views), in-process."""
-    session = SqlSession(spark, Path(tmp_path_factory.mktemp("sql")), engine="local")
+    session = SqlSession(None, Path(tmp_path_factory.mktemp("sql")), engine="local")
     try:
         run_workload(session, initial, rounds, ARRAY_ORDER_VIEWS)
     finally:
@@ -1409,12 +1411,12 @@ FAILING_ROWS = {
 @given(initial=initial_rows, rounds=st.lists(statements, min_size=2, max_size=4))
 @example(**FAILING_ROWS)
 def test_error_views_match_duckdb_at_every_time(
-    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
+    tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
 ) -> None:
     """Views that fail at some times, in-process: where DuckDB raises the
     view's read fails with its error (22012, 22003), elsewhere it has no
     error and DuckDB's rows."""
-    session = SqlSession(spark, Path(tmp_path_factory.mktemp("sql")), engine="local")
+    session = SqlSession(None, Path(tmp_path_factory.mktemp("sql")), engine="local")
     try:
         run_workload(session, initial, rounds, ERROR_VIEWS)
     finally:
@@ -1437,9 +1439,9 @@ def test_error_views_changing_engines_match_duckdb(
         session.close()
 
 
-def test_session_applies_writes_each_at_its_own_time(spark: SparkSession, tmp_path: Path) -> None:
+def test_session_applies_writes_each_at_its_own_time(tmp_path: Path) -> None:
     """The executor itself: INSERT, UPDATE and DELETE land at times 1, 2, 3."""
-    session = SqlSession(spark, tmp_path, engine="local")
+    session = SqlSession(None, tmp_path, engine="local")
     try:
         session.execute("CREATE TABLE t (k integer, v bigint, s text)")
         (t,) = session.tables

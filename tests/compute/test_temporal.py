@@ -32,7 +32,6 @@ from coordinator_lib.expr.scalar import COMPARISON_OPERATORS, BinaryFunc
 from coordinator_lib.expr.temporal import mz_now_value
 from coordinator_lib.repr import GlobalId
 from coordinator_lib.repr.relation import ScalarType
-from coordinator_lib.spark_session import LazySparkSession
 from tests.compute.sql_session import SqlSession
 
 TABLE = "CREATE TABLE ev (id integer, ts timestamp, lo bigint, hi bigint, amt numeric)"
@@ -216,8 +215,7 @@ def test_temporal_views_match_duckdb_at_every_time_in_process(
     tmp_path_factory: pytest.TempPathFactory, initial: list[str], rounds: list[list[Any]]
 ) -> None:
     """Every temporal view stepped in-process (no Spark session is started)."""
-    spark: Any = LazySparkSession("local[1]")
-    session = SqlSession(spark, Path(tmp_path_factory.mktemp("tf")), engine="local")
+    session = SqlSession(None, Path(tmp_path_factory.mktemp("tf")), engine="local")
     try:
         assert run(session, initial, rounds, list(QUERIES)) > 0
     finally:
@@ -227,7 +225,7 @@ def test_temporal_views_match_duckdb_at_every_time_in_process(
 def test_a_view_changes_when_only_time_passes(tmp_path: Path) -> None:
     """A row valid in [5, 9) appears at 5 and is retracted at 9, though the
     table was written only before 5: each step reaches its times."""
-    session = SqlSession(LazySparkSession("local[1]"), tmp_path, engine="local")  # type: ignore[arg-type]
+    session = SqlSession(None, tmp_path, engine="local")
     try:
         session.execute(TABLE)
         session.execute(f"CREATE MATERIALIZED VIEW w AS {QUERIES['window'][0]}")

@@ -22,7 +22,10 @@ state from `lower` to `upper` in one fenced apply (`land`). So:
   in that range, whoever computed the output, Spark steps included);
 - if that is impossible (an input compacted past the state) or the state
   is missing or ahead, the step reads the old contents as before and
-  replaces the state with them (hydration), once.
+  replaces the state with them (hydration), once;
+- over inputs too large for that (or far ahead of the state, after Spark
+  steps), Spark computes each stateful operator's input and the same
+  in-process rules key it into the state before the step (`hydrate`).
 A closing step (inputs closed for ever) and a view without stateful
 operators keep no state.
 """
@@ -35,10 +38,12 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from coordinator_lib.compute import plan
 from coordinator_lib.compute.error_collection import input_errors, raise_first
 from coordinator_lib.compute.local import (
     LocalContext,
     LocalRendered,
+    OldRows,
     render_local,
     stream_local,
 )
@@ -304,6 +309,16 @@ def has_state(expr: RelationExpr, output: Shard) -> bool:
     return not is_stateful(expr) or dataflow_state(output, expr).upper() is not None
 
 
+def arranged_upper(expr: RelationExpr, output: Shard, inputs: dict[GlobalId, Shard]) -> int | None:
+    """The upper of the view's arrangements if a step can catch them up
+    from its inputs' updates (None: missing, or the inputs were compacted
+    past it)."""
+    upper = dataflow_state(output, expr).upper()
+    if upper is None or not _readable_from(inputs, upper):
+        return None
+    return upper
+
+
 def render_step(
     expr: RelationExpr,
     as_of: int,
@@ -424,6 +439,41 @@ def prepare(
     return StepState(state, upper, hydrating=upper != lower, reads=reads)
 
 
+def hydrate(
+    description: DataflowDescription,
+    inputs: dict[GlobalId, Shard],
+    output: Shard,
+    at: int,
+    olds: Callable[[plan.Step], Callable[[], OldRows]],
+    reads: StepReads,
+) -> bool:
+    """Build the view's arrangements at `at` (its inputs' contents before
+    `at`) from each stateful operator's input's old rows as `olds` gives
+    them (Spark computes them: dataflow.step), keyed by the in-process rules
+    that step them (a render of the empty step [at, at)), and write them in
+    one fenced apply, replacing any state behind `at`. False: another
+    writer moved the state meanwhile (or it is already at or past `at`)."""
+    expr = description.expr
+    state = dataflow_state(output, expr)
+    expected = state.upper()
+    if expected is not None and expected >= at:
+        return False
+    building = StepState(state, expected, hydrating=True, reads=reads)
+    frames = {
+        id: LocalRendered(_counted_snapshot(shard, at - 1, reads), None)
+        for id, shard in inputs.items()
+    }
+    render_local(expr, LocalContext(at, at, frames, state=building, olds=olds))
+    return state.apply(
+        building.pending,
+        expected,
+        at,
+        replace=True,
+        timed=building.pending_timed,
+        ordered=building.pending_ordered,
+    )
+
+
 def _readable_from(inputs: dict[GlobalId, Shard], time: int) -> bool:
     """Whether every input's updates from `time` on are exact (not compacted)."""
     for shard in inputs.values():
@@ -449,8 +499,10 @@ def land(state: StepState, upper: int) -> bool:
 __all__ = [
     "StepReads",
     "StepState",
+    "arranged_upper",
     "dataflow_state",
     "has_state",
+    "hydrate",
     "is_stateful",
     "land",
     "prepare",

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
@@ -40,18 +41,29 @@ from coordinator_lib.compute.accumulate import (
 from coordinator_lib.compute.arranged import (
     StepReads,
     StepState,
+    arranged_upper,
     has_state,
+    hydrate,
+    is_stateful,
     land,
     prepare,
     render_step,
 )
-from coordinator_lib.compute.engine import LOCAL_MAX_ROWS, Engine, Work, choose_engine
+from coordinator_lib.compute.engine import (
+    DELTA_SHARE,
+    HYDRATE_SHARE,
+    LOCAL_MAX_ROWS,
+    Engine,
+    Work,
+    choose_engine,
+)
 from coordinator_lib.compute.error_collection import (
     error_shard,
     input_errors,
     land_errors,
     landed_upper,
 )
+from coordinator_lib.compute.plan import Step as PlanStep
 from coordinator_lib.compute.plan import plan_can_fail
 from coordinator_lib.compute.render import (
     DIFF,
@@ -74,8 +86,8 @@ from coordinator_lib.persist.spark_shard import (
 )
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
-from coordinator_lib.repr.relation import RelationDesc
-from coordinator_lib.repr.update import Update
+from coordinator_lib.repr.relation import RelationDesc, column_pylist
+from coordinator_lib.repr.update import Row, Update
 
 # The upper a step renders to when its inputs are closed: later than any
 # time, so every update and temporal event is taken; it lands as the empty
@@ -121,6 +133,9 @@ class StepResult:
     engine: str = "spark"  # or "local"
     # What the step read (in-process steps; None on Spark, which does not count).
     reads: StepReads | None = None
+    # "spark": Spark built the view's arrangements before this in-process
+    # step (arranged.hydrate; its reads count in `reads.snapshot`).
+    hydrated_by: str | None = None
 
 
 def _as_collection(df: DataFrame, arity: int, with_time: bool) -> DataFrame:
@@ -270,17 +285,35 @@ def step(
     if upper is None or lower is None:
         return None
     rows_stored, rows_changed = stored_and_changed_rows(inputs, lower)
-    # Over large inputs a small step runs in-process if the view has state.
+    # Over large inputs a small step runs in-process if the view has state,
+    # or Spark can build it (inputs too large to read whole in-process).
     arranged = rows_stored > local_max_rows and has_state(description.expr, output)
+    spark_hydrates = (
+        spark is not None
+        and lower > description.as_of
+        and rows_stored > HYDRATE_SHARE * local_max_rows
+        and is_stateful(description.expr)
+    )
     engine = choose_engine(
-        Work.STEP, rows_stored, local_max_rows, delta_rows=rows_changed, arranged=arranged
+        Work.STEP,
+        rows_stored,
+        local_max_rows,
+        delta_rows=rows_changed,
+        arranged=arranged,
+        spark_hydrates=spark_hydrates,
     )
     # Accumulated state only pays off for steps to come: a closing step has none.
     plan = accumulate_plan(description.expr) if upper != FOREVER else None
     if plan is not None and not _has_errors(description.expr, inputs, output):
         existing = state_shard(output, plan, lower, create=False)
         keep_state = choose_engine(
-            Work.STATE, rows_stored, local_max_rows, existing is not None, rows_changed, arranged
+            Work.STATE,
+            rows_stored,
+            local_max_rows,
+            existing is not None,
+            rows_changed,
+            arranged,
+            spark_hydrates,
         )
         if keep_state is Engine.SPARK:
             try:
@@ -295,11 +328,20 @@ def step(
     upper = upper if landed is None else landed
     rows = 0
     reads = None
+    hydrated_by = None
     try:
         if engine is Engine.LOCAL:
             reads = StepReads()
-            # A closing step has no steps to come: it keeps no state.
-            state = None if upper == FOREVER else prepare(description, inputs, output, lower, reads)
+            closing = upper == FOREVER  # no steps to come: it keeps no state
+            if (
+                not closing
+                and spark_hydrates
+                and _state_far_behind(description, inputs, output, lower, local_max_rows)
+            ):
+                olds = _spark_olds(spark, inputs, lower)
+                hydrate(description, inputs, output, lower, olds, reads)
+                hydrated_by = "spark"
+            state = None if closing else prepare(description, inputs, output, lower, reads)
             updates, errors, rules = plan_step_local(
                 description, inputs, lower, upper, state, reads
             )
@@ -314,8 +356,57 @@ def step(
                 lambda: _spark_step(spark, description, inputs, output, lower, upper, landed)
             )
     except UpperMismatch:
-        return StepResult(lower, upper, 0, False, time.perf_counter() - started, [], engine, reads)
-    return StepResult(lower, upper, rows, True, time.perf_counter() - started, rules, engine, reads)
+        return StepResult(
+            lower, upper, 0, False, time.perf_counter() - started, [], engine, reads, hydrated_by
+        )
+    seconds = time.perf_counter() - started
+    return StepResult(lower, upper, rows, True, seconds, rules, engine, reads, hydrated_by)
+
+
+def _state_far_behind(
+    description: DataflowDescription,
+    inputs: dict[GlobalId, Shard],
+    output: Shard,
+    lower: int,
+    local_max_rows: int,
+) -> bool:
+    """Whether the view's arrangements are missing, or behind `lower` by
+    more changes than an in-process step replays (a Spark step moved the
+    output on): Spark builds them again rather than Python."""
+    upper = arranged_upper(description.expr, output, inputs)
+    if upper is None:
+        return True
+    if upper >= lower:
+        return False
+    _, behind = stored_and_changed_rows(inputs, upper)
+    return behind >= local_max_rows // DELTA_SHARE
+
+
+def _spark_olds(
+    spark: SparkSession, inputs: dict[GlobalId, Shard], at: int
+) -> Callable[[PlanStep], Callable[[], list[tuple[Row, int]]]]:
+    """A plan step's contents before `at`, computed by Spark (one job) and
+    brought to Python as Arrow, then rows: a stateful operator's input, for
+    arranged.hydrate."""
+
+    def olds(step: PlanStep) -> Callable[[], list[tuple[Row, int]]]:
+        def rows() -> list[tuple[Row, int]]:
+            expr = step.expr
+            sub = DataflowDescription(GlobalId.transient(0), expr, at - 1)
+            used = {id: inputs[id] for id in expr.depends_on()}
+            frame, _, _ = plan_step(spark, sub, used, at - 1, at)
+            if frame is None:
+                return []
+            out: list[tuple[Row, int]] = []
+            for batch in frame.toArrow().to_batches(max_chunksize=4096):
+                columns = [column_pylist(batch.column(i)) for i in range(expr.desc.arity)]
+                diffs = batch.column(batch.num_columns - 1).to_pylist()
+                out += zip(zip(*columns, strict=True), diffs, strict=True)
+            return out
+
+        return rows
+
+    return olds
 
 
 def _spark_step(

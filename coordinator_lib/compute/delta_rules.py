@@ -82,6 +82,12 @@ class Backend(Protocol[C]):
     def get(self, id: GlobalId) -> Pair[C]:
         """An input's (old, delta)."""
 
+    def stateful_input(self, step: plan.Step, pair: Pair[C]) -> Pair[C]:
+        """`pair`, `step`'s rendering, as the input of a stateful operator
+        (a join, a keyed step, a temporal filter): as is, or with its old
+        contents computed elsewhere (Spark hydrating the in-process
+        arrangements: arranged.hydrate)."""
+
     def constant(self, step: plan.Constant, time: int | None) -> C | None:
         """Fixed rows, untimed or at `time`; None when there are none."""
 
@@ -185,10 +191,14 @@ def _render_step(step: plan.Step, b: Backend[C], memo: Memo[C] | None) -> Pair[C
     if isinstance(step, plan.Join):
         return _join(step, b, memo)
     if isinstance(step, Keyed):
-        return _touched_keys(step, render_step(step.input, b, memo), b)
+        return _touched_keys(step, _stateful_input(step.input, b, memo), b)
     if isinstance(step, plan.TemporalFilter):
-        return _temporal(step, render_step(step.input, b, memo), b)
+        return _temporal(step, _stateful_input(step.input, b, memo), b)
     raise TypeError(f"no rendering for {type(step.expr).__name__}")
+
+
+def _stateful_input(step: plan.Step, b: Backend[C], memo: Memo[C] | None) -> Pair[C]:
+    return b.stateful_input(step, render_step(step, b, memo))
 
 
 def render(expr: RelationExpr, b: Backend[C]) -> Pair[C]:
@@ -224,7 +234,7 @@ def _constant(step: plan.Constant, b: Backend[C]) -> Pair[C]:
 
 
 def _join(step: plan.Join, b: Backend[C], memo: Memo[C] | None) -> Pair[C]:
-    parts = [render_step(child, b, memo) for child in step.inputs_]
+    parts = [_stateful_input(child, b, memo) for child in step.inputs_]
     joined = _each(parts[0], lambda c: b.join_filter(c, step)) if step.first else parts[0]
     for join_step, part in zip(step.steps, parts[1:], strict=True):
         joined = _binary_join(joined, part, step, join_step, b)

@@ -17,10 +17,10 @@ LOCAL_MAX_ROWS = 200_000
 # arranged state at the keys the delta touches (arranged.py), so its cost
 # follows the delta, not the data.
 DELTA_SHARE = 10
-# Building a view's arrangements reads its inputs whole, in-process, once:
-# over inputs storing more than HYDRATE_SHARE * LOCAL_MAX_ROWS updates a
-# view without state keeps stepping on Spark (which does not build
-# arrangements yet).
+# Building a view's arrangements reads its inputs whole once: in-process up
+# to HYDRATE_SHARE * LOCAL_MAX_ROWS stored updates; over that, Spark
+# computes each stateful operator's input and the in-process rules key it
+# (arranged.hydrate), or, with no Spark session, the view keeps Spark steps.
 HYDRATE_SHARE = 5
 
 
@@ -43,10 +43,12 @@ def choose_engine(
     has_state: bool = False,
     delta_rows: int | None = None,
     arranged: bool = False,
+    spark_hydrates: bool = False,
 ) -> Engine:
     """The engine for `work` over inputs storing `stored_rows` updates, of
     which `delta_rows` (if known) are the step's changes; `arranged`: the
-    view has in-process state to step from (or needs none).
+    view has in-process state to step from (or needs none);
+    `spark_hydrates`: Spark can build that state, however large the inputs.
 
     An index's arrangement lives in Spark memory, so its steps run on Spark.
     A view that keeps accumulated state (accumulate.py, Spark only) keeps
@@ -57,6 +59,6 @@ def choose_engine(
     if stored_rows <= local_max_rows:
         return Engine.LOCAL
     small = delta_rows is not None and delta_rows < local_max_rows // DELTA_SHARE
-    affordable = arranged or stored_rows <= HYDRATE_SHARE * local_max_rows
+    affordable = arranged or spark_hydrates or stored_rows <= HYDRATE_SHARE * local_max_rows
     by_delta = small and affordable and work in (Work.STEP, Work.STATE)
     return Engine.LOCAL if by_delta else Engine.SPARK

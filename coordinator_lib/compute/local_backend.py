@@ -113,6 +113,9 @@ class LocalContext:
     state: StepState | None = None
     # A one-off query: deltas are generators, computed as they are read.
     streaming: bool = False
+    # Hydrating `state` from old contents computed elsewhere (Spark,
+    # arranged.hydrate): each stateful operator's input's old rows, by step.
+    olds: Callable[[plan.Step], Callable[[], OldRows]] | None = None
 
 
 class LocalBackend:
@@ -143,6 +146,12 @@ class LocalBackend:
             None if found.old is None else Rows.old(found.old),
             None if found.delta is None else Rows.delta(found.delta),
         )
+
+    def stateful_input(self, step: plan.Step, pair: Pair[Rows]) -> Pair[Rows]:
+        olds = self.ctx.olds
+        if olds is None or pair.old is None or isinstance(step, plan.Get | plan.Constant):
+            return pair  # an input's old rows are its persist snapshot, read as they are
+        return Pair(Rows.old(olds(step)), pair.delta)
 
     def constant(self, step: plan.Constant, time: int | None) -> Rows | None:
         rows = list(step.rows)

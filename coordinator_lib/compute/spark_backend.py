@@ -85,6 +85,9 @@ class SparkBackend:
     def get(self, id: GlobalId) -> Rendered:
         return self.ctx.inputs[id]
 
+    def stateful_input(self, step: plan.Step, pair: Rendered) -> Rendered:
+        return pair
+
     def constant(self, step: plan.Constant, time: int | None) -> DataFrame | None:
         if not step.rows:
             return None

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import SparkSession
 
 from coordinator_lib.compute import arranged
 from coordinator_lib.compute.dataflow import StepResult
@@ -150,14 +151,78 @@ def test_a_small_step_over_large_inputs_runs_in_process_from_state() -> None:
     small, limit = 100, LOCAL_MAX_ROWS
     huge = HYDRATE_SHARE * limit + 1
 
-    def engine(stored: int, delta: int, arranged: bool) -> Engine:
-        return choose_engine(Work.STEP, stored, limit, delta_rows=delta, arranged=arranged)
+    def engine(stored: int, delta: int, arranged: bool, spark_hydrates: bool = False) -> Engine:
+        return choose_engine(
+            Work.STEP,
+            stored,
+            limit,
+            delta_rows=delta,
+            arranged=arranged,
+            spark_hydrates=spark_hydrates,
+        )
 
     assert engine(huge, small, arranged=True) is Engine.LOCAL
-    # Without state the step would first read the inputs whole in-process.
+    # Without state the step would first read the inputs whole in-process,
+    # unless Spark builds the state (arranged.hydrate).
     assert engine(huge, small, arranged=False) is Engine.SPARK
+    assert engine(huge, small, arranged=False, spark_hydrates=True) is Engine.LOCAL
+    assert engine(huge, limit, arranged=False, spark_hydrates=True) is Engine.SPARK
     assert engine(limit + 1, small, arranged=False) is Engine.LOCAL  # built once, affordably
     assert engine(huge, limit, arranged=True) is Engine.SPARK  # a large delta
+
+
+@pytest.mark.spark
+def test_spark_builds_the_state_of_views_over_inputs_too_large_to_read_in_process(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Over inputs storing more than HYDRATE_SHARE * local_max_rows updates,
+    a view's first step runs on Spark (which keeps no arrangements); the
+    next small step has Spark compute each stateful operator's input and
+    the in-process rules key it into the store, then runs in-process; the
+    step after reads its delta and the state only. Exact against DuckDB."""
+    rng = random.Random(14)
+    session = SqlSession(spark, tmp_path, engine="spark")
+    # A join under a Reduce (the Reduce's input, the join, is Spark's to
+    # compute; a join's inputs are read from persist) and a TopK.
+    queries = {name: QUERIES[name] for name in ("join_max", "top1")}
+    try:
+        for ddl in TABLES:
+            session.execute(ddl)
+        _base(session, rng)
+        for name, sql in queries.items():
+            session.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
+        views = {name: id for id, name in session.views.items()}
+        session.step()  # the first step: every row is new, on Spark
+        limit = BASE_T // 50  # stored 11,000 > HYDRATE_SHARE * 200; a delta < 20
+        assert HYDRATE_SHARE * limit < BASE_T + BASE_U
+        session.compute.local_max_rows = limit
+        for name, id in views.items():
+            assert _last_step(session, id).engine == "spark", name
+            assert arranged.dataflow_state(*_state_of(session, id)).upper() is None
+        _small_delta(session, rng)
+        session.step()
+        for name, id in views.items():
+            result = _last_step(session, id)
+            assert result.engine == "local", name  # on Spark before: no state
+            assert result.hydrated_by == "spark", name
+        _check(session, views, queries)
+        for _ in range(2):
+            _small_delta(session, rng)
+            session.step()
+            for name, id in views.items():
+                result = _last_step(session, id)
+                assert (result.engine, result.hydrated_by) == ("local", None), name
+                reads = result.reads
+                assert reads is not None and reads.snapshot == 0, (name, reads)
+                assert reads.delta <= 30 and reads.state <= 1_000, (name, reads)
+            _check(session, views, queries)
+    finally:
+        session.close()
+
+
+def _state_of(session: SqlSession, id: GlobalId) -> tuple[Any, Any]:
+    """(output shard, plan) of the view `id`'s dataflow."""
+    return session.storage.shard(id), session.compute.dataflow(INSTANCE, id).description.expr
 
 
 def _reopen(old: SqlSession, root: Path, close_old: bool = True) -> SqlSession:

@@ -12,6 +12,7 @@ The rules (docs/architecture.md, invariants 1-5):
 from __future__ import annotations
 
 import base64
+import dataclasses
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -343,8 +344,8 @@ class Shard:
                 if writer is None or writer.expired(now):
                     raise LeaseExpired(f"writer {self.writer_id} lease expired")
                 writer.heartbeat_ms = now
-                meta.since = state.since if state.since is not None else 0
-                state.batches.append(meta)
+                since = state.since if state.since is not None else 0
+                state.batches.append(dataclasses.replace(meta, since=since))
             state.upper = new_upper.time
             state.expire_leases(now)
             self._inline_bytes = sum(len(b.inline) for b in state.batches if b.inline)

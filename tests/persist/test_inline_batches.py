@@ -6,6 +6,7 @@ shard are bounded."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -168,7 +169,7 @@ def test_a_batch_changed_in_a_copy_is_stored_changed(client: PersistClient) -> N
     shard.compare_and_append([Update((1, "a"), 0, 1)], Frontier(0), Frontier(1))
     state = shard.state()
     before = ShardState.from_bytes(state.to_bytes())
-    state.batches[0].since = 7
+    state.batches[0] = dataclasses.replace(state.batches[0], since=7)
     after = ShardState.from_bytes(state.to_bytes())
     assert (before.batches[0].since, after.batches[0].since) == (0, 7)
     assert after.batches[0].inline == before.batches[0].inline

@@ -94,6 +94,11 @@ class StatementLog:
         self.capacity = capacity
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        # Held while a batch taken from `_finished` is written to the file
+        # (outside `_lock`, so statements begin and finish meanwhile), and
+        # by `records` and `close`, which so never miss a batch in flight.
+        # Taken before `_lock`, never inside it.
+        self._write_lock = threading.Lock()
         self._running: dict[int, StatementRecord] = {}
         self._finished: list[StatementRecord] = []  # not yet written
         self._closed = False
@@ -134,13 +139,28 @@ class StatementLog:
             if self._running.pop(record.id, None) is None:
                 return  # finished twice, or the log is closed
             self._finished.append(record)
-            if len(self._finished) >= WRITE_BATCH:
-                self._write()
+            if len(self._finished) < WRITE_BATCH:
+                return
+        # The file is written outside `_lock`: SQLite releases the GIL, and
+        # getting it back takes a while when many threads want it, which
+        # every session thread's begin and finish spent waiting on `_lock`
+        # (32 pgbench clients). A finisher finding a write under way leaves
+        # its batch to the next.
+        if self._write_lock.acquire(blocking=False):
+            try:
+                with self._lock:
+                    batch, self._finished = self._finished, []
+                self._write(batch)
+            finally:
+                self._write_lock.release()
 
     def records(self) -> list[StatementRecord]:
         """The newest `capacity` records, oldest first."""
-        with self._lock:
-            self._write()
+        with self._write_lock:
+            with self._lock:
+                batch, self._finished = self._finished, []
+                running = list(self._running.values())
+            self._write(batch)
             rows = (
                 []
                 if self._closed
@@ -148,13 +168,12 @@ class StatementLog:
                     f"SELECT {_COLUMNS} FROM statements ORDER BY id DESC LIMIT ?", (self.capacity,)
                 ).fetchall()
             )
-            running = list(self._running.values())
         merged = [_record(row) for row in reversed(rows)] + running
         merged.sort(key=lambda r: r.id)
         return merged[-self.capacity :]
 
     def close(self) -> None:
-        with self._lock:
+        with self._write_lock, self._lock:
             if self._closed:
                 return
             self._closed = True
@@ -163,11 +182,11 @@ class StatementLog:
             self._conn.close()
         self._directory.cleanup()
 
-    def _write(self) -> None:
-        """Write the finished batch and drop records past the newest `capacity`."""
-        if not self._finished or self._closed:
+    def _write(self, batch: list[StatementRecord]) -> None:
+        """Write `batch` (finished records) and drop records past the newest
+        `capacity`; the caller holds `_write_lock`."""
+        if not batch or self._closed:
             return
-        batch, self._finished = self._finished, []
         conn = self._conn
         conn.execute("BEGIN")
         try:

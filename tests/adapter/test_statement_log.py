@@ -47,3 +47,45 @@ def test_finished_statements_are_kept_off_the_heap() -> None:
         assert len(log.records()) == 5_000
     finally:
         log.close()
+
+
+def test_statements_begin_and_finish_while_the_file_is_written() -> None:
+    """A batch of finished records is written to the SQLite file outside the
+    lock every statement's begin and finish take: SQLite gives up the GIL,
+    and with 32 pgbench clients the session threads queued on that lock
+    while the writer waited to get the GIL back. Checked from inside the
+    write: the lock is free there, and a statement begins and finishes."""
+    from coordinator_lib.adapter import statement_log
+
+    log = StatementLog(capacity=1_000)
+    seen: list[tuple[bool, str]] = []
+
+    class Conn:
+        def __init__(self, conn: object) -> None:
+            self.conn = conn
+
+        def executemany(self, *args: object) -> object:
+            free = log._lock.acquire(blocking=False)
+            if free:
+                log._lock.release()
+                inner = log.begin(session_id=2, sql="SELECT 'during the write'")
+                log.finish(inner, "success")
+                seen.append((free, inner.status))
+            else:
+                seen.append((free, "not begun"))
+            return self.conn.executemany(*args)  # type: ignore[attr-defined]
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.conn, name)
+
+    log._conn = Conn(log._conn)  # type: ignore[assignment]
+    try:
+        for i in range(statement_log.WRITE_BATCH):
+            log.finish(log.begin(session_id=1, sql=f"SELECT {i}"), "success")
+        assert seen == [(True, "success")]
+        texts = [r.sql for r in log.records()]
+        assert texts == [f"SELECT {i}" for i in range(statement_log.WRITE_BATCH)] + [
+            "SELECT 'during the write'"
+        ]
+    finally:
+        log.close()

@@ -51,7 +51,7 @@ from coordinator_lib.compute.order_bytes import row_ord
 from coordinator_lib.compute.temporal import row_window
 from coordinator_lib.expr import relation as rel
 from coordinator_lib.expr.scalar import Column, Literal, ScalarExpr
-from coordinator_lib.expr.table_functions import expand
+from coordinator_lib.expr.table_functions import expand, rows_from
 from coordinator_lib.expr.temporal import TemporalFilter as TemporalFilterExpr
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.relation import ColumnType
@@ -191,18 +191,19 @@ class LocalBackend:
         node = step.expr
         assert isinstance(node, rel.FlatMap)
         types = node.input.desc.types
-        single = node.desc.arity - node.input.desc.arity - node.ordinality == 1
-
-        exprs = [compile_scalar(e, types) for e in node.exprs]
+        widths = [len(t) for t in node.call_types()]
+        single = not node.zipped and widths[0] == 1  # else a tuple per value
+        calls = [(call.func, [compile_scalar(e, types) for e in call.exprs]) for call in node.calls]
 
         def expanded() -> Iterator[Any]:
             tally = Tally()
             for row, *rest in c.get():
-                args = [e(row) for e in exprs]
+                args = [[e(row) for e in exprs] for _, exprs in calls]
                 try:
-                    values = expand(node.func, args)
+                    given = [expand(func, a) for (func, _), a in zip(calls, args, strict=True)]
                 except ValueError as error:
                     raise EvalError(str(error), getattr(error, "code", "22000")) from None
+                values = given[0] if len(given) == 1 else rows_from(given, widths)
                 for position, value in enumerate(values, 1):
                     new = (*row, *((value,) if single else value))
                     new = (*new, position) if node.ordinality else new

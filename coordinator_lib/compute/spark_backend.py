@@ -312,32 +312,74 @@ def _map(df: DataFrame, expr: Map, arity: int) -> Split:
 
 def _flat_map(df: DataFrame, node: rel.FlatMap) -> DataFrame:
     """The table function's values as an array per row (expr/table_functions.py:
-    none for NULL arguments or a step pointing away from stop), exploded."""
+    none for NULL arguments or a step pointing away from stop), exploded.
+    Zipped calls (ROWS FROM): their arrays zipped by `arrays_zip`, which pads
+    the shorter ones with NULL as table_functions.rows_from does."""
     types = node.input.desc.types
-    args = [to_spark(e, types) for e in node.exprs]
     arity = node.input.desc.arity
-    width = node.desc.arity - arity - node.ordinality
-    outs = [spark_type(t.scalar_type) for t in node.desc.types[arity : arity + width]]
-    out = outs[0] if width == 1 else _struct(outs)
-    if node.func is TableFunc.GENERATE_SERIES and len(args) == 3:
-        start, stop, step = args
-        reaches = F.when(step > 0, start <= stop).otherwise(start >= stop)
-        values = F.when(reaches, F.sequence(start, stop, step))
-    elif node.func is TableFunc.UNNEST:
-        (values,) = args
-    else:  # the Python implementation as a UDF giving an array
-        func = node.func
-        values = F.udf(lambda *values: expand(func, values), T.ArrayType(out))(*args)
+    call_types = node.call_types()
+    arrays = [
+        _call_values(call, [spark_type(t.scalar_type) for t in outs], types)
+        for call, outs in zip(node.calls, call_types, strict=True)
+    ]
+    widths = [len(outs) for outs in call_types]
     keep = [F.col(c) for c in data_columns(arity)]
-    value = [F.col("__value").cast(out).alias(column_name(arity))]
-    if width > 1:  # a struct per row: its fields are the columns
-        value = [F.col(f"__value.f{i}").alias(column_name(arity + i)) for i in range(width)]
+    if not node.zipped:
+        values = arrays[0].column
+        outs = [spark_type(t.scalar_type) for t in call_types[0]]
+        if widths[0] == 1:
+            value = [F.col("__value").cast(outs[0]).alias(column_name(arity))]
+        else:  # a struct per row: its fields are the columns
+            value = [F.col(f"__value.f{i}").alias(column_name(arity + i)) for i in range(widths[0])]
+    else:
+        # one array of structs, field j call j's value; a NULL array (NULL
+        # arguments) gives no values, not a NULL zip
+        element = _struct([a.dtype for a in arrays])
+        values = F.arrays_zip(
+            *(F.coalesce(a.column, F.array().cast(T.ArrayType(a.dtype))) for a in arrays)
+        ).cast(T.ArrayType(element))
+        value = []
+        for j, width in enumerate(widths):
+            base = arity + sum(widths[:j])
+            if width == 1:
+                value.append(F.col(f"__value.f{j}").alias(column_name(base)))
+            else:
+                value += [
+                    F.col(f"__value.f{j}.f{i}").alias(column_name(base + i)) for i in range(width)
+                ]
+    width = sum(widths)
     if not node.ordinality:
         exploded = df.select(*keep, F.explode(values).alias("__value"), *bookkeeping(df))
         return exploded.select(*keep, *value, *bookkeeping(df))
     exploded = df.select(*keep, F.posexplode(values).alias("__pos", "__value"), *bookkeeping(df))
     position = (F.col("__pos") + 1).cast("long").alias(column_name(arity + width))
     return exploded.select(*keep, *value, position, *bookkeeping(df))
+
+
+@dataclass(frozen=True)
+class _CallArray:
+    """One call's values as an array column and its element type."""
+
+    column: SparkColumn
+    dtype: T.DataType
+
+
+def _call_values(
+    call: rel.TableCall, outs: list[T.DataType], types: tuple[ColumnType, ...]
+) -> _CallArray:
+    args = [to_spark(e, types) for e in call.exprs]
+    out = outs[0] if len(outs) == 1 else _struct(outs)
+    if call.func is TableFunc.GENERATE_SERIES and len(args) == 3:
+        start, stop, step = args
+        reaches = F.when(step > 0, start <= stop).otherwise(start >= stop)
+        return _CallArray(
+            F.when(reaches, F.sequence(start, stop, step)).cast(T.ArrayType(out)), out
+        )
+    if call.func is TableFunc.UNNEST:
+        (values,) = args
+        return _CallArray(values.cast(T.ArrayType(out)), out)
+    func = call.func  # the Python implementation as a UDF giving an array
+    return _CallArray(F.udf(lambda *values: expand(func, values), T.ArrayType(out))(*args), out)
 
 
 def _struct(types: list[T.DataType]) -> T.StructType:

@@ -170,8 +170,12 @@ def describe(node: RelationExpr, names: Mapping[GlobalId, str] | None = None) ->
         return f"Map ({', '.join(format_scalar(s) for s in node.scalars)})"
     if isinstance(node, FlatMap):
         ordinality = " with ordinality" if node.ordinality else ""
-        args = ", ".join(format_scalar(e) for e in node.exprs)
-        return f"FlatMap {node.func.value}({args}){ordinality}"
+        calls = [
+            f"{c.func.value}({', '.join(format_scalar(e) for e in c.exprs)})" for c in node.calls
+        ]
+        if node.zipped:  # zipped side by side, as PostgreSQL's ROWS FROM
+            return f"FlatMap rows_from({', '.join(calls)}){ordinality}"
+        return f"FlatMap {calls[0]}{ordinality}"
     if isinstance(node, Filter):
         return "Filter " + " AND ".join(format_scalar(p) for p in node.predicates)
     if isinstance(node, Join):

@@ -143,22 +143,49 @@ class Map(RelationExpr):
 
 
 @dataclass(frozen=True)
+class TableCall:
+    """One table function call of a FlatMap zipping several (ROWS FROM)."""
+
+    func: TableFunc
+    exprs: tuple[ScalarExpr, ...]
+
+
+@dataclass(frozen=True)
 class FlatMap(RelationExpr):
     """The input's columns, then for each row every value `func(*exprs)`
     gives (expr/table_functions.py; one column or several), each its own
     row, with `ordinality` its 1-based position after it; a row it gives no
-    values for leaves."""
+    values for leaves.
+
+    With `zipped` calls, PostgreSQL's ROWS FROM (func(...), g(...), ...):
+    the calls run side by side, row i holding the i-th value of each (their
+    columns in order) and NULL where a call gave fewer, as many rows as the
+    longest gives (table_functions.rows_from)."""
 
     input: RelationExpr
     func: TableFunc
     exprs: tuple[ScalarExpr, ...]
     names: tuple[str, ...] = ()
     ordinality: bool = False
+    zipped: tuple[TableCall, ...] = ()
+
+    @property
+    def calls(self) -> tuple[TableCall, ...]:
+        """Every call, the first one (`func`, `exprs`) first."""
+        return (TableCall(self.func, self.exprs), *self.zipped)
+
+    def call_types(self) -> list[tuple[ColumnType, ...]]:
+        """The columns each call gives (nullable where zipped: padding)."""
+        d = self.input.desc
+        out = [output_types(c.func, [e.typ(d.types) for e in c.exprs]) for c in self.calls]
+        if self.zipped:
+            out = [tuple(dataclasses.replace(t, nullable=True) for t in ts) for ts in out]
+        return out
 
     @cached_property
     def desc(self) -> RelationDesc:
         d = self.input.desc
-        types = [*d.types, *output_types(self.func, [e.typ(d.types) for e in self.exprs])]
+        types = [*d.types, *(t for ts in self.call_types() for t in ts)]
         if self.ordinality:
             types.append(ColumnType(ScalarType.BIGINT, False))
         added = len(types) - d.arity

@@ -16,8 +16,15 @@ operator, expr/relation.py), with PostgreSQL's meaning:
   an object's keys (in jsonb's key order); no rows for other values, as in
   Materialize (PostgreSQL raises 22023 there).
 
-Both engines read this: the in-process backend calls `expand`, the Spark
-backend explodes arrays built the same way (compute/spark_backend.py).
+Several calls in one FlatMap (PostgreSQL's ROWS FROM (f(...), g(...)), and
+how several set-returning calls in one SELECT list run) are zipped: row i
+holds the i-th value of each call and NULL where a call gave fewer, as many
+rows as the longest gives (`rows_from`).
+
+Both engines read this: the in-process backend calls `expand` (and
+`rows_from`), the Spark backend explodes arrays built the same way, zipped
+by `arrays_zip`, which pads with NULL as `rows_from` does
+(compute/spark_backend.py).
 """
 
 from __future__ import annotations
@@ -90,6 +97,25 @@ def expand(func: TableFunc, args: Sequence[Any]) -> list[Any]:
     return list(range(start, stop + 1, step) if step > 0 else range(start, stop - 1, step))
 
 
+def rows_from(values: Sequence[list[Any]], widths: Sequence[int]) -> list[tuple[Any, ...]]:
+    """The rows of calls zipped side by side (ROWS FROM): `values[j]` is what
+    call j gave (`expand`), `widths[j]` its columns (several: a tuple per
+    value). Row i holds the i-th value of each call's columns, NULL in each
+    where the call gave fewer; as many rows as the longest gives."""
+    rows: list[tuple[Any, ...]] = []
+    for i in range(max((len(v) for v in values), default=0)):
+        row: list[Any] = []
+        for given, width in zip(values, widths, strict=True):
+            if i >= len(given):
+                row.extend([None] * width)
+            elif width == 1:
+                row.append(given[i])
+            else:
+                row.extend(given[i])
+        rows.append(tuple(row))
+    return rows
+
+
 def _timestamps(
     start: dt.datetime, stop: dt.datetime, months: int, days: int, micros: int
 ) -> list[dt.datetime]:
@@ -130,4 +156,11 @@ def _keys(value: Any) -> list[str]:
     return sorted(value, key=lambda k: (len(k.encode()), k.encode()))
 
 
-__all__ = ["JSONB_FUNCTIONS", "StepIsZero", "TableFunc", "expand", "output_types"]
+__all__ = [
+    "JSONB_FUNCTIONS",
+    "StepIsZero",
+    "TableFunc",
+    "expand",
+    "output_types",
+    "rows_from",
+]

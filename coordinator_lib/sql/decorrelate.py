@@ -39,6 +39,7 @@ from coordinator_lib.expr.relation import (
     Project,
     Reduce,
     RelationExpr,
+    TableCall,
     Threshold,
     TopK,
     Union,
@@ -171,6 +172,9 @@ class _Apply:
                 tuple(self.scalar(e) for e in node.exprs),
                 node.desc.names[node.input.desc.arity :],
                 node.ordinality,
+                tuple(
+                    TableCall(c.func, tuple(self.scalar(e) for e in c.exprs)) for c in node.zipped
+                ),
             )
         if isinstance(node, Project):
             outputs = tuple(range(self.k)) + tuple(o + self.k for o in node.outputs)

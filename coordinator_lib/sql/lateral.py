@@ -28,7 +28,16 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
-from coordinator_lib.expr.relation import Join, Project, RelationExpr, Union
+from coordinator_lib.expr.relation import (
+    Constant,
+    Filter,
+    FlatMap,
+    Join,
+    Map,
+    Project,
+    RelationExpr,
+    Union,
+)
 from coordinator_lib.expr.scalar import ScalarExpr
 from coordinator_lib.sql.decorrelate import apply_outer
 from coordinator_lib.sql.errors import InvalidColumnReference, UnsupportedFeature
@@ -39,7 +48,7 @@ from coordinator_lib.sql.joins import (
     pad,
     unmatched,
 )
-from coordinator_lib.sql.outer import columns_read, outer_columns
+from coordinator_lib.sql.outer import columns_read, node_scalars, outer_columns, subqueries_in
 from coordinator_lib.sql.positions import position_of
 from coordinator_lib.sql.table_functions import as_lateral_subquery, is_table_function
 
@@ -51,7 +60,7 @@ def lateral_subquery(node: exp.Expr) -> exp.Subquery:
     if is_table_function(node):  # `, f(...)`: PostgreSQL's implicit LATERAL
         return as_lateral_subquery(node, node.args.get("alias"))
     sub = node.this
-    if isinstance(sub, exp.Func) and not node.args.get("view"):
+    if (isinstance(sub, exp.Func) or is_table_function(sub)) and not node.args.get("view"):
         return as_lateral_subquery(sub, node.args.get("alias"))
     if not isinstance(sub, exp.Subquery) or node.args.get("view"):
         raise UnsupportedFeature(
@@ -67,10 +76,26 @@ def lateral_columns(plan: RelationExpr) -> list[int]:
     return sorted(outer_columns(plan))
 
 
+def _row_local(plan: RelationExpr) -> bool:
+    """Whether `plan` gives each row's rows from that row alone: Maps,
+    Filters, FlatMaps and Projects (no subqueries) over one empty row, as a
+    table function call `(SELECT * FROM f(...))` is."""
+    while isinstance(plan, Map | Filter | FlatMap | Project):
+        if any(subqueries_in(s) for s in node_scalars(plan)):
+            return False
+        plan = plan.input
+    return isinstance(plan, Constant) and plan.rows == (((), 1),)
+
+
 def lateral_join(left: RelationExpr, plan: RelationExpr) -> RelationExpr:
     """`left` joined with the rows of `plan` evaluated for each of its rows:
-    left's columns, then plan's."""
+    left's columns, then plan's. A row-local plan (a table function call)
+    runs on left's rows themselves, as Materialize plans it: its FlatMap over
+    `left`, no distinct correlation values to join back (so a view keeps it
+    linear)."""
     refs = lateral_columns(plan)
+    if refs and _row_local(plan):
+        return apply_outer(plan, left, {c: c for c in refs})
     arity = left.desc.arity
     outer = distinct_keys(left, refs) if refs else None
     body = apply_outer(plan, outer, {c: p for p, c in enumerate(refs)})

@@ -168,7 +168,7 @@ def node_scalars(node: RelationExpr) -> list[ScalarExpr]:
     if isinstance(node, Map):
         return list(node.scalars)
     if isinstance(node, FlatMap):
-        return list(node.exprs)
+        return [e for call in node.calls for e in call.exprs]
     if isinstance(node, Join):
         return [e for cls in node.equivalences for e in cls]
     if isinstance(node, Reduce):

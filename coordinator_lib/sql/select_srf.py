@@ -8,10 +8,10 @@ with the rules of LATERAL joins and outer joins:
 - Each call becomes a column of a LATERAL item joined after the FROM items:
   `SELECT k, generate_series(1, k) * 2 FROM t` is `SELECT k, s.c * 2 FROM t,
   LATERAL generate_series(1, k) AS s(c)`.
-- Several calls at the same level run in lockstep (PostgreSQL's ROWS FROM
-  rule): as many rows as the longest gives, the shorter ones padded with
-  NULL. They are one LATERAL subquery, each call WITH ORDINALITY, FULL JOINed
-  on the ordinality.
+- Several calls at the same level run in lockstep: as many rows as the
+  longest gives, the shorter ones padded with NULL. They are one LATERAL
+  `ROWS FROM (f(...), g(...))` item, planned as one FlatMap zipping the
+  calls (sql/table_functions.py).
 - A call inside another call's arguments (`generate_series(1,
   generate_series(1, 3))`) is a level below it: its LATERAL item comes first
   and the outer call reads its column.
@@ -93,20 +93,6 @@ def _check_placement(call: exp.Expr, root: exp.Expr) -> None:
         node = node.parent
 
 
-def _from_item(call: exp.Expr, table: str, column: str, ordinal: str | None) -> exp.Expr:
-    """`call` as a FROM item `AS table(column [, ordinal])`."""
-    if isinstance(call, exp.Explode):  # sqlglot's name for unnest(...) in a SELECT list
-        call = exp.Unnest(expressions=[call.this]).update_positions(call)
-    if isinstance(call, exp.Unnest):
-        call.set("alias", exp.TableAlias(this=_ident(table), columns=[_ident(column)]))
-        if ordinal is not None:
-            call.set("offset", _ident(ordinal))
-        return call
-    columns = [_ident(column)] + ([_ident(ordinal)] if ordinal is not None else [])
-    alias = exp.TableAlias(this=_ident(table), columns=columns)
-    return exp.Table(this=call, ordinality=ordinal is not None or None, alias=alias)
-
-
 def _ident(name: str) -> exp.Identifier:
     return exp.to_identifier(name, quoted=True)
 
@@ -115,38 +101,29 @@ def _column(table: str, name: str) -> exp.Column:
     return exp.Column(this=_ident(name), table=_ident(table))
 
 
+def _rows_from_item(call: exp.Expr) -> exp.Expr:
+    """`call` as one function of ROWS FROM (...)."""
+    if isinstance(call, exp.Explode):  # sqlglot's name for unnest(...) in a SELECT list
+        return exp.Unnest(expressions=[call.this]).update_positions(call)
+    if isinstance(call, exp.Unnest):
+        return call
+    return exp.Table(this=call)
+
+
 def _level_item(calls: list[exp.Expr], level: int) -> tuple[exp.Expr, list[exp.Column]]:
     """The LATERAL item of one level's calls and the column of each."""
     table = f"{_PREFIX}_{level}"
     names = [f"c{i}" for i in range(len(calls))]
+    alias = exp.TableAlias(this=_ident(table), columns=[_ident(n) for n in names])
     if len(calls) == 1:  # LATERAL f(...) AS t(c)
         call = calls[0]
         if isinstance(call, exp.Explode):
             call = exp.Unnest(expressions=[call.this]).update_positions(call)
-        alias = exp.TableAlias(this=_ident(table), columns=[_ident(names[0])])
         return exp.Lateral(this=call, alias=alias), [_column(table, names[0])]
-    # lockstep: f0 WITH ORDINALITY FULL JOIN f1 WITH ORDINALITY ON n0 = n1 ...
-    tables = [f"{table}_{i}" for i in range(len(calls))]
-    select = exp.Select(
-        expressions=[
-            exp.Alias(this=_column(t, n), alias=_ident(n))
-            for t, n in zip(tables, names, strict=True)
-        ]
-    )
-    select.set("from_", exp.From(this=_from_item(calls[0], tables[0], names[0], "n")))
-    joins = []
-    for i in range(1, len(calls)):
-        before = [_column(t, "n") for t in tables[:i]]
-        left: exp.Expr = (
-            before[0] if i == 1 else exp.Coalesce(this=before[0], expressions=before[1:])
-        )
-        on = exp.EQ(this=left, expression=_column(tables[i], "n"))
-        joins.append(
-            exp.Join(this=_from_item(calls[i], tables[i], names[i], "n"), side="FULL", on=on)
-        )
-    select.set("joins", joins)
-    lateral = exp.Lateral(this=exp.Subquery(this=select), alias=exp.TableAlias(this=_ident(table)))
-    return lateral, [_column(table, n) for n in names]
+    # lockstep: LATERAL ROWS FROM (f0(...), f1(...), ...) AS t(c0, c1, ...),
+    # one FlatMap zipping the calls
+    rows_from = exp.Table(rows_from=[_rows_from_item(c) for c in calls])
+    return exp.Lateral(this=rows_from, alias=alias), [_column(table, n) for n in names]
 
 
 def _is_grouped(select: exp.Select) -> bool:

@@ -11,6 +11,11 @@ A call is a FlatMap (expr/relation.py) over one row holding its arguments
 generate_series's step 0 is a RaiseError in that Map (22023, as PostgreSQL),
 so it fails on the rows it fails on, as every scalar error does.
 
+`ROWS FROM (f(...), g(...), ...)` and `unnest(a, b, ...)` of several arrays
+zip the calls (PostgreSQL's rule): one FlatMap with `zipped` calls over one
+Map of all their arguments, row i holding the i-th value of each and NULL
+where a call gave fewer (expr/table_functions.rows_from).
+
 The column is named after the alias (`AS g`), the first alias column
 (`AS g (x)`), else the function; the ordinality column is `ordinality`.
 Other table functions are 0A000; a wrong argument type is 42883.
@@ -18,12 +23,28 @@ Other table functions are 0A000; a wrong argument type is 42883.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from coordinator_lib.expr.relation import Constant, FlatMap, Map, Project, RelationExpr
-from coordinator_lib.expr.scalar import BinaryFunc, CallBinary, Column, If, Literal, RaiseError
+from coordinator_lib.expr.relation import (
+    Constant,
+    FlatMap,
+    Map,
+    Project,
+    RelationExpr,
+    TableCall,
+)
+from coordinator_lib.expr.scalar import (
+    BinaryFunc,
+    CallBinary,
+    Column,
+    If,
+    Literal,
+    RaiseError,
+    ScalarExpr,
+)
 from coordinator_lib.expr.table_functions import JSONB_FUNCTIONS, TableFunc
 from coordinator_lib.repr.relation import ColumnType, RelationDesc, ScalarType
 from coordinator_lib.sql.errors import (
@@ -47,9 +68,11 @@ _TWO_COLUMNS = (TableFunc.JSONB_EACH, TableFunc.JSONB_EACH_TEXT)
 
 
 def is_table_function(node: exp.Expr) -> bool:
-    """Whether the FROM item `node` calls a function (`unnest(...)`, `f(...)`)."""
+    """Whether the FROM item `node` calls a function (`unnest(...)`, `f(...)`,
+    `ROWS FROM (f(...), ...)`)."""
     return isinstance(node, exp.Unnest) or (
-        isinstance(node, exp.Table) and isinstance(node.this, exp.Func)
+        isinstance(node, exp.Table)
+        and (isinstance(node.this, exp.Func) or bool(node.args.get("rows_from")))
     )
 
 
@@ -71,6 +94,12 @@ def plan_table_function(node: exp.Expr, binder: ScalarBinder) -> tuple[RelationE
     call = node if isinstance(node, exp.Unnest) else node.this
     alias = node.args.get("alias")
     names = [a.name for a in alias.columns] if alias is not None else []
+    if isinstance(node, exp.Table) and node.args.get("rows_from"):
+        return _rows_from(node, list(node.args["rows_from"]), binder)
+    if isinstance(node, exp.Unnest) and len(node.expressions) > 1:
+        # unnest(a, b, ...) in FROM is ROWS FROM (unnest(a), unnest(b), ...)
+        calls = [exp.Unnest(expressions=[e]).update_positions(node) for e in node.expressions]
+        return _rows_from(node, calls, binder)
     if isinstance(node, exp.Unnest):
         offset = node.args.get("offset")
         ordinality = bool(offset)
@@ -101,6 +130,81 @@ def plan_table_function(node: exp.Expr, binder: ScalarBinder) -> tuple[RelationE
     columns[: len(names)] = names
     arity = flat.input.desc.arity
     return Project(flat, tuple(range(arity, flat.desc.arity)), tuple(columns)), columns
+
+
+def _rows_from(
+    node: exp.Expr, calls: Sequence[exp.Expr], binder: ScalarBinder
+) -> tuple[RelationExpr, list[str]]:
+    """`ROWS FROM (f(...), g(...), ...) [WITH ORDINALITY] [AS a (x, ...)]`:
+    the calls zipped side by side in one FlatMap (row i holds the i-th value
+    of each, NULL where a call gave fewer). Its columns: each call's (named
+    as `_name_of` says; key and value for jsonb_each; the alias for a lone
+    call named after its function, as PostgreSQL), then the ordinality."""
+    alias = node.args.get("alias")
+    names = [a.name for a in alias.columns] if alias is not None else []
+    if isinstance(node, exp.Unnest):
+        ordinality = bool(node.args.get("offset"))
+        if isinstance(node.args.get("offset"), exp.Identifier):  # `AS u (x, y, n)`
+            names.append(node.args["offset"].name)
+    else:
+        ordinality = bool(node.args.get("ordinality"))
+    flats = [_call(item, binder) for item in calls]
+    scalars: list[ScalarExpr] = []
+    zipped: list[TableCall] = []
+    columns: list[str] = []
+    for flat in flats:
+        assert isinstance(flat.input, Map) and flat.input.input is _ONE_ROW
+        offset = len(scalars)
+        scalars += flat.input.scalars
+        exprs = tuple(_shifted(e, offset) for e in flat.exprs)
+        zipped.append(TableCall(flat.func, exprs))
+        columns += ["key", "value"] if flat.func in _TWO_COLUMNS else [_name_of(flat.func)]
+    if len(flats) == 1 and columns == [flat.func.value] and alias is not None and alias.name:
+        columns = [alias.name]
+    first, rest = zipped[0], tuple(zipped[1:])
+    flat = FlatMap(
+        Map(_ONE_ROW, tuple(scalars)), first.func, first.exprs, ordinality=ordinality, zipped=rest
+    )
+    columns += ["ordinality"] if ordinality else []
+    if len(names) > len(columns):
+        raise InvalidColumnReference(
+            "too many column aliases specified for function", position_of(alias)
+        )
+    columns[: len(names)] = names
+    arity = flat.input.desc.arity
+    return Project(flat, tuple(range(arity, flat.desc.arity)), tuple(columns)), columns
+
+
+def _name_of(func: TableFunc) -> str:
+    """A one-column call's column in ROWS FROM: its named OUT parameter
+    (jsonb_array_elements' `value`), else the function's name (PostgreSQL's
+    chooseScalarFunctionAlias)."""
+    if func in (TableFunc.JSONB_ARRAY_ELEMENTS, TableFunc.JSONB_ARRAY_ELEMENTS_TEXT):
+        return "value"
+    return func.value
+
+
+def _call(item: exp.Expr, binder: ScalarBinder) -> FlatMap:
+    """One call of ROWS FROM (no alias or ordinality of its own), as a FlatMap
+    over a Map of its arguments on one row."""
+    call = item if isinstance(item, exp.Unnest) else item.this
+    if isinstance(item, exp.Unnest) and len(item.expressions) == 1:
+        return _unnest(item, binder, False)
+    if isinstance(call, exp.ExplodingGenerateSeries):
+        return _generate_series(call, binder, False)
+    if isinstance(call, exp.Anonymous) and call.name.lower() in _JSONB:
+        return _jsonb(call, _JSONB[call.name.lower()], binder, False)
+    written = call.sql_name().lower() if not isinstance(call, exp.Anonymous) else call.name
+    raise UnsupportedFeature(
+        f"table function {written} in ROWS FROM is not supported", position_of(item)
+    )
+
+
+def _shifted(expr: ScalarExpr, offset: int) -> ScalarExpr:
+    """A call's argument `Column(i)` of its own Map as column `offset + i` of
+    the Map holding every call's arguments."""
+    assert isinstance(expr, Column), expr
+    return Column(expr.index + offset)
 
 
 def _generate_series(

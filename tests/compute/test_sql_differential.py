@@ -1089,19 +1089,10 @@ def _operators(expr: RelationExpr) -> list[RelationExpr]:
     return [expr, *(n for child in expr.inputs() for n in _operators(child))]
 
 
-# Several set-returning calls in one SELECT list: their Spark step is a known
-# gap (docs/architecture.md: it did not finish in 23 minutes; each call's
-# step is planned three times). In the cover, the view ran the Spark test past
-# its timeout, whose interrupt left the worker's Py4J connection unusable for
-# every later Spark test. They run in-process
-# (test_select_list_srf_views_match_duckdb_at_every_time).
-SPARK_GAPS = {"srf_select_expr", "srf_select_grouped"}
-
-
 def spark_views(names: list[str] | None = None) -> list[str]:
-    """Of `names` (default: all views but SPARK_GAPS), the fewest whose plans
-    hold every feature any of them holds (tests/compute/operator_cover.py)."""
-    names = names or [name for name in QUERIES if name not in SPARK_GAPS]
+    """Of `names` (default: all views), the fewest whose plans hold every
+    feature any of them holds (tests/compute/operator_cover.py)."""
+    names = names or list(QUERIES)
     queries = {name: QUERIES[name][0] for name in names}
     return cover(view_features(TABLES + VIEWS, queries))
 

@@ -308,6 +308,24 @@ QUERIES = {
     "jsonb_each_text": "SELECT id, k, v, n FROM j, jsonb_each_text(body -> 'k')"
     " WITH ORDINALITY AS e(k, v, n) WHERE k <> 'zz' OR n > 0",
     "jsonb_object_keys": "SELECT id, k FROM j, jsonb_object_keys(body -> 'k') AS k",
+    # ROWS FROM (f(...), g(...)): the calls zipped side by side in one FlatMap
+    # (row i the i-th value of each, NULL where one ran out); unnest of several
+    # arrays in FROM is the same
+    "rows_from": "SELECT * FROM ROWS FROM (generate_series(1, 3), unnest(ARRAY['a', 'b']))"
+    " WITH ORDINALITY AS r(x, y, n)",
+    "rows_from_lateral": "SELECT w.g, r.* FROM w, ROWS FROM (generate_series(w.g, 3),"
+    " unnest(ARRAY[w.v, NULL, -w.v]), jsonb_array_elements_text('[\"p\", null]')) AS r",
+    "rows_from_jsonb_each": "SELECT j.id, r.* FROM j, ROWS FROM (jsonb_each(j.body -> 'k'),"
+    " generate_series(1, j.id)) WITH ORDINALITY AS r",
+    "rows_from_one_call": "SELECT * FROM ROWS FROM (generate_series(1, 2)) AS s",
+    "rows_from_empty_and_null": "SELECT w.g, r.a, r.b FROM w, ROWS FROM (generate_series(1,"
+    " NULL::int), generate_series(w.v, 2)) AS r(a, b)",
+    "rows_from_left_join": "SELECT w.g, r.a, r.b FROM w LEFT JOIN ROWS FROM"
+    " (generate_series(w.v, 3), unnest(ARRAY[w.g])) AS r(a, b) ON r.a > 1",
+    "unnest_several": "SELECT i, x, y, n FROM ar, unnest(ar.a, ar.t) WITH ORDINALITY AS u(x, y, n)",
+    "rows_from_one_jsonb": "SELECT * FROM ROWS FROM (jsonb_array_elements_text('[1]')) AS e",
+    "rows_from_too_many_aliases": "SELECT * FROM ROWS FROM (generate_series(1, 2),"
+    " generate_series(1, 3)) AS g(a, b, c)",
     # ORDER BY of a set operation: a name that is no output column is 42703
     "union_order_unknown": "(SELECT k FROM t1) UNION (SELECT k FROM t2) ORDER BY x",
     "union_order_renamed": "(SELECT k + 1 FROM t1) UNION (SELECT k FROM t2) ORDER BY k",
@@ -569,7 +587,6 @@ UNSUPPORTED = [
     "SELECT sum(a) OVER (ORDER BY a GROUPS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM a",
     "SELECT sum(a) OVER (ORDER BY a ROWS UNBOUNDED PRECEDING EXCLUDE CURRENT ROW) FROM a",
     "SELECT sum(a) OVER (ORDER BY a RANGE BETWEEN '1 day' PRECEDING AND CURRENT ROW) FROM a",
-    "SELECT a FROM a, LATERAL unnest(ARRAY[a], ARRAY[1]) g",
     "SELECT 'x'::jsonb #- '{a}'",
     "SELECT JSON_OBJECT('a': 1)",
     "SELECT 'a' COLLATE \"C\"",

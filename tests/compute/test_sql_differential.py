@@ -1287,6 +1287,10 @@ ARRAY_VIEWS = [
         ["UPDATE t SET v = NULL WHERE k = 3", "DELETE FROM u WHERE k = 1"],
     ],
 )
+# Alone about 225 s (sub_array's Spark steps plan three joins); beside the
+# other worker's tests in `make test`, past 600 s in CI of 6b32aa6, and a
+# timeout inside a Py4J call leaves the JVM unit's later tests failing.
+@pytest.mark.timeout(1800)
 def test_array_agg_views_changing_engines_match_duckdb(
     spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, initial: Any, rounds: Any
 ) -> None:

@@ -265,11 +265,22 @@ class SessionClient:
         cache = coordinator.plan_cache
         key = None
         if shape is not None:
-            key = (shape.key, version, self.session.database, self.session.search_path)
+            where = (version, self.session.database, self.session.search_path)
+            types = list(param_types) + [None] * (len(params) - len(param_types))
+            exact = (sql, tuple(types), *where) if params else None
+            known = False
+            if exact is not None:
+                known, fast = cache.prepared(exact)
+                planned = fast.plan(params) if fast is not None else None
+                if planned is not None:
+                    return planned, catalog
+            key = (shape.key, *where)
             template = cache.get(key)
             if template is not None:
-                types = list(param_types) + [None] * (len(params) - len(param_types))
-                return template.plan(shape, catalog, sql, list(params), types), catalog
+                inserted = template.plan(shape, catalog, sql, list(params), types)
+                if exact is not None and not known:
+                    cache.put_prepared(exact, template.prepared(inserted, list(params), types))
+                return inserted, catalog
         if statement is None:
             (statement,) = parse_statements(sql)
         plan = self._plan_parsed(statement, sql, params, param_types, catalog)

@@ -8,6 +8,14 @@ in this process or another), the session's database and search_path (name
 resolution). Nothing else of a session reaches the planning of constants:
 their casts are bound again per execution. A new catalog version makes
 every older entry unreachable; the bounded LRU forgets them.
+
+A prepared statement's INSERT (one exact text, executed again with new
+parameters) has a second entry keyed on that text, the parameters' types
+and the same catalog version, database and search_path: a `PreparedInsert`
+(sql/insert_template.py), whose execution reads each `$n`'s text with its
+column type's input function into the row planned the first time, with
+no tokens, no tree and no binder. Whatever it cannot read goes to the
+template, which plans and reports it as before.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from coordinator_lib.sql.insert_template import InsertTemplate, Shape, shape_of
+from coordinator_lib.sql.insert_template import InsertTemplate, PreparedInsert, Shape, shape_of
 
 _SHAPES_MAX = 128  # texts with their tokens: a prepared statement's come again
 _ENTRIES_MAX = 512
@@ -29,6 +37,7 @@ class PlanCacheStats:
 
     hits: int = 0
     misses: int = 0
+    prepared_hits: int = 0  # hits that took a prepared INSERT's fast path
 
 
 class PlanCache:
@@ -38,6 +47,7 @@ class PlanCache:
         self._lock = threading.Lock()
         self._shapes: OrderedDict[str, Shape | None] = OrderedDict()
         self._entries: OrderedDict[tuple[Any, ...], InsertTemplate | None] = OrderedDict()
+        self._prepared: OrderedDict[tuple[Any, ...], PreparedInsert | None] = OrderedDict()
         self.stats = PlanCacheStats()
 
     def shape(self, text: str) -> Shape | None:
@@ -74,3 +84,22 @@ class PlanCache:
             self._entries[key] = template
             if len(self._entries) > _ENTRIES_MAX:
                 self._entries.popitem(last=False)
+
+    def prepared(self, key: tuple[Any, ...]) -> tuple[bool, PreparedInsert | None]:
+        """(whether `key` was seen, its fast path if it has one); a fast
+        path found counts as a hit."""
+        with self._lock:
+            if key not in self._prepared:
+                return False, None
+            self._prepared.move_to_end(key)
+            fast = self._prepared[key]
+            if fast is not None:
+                self.stats.hits += 1
+                self.stats.prepared_hits += 1
+            return True, fast
+
+    def put_prepared(self, key: tuple[Any, ...], fast: PreparedInsert | None) -> None:
+        with self._lock:
+            self._prepared[key] = fast
+            if len(self._prepared) > _ENTRIES_MAX:
+                self._prepared.popitem(last=False)

@@ -15,7 +15,7 @@ parse would give). `$n` parameters are bound into the copy the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,8 +23,10 @@ from sqlglot import exp
 from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
-from coordinator_lib.repr.relation import ScalarType
+from coordinator_lib.expr.relation import Constant
+from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.sql.catalog import CatalogItem, SqlCatalog
+from coordinator_lib.sql.coercion import INT_RANGES, parse_text_as
 from coordinator_lib.sql.context import PlanContext
 from coordinator_lib.sql.dialect import Tidemark
 from coordinator_lib.sql.errors import SqlError
@@ -146,6 +148,96 @@ class InsertTemplate:
             check_no_parameters(values)
         table = _value(self.table, tokens, iter(()))
         return plan_insert_values(self.item, self.columns, table, values, ctx)
+
+    def prepared(
+        self, plan: InsertPlan, params: list[str | None], types: list[ScalarType | None]
+    ) -> PreparedInsert | None:
+        """The fast path of one exact text (a prepared statement's) of this
+        template, from `plan`, its planning with `params`: None unless it
+        is one row whose values are constants or a `$n` of its column's own
+        type (or an integer type into an integer column), all of
+        `_PREPARED_TYPES` (whose planning is the type's input
+        function alone, `coercion.parse_text_as`, which the binder calls
+        for a `$n`'s text: `ScalarBinder.resolve_unknown`), and reading
+        `params` again that way gives `plan`'s row."""
+        expr = plan.expr
+        if len(self.rows) != 1 or not isinstance(expr, Constant) or len(expr.rows) != 1:
+            return None
+        base, diff = expr.rows[0]
+        desc = self.item.desc
+        if diff != 1 or len(base) != desc.arity or plan.id != self.item.id:
+            return None
+        slots: list[_Slot] = []
+        for column, value in zip(self.columns, self.rows[0], strict=True):
+            column_type = desc.types[column]
+            if not _prepared_type(column_type):
+                return None
+            if not _holds_parameter(value):
+                continue  # constants: the same text, the same value
+            assert not isinstance(value, int)
+            tree = value[0]
+            if type(tree) is not exp.Parameter or not tree.name.isdigit():
+                return None
+            n = int(tree.name) - 1
+            if not 0 <= n < len(params) or n >= len(types):
+                return None
+            st, declared = column_type.scalar_type, types[n]
+            if declared not in (None, st) and not (declared in INT_RANGES and st in INT_RANGES):
+                return None  # a cast between types but integers': planned each time
+            slots.append((column, n, declared or st, INT_RANGES.get(st)))
+        fast = PreparedInsert(plan, tuple(base), tuple(slots))
+        again = fast.plan(params)
+        return fast if again is not None and again.expr == expr else None
+
+
+# Column types a prepared INSERT's fast path takes: reading their text is
+# `parse_text_as` alone (no session setting, no type modifier, no rounding).
+_PREPARED_TYPES = frozenset(
+    {ScalarType.SMALLINT, ScalarType.INTEGER, ScalarType.BIGINT, ScalarType.TEXT}
+    | {ScalarType.BOOLEAN, ScalarType.DOUBLE}
+)
+
+
+def _prepared_type(column: ColumnType) -> bool:
+    return column.scalar_type in _PREPARED_TYPES and column.length is None and not column.varchar
+
+
+# A prepared INSERT's `$n` value: (table column, parameter index, the
+# parameter's type, the column's integer range if it has one: an integer
+# parameter of another integer type is read as its own type, then must fit,
+# as its assignment cast).
+_Slot = tuple[int, int, ScalarType, tuple[int, int] | None]
+
+
+@dataclass(frozen=True)
+class PreparedInsert:
+    """A one-row INSERT ... VALUES text planned once (a prepared statement
+    executed again): its row with each `$n` slot's value read from the
+    parameter's text by its type's input function. Anything that would
+    fail (NULL, NUL, a text the input function refuses) is left to the
+    full planning, which reports it with its position."""
+
+    first: InsertPlan  # the plan of the first execution (its table and desc)
+    base: tuple[Any, ...]  # that row, in table order
+    slots: tuple[_Slot, ...]
+
+    def plan(self, params: Sequence[str | None]) -> InsertPlan | None:
+        row = list(self.base)
+        for column, n, st, fits in self.slots:
+            text = params[n] if n < len(params) else None
+            if text is None or "\x00" in text:
+                return None
+            try:
+                value = parse_text_as(text, st)
+            except SqlError:
+                return None
+            if fits is not None and not fits[0] <= value <= fits[1]:
+                return None
+            row[column] = value
+        first = self.first
+        assert isinstance(first.expr, Constant)
+        expr = Constant(((tuple(row), 1),), first.expr.constant_desc)
+        return InsertPlan(first.id, expr, first.name)
 
 
 def _value(value: _Value, tokens: tuple[Token, ...], constants: Iterator[int]) -> exp.Expr:

@@ -241,3 +241,66 @@ def test_a_cached_insert_of_constants_answers_as_a_parse_does(
     assert [r[0] for r in cached[-1]].count(1) == 4 and len(cached[-1]) > 20
     monkeypatch.setattr(environment.handle.coordinator.plan_cache, "get", lambda key: None)
     assert answers() == cached
+
+
+def test_a_prepared_insert_executed_again_reads_its_parameters_without_planning(
+    environment: Environment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A prepared INSERT's third and later executions take its fast path
+    (plan_cache.PreparedInsert): no VALUES planned (`plan_insert_rows` is not
+    called), each `$n` read by its column type's input function; a value
+    that function refuses and NULL go the planned way, so every answer
+    (command tag or SQLSTATE, message, position) and the rows are those of
+    the cache turned off."""
+    from coordinator_lib.sql import insert_template
+
+    planned: list[int] = []
+    plan_rows = insert_template.plan_insert_rows
+
+    def counting(*args: Any) -> Any:
+        planned.append(1)
+        return plan_rows(*args)
+
+    monkeypatch.setattr(insert_template, "plan_insert_rows", counting)
+    with connect(environment) as conn:
+        conn.execute("CREATE TABLE f (id bigint NOT NULL, n smallint, v text, ok boolean)")
+        sql = "INSERT INTO f VALUES (%s, 7, %s, true)"
+        for i in range(6):
+            conn.execute(sql, (i, f"v{i}"), prepare=True)
+        # The first is planned in full, the second from the template, the rest not at all.
+        assert len(planned) == 1
+        assert environment.handle.coordinator.plan_cache.stats.prepared_hits == 4
+        rows = conn.execute("SELECT * FROM f ORDER BY id").fetchall()
+    assert rows == [(i, 7, f"v{i}", True) for i in range(6)]
+
+    fields = "(id, n, v, ok)"
+    text = f"INSERT INTO g {fields} VALUES ($1, $2, $3, true)"
+    types = [20, 21, 25]
+    statements: list[Statement] = [
+        (text, ["1", "2", "a"], types),
+        (text, ["2", "3", "b"], types),
+        (text, [" 3 ", "4", "c"], types),  # spaces around an integer are read
+        (text, ["4", "99999", "d"], types),  # out of smallint's range
+        (text, ["x", "5", "e"], types),  # not an integer
+        (text, [None, "6", "f"], types),  # NOT NULL
+        (text, ["7", None, "g"], types),  # NULL where it may be
+        (text, ["9223372036854775808", "1", "i"], types),  # out of bigint's range
+        (text, ["10", "1_0", "j"], types),
+        (text, ["11", "+11", ""], types),
+    ]
+    table = "CREATE TABLE g (id bigint NOT NULL, n smallint, v text, ok boolean)"
+    select = "SELECT * FROM g ORDER BY id, n"
+
+    def answers() -> list[Any]:
+        return _answers(environment, table, statements * 2, select, moved=False)
+
+    hits = environment.handle.coordinator.plan_cache.stats.prepared_hits
+    fast = answers()
+    assert environment.handle.coordinator.plan_cache.stats.prepared_hits > hits
+    expected = [(1, 2, "a"), (2, 3, "b"), (3, 4, "c"), (7, None, "g"), (11, 11, "")]
+    assert fast[-1] == [(*row, True) for row in expected for _ in range(4)]
+    monkeypatch.setattr(environment.handle.coordinator.plan_cache, "get", lambda key: None)
+    monkeypatch.setattr(
+        environment.handle.coordinator.plan_cache, "prepared", lambda key: (True, None)
+    )
+    assert answers() == fast

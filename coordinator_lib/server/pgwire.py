@@ -1,9 +1,12 @@
 """PostgreSQL wire protocol (v3) server in front of the adapter's `Client`.
 
 Why threads: `SessionClient` is blocking, so each connection gets a thread that
-runs its session, plus a reader thread that parses the client's messages into
-a queue. The reader notices a client that goes away while rows stream (a
-SUBSCRIBE over COPY blocks forever otherwise) and cancels the statement.
+runs its session and reads the client's messages itself. The first time rows
+stream, a reader thread takes over reading (into a queue, for the rest of the
+connection): it notices a client that goes away while rows stream (a
+SUBSCRIBE over COPY blocks forever otherwise) and cancels the statement. A
+connection that only writes (one-row INSERTs, COPY FROM) has one thread and
+no queue hop per message.
 
     server = PgwireServer(handle.client, port=6875)
     server.start()
@@ -806,13 +809,35 @@ class _Connection:
                     if self.state.closing:
                         return
 
-    def loop(self) -> None:
+    def start_reader(self) -> None:
+        """From now on a reader thread reads the client's messages (the
+        session thread takes them from the inbox): called between two
+        messages, by the session thread, which then reads no more itself."""
         self.reader = threading.Thread(
             target=self.read_loop, name=f"pgwire-reader-{self.address}", daemon=True
         )
         self.reader.start()
+
+    def next_message(self) -> tuple[bytes, bytes] | ProtocolViolation | None:
+        """The client's next message: read here until a reader thread takes
+        over (`start_reader`), then from its inbox. None: the client went away."""
+        if self.reader is not None:
+            return self.inbox.get()
+        item: tuple[bytes, bytes] | ProtocolViolation | None
+        try:
+            item = _read_message(self.rfile)
+        except ProtocolViolation as error:
+            item = error
+        except (OSError, ValueError):
+            item = None
+        if item is None or isinstance(item, ProtocolViolation) or item[0] == b"X":
+            with self.state.lock:
+                self.state.peer_closed = True
+        return item
+
+    def loop(self) -> None:
         while True:
-            item = self.inbox.get()
+            item = self.next_message()
             if item is None:
                 return
             if isinstance(item, ProtocolViolation):
@@ -1057,7 +1082,7 @@ class _Connection:
         self.send(_message(b"G", struct.pack(f">bh{width}h", fmt, width, *[fmt] * width)))
         self.flush()
         while True:
-            item = self.inbox.get()
+            item = self.next_message()
             if item is None:
                 raise OSError("client went away during COPY")
             if isinstance(item, ProtocolViolation):
@@ -1083,6 +1108,8 @@ class _Connection:
     def streaming(self) -> Iterator[None]:
         """Rows are being sent: a client that disconnects now cancels the
         statement (the reader thread sees the EOF)."""
+        if self.reader is None:
+            self.start_reader()
         with self.state.lock:
             self.state.streaming = True
             self.state.busy = True

@@ -532,3 +532,33 @@ def test_shutdown_tells_idle_clients(client: FakeClient) -> None:
         assert [error_fields(body)["C"] for _, body in result[0]] == ["57P01"]
         with pytest.raises(OSError):
             Raw(server.port)
+
+
+def _readers() -> int:
+    return sum(t.name.startswith("pgwire-reader-") for t in threading.enumerate())
+
+
+def test_a_connection_reads_its_messages_itself_until_rows_stream(
+    raw: Raw, client: FakeClient
+) -> None:
+    """A connection's session thread reads the client's messages itself (no
+    reader thread, no queue hop per message) while it only writes; a reader
+    thread takes over the first time rows stream, so a client that leaves
+    mid-stream is still noticed (test_disconnect_during_subscribe_cancels_it)."""
+    before = _readers()
+    raw.connect()
+    for _ in range(3):
+        raw.parse("INSERT INTO t VALUES (1)")
+        raw.bind()
+        raw.execute()
+        raw.sync()
+        assert tags(raw.until(b"Z")) == b"12CZ"
+        assert tags(raw.query("INSERT INTO t VALUES (2)")) == b"CZ"
+    assert _readers() == before
+    assert tags(raw.query("SELECT 1")) == b"TDCZ"
+    assert _readers() == before + 1
+    assert tags(raw.query("INSERT INTO t VALUES (3)")) == b"CZ"
+    session = client.only_session()
+    raw.send(b"X")
+    wait_for(lambda: session.terminated)
+    wait_for(lambda: _readers() == before)

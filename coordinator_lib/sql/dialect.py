@@ -206,6 +206,17 @@ class TidemarkParser(StatementParser):
             i += 1
         return super()._parse_primary()
 
+    def _parse_lateral(self) -> exp.Lateral | None:
+        """`LATERAL ROWS FROM (...)` is `ROWS FROM (...)`: a function item may
+        read the items before it anyway (PostgreSQL's implicit LATERAL), and
+        sqlglot parses ROWS FROM only as a table."""
+        index = self._index
+        if self._match(TokenType.LATERAL):
+            if self._match_text_seq("ROWS", "FROM", advance=False):
+                return None
+            self._retreat(index)
+        return super()._parse_lateral()
+
     def _parse_map(self) -> exp.ToMap:
         """MAP[key => value, ...] (Materialize's; `=>` is no lambda here) or
         MAP(subquery), which the binder refuses."""

@@ -119,7 +119,12 @@ from coordinator_lib.sql.scalar import (
 from coordinator_lib.sql.scope import MERGED_USING, Scope, ScopeItem, ident_name, table_parts
 from coordinator_lib.sql.select_srf import lift_select_set_functions
 from coordinator_lib.sql.subquery import lower_filter, lower_subqueries
-from coordinator_lib.sql.table_functions import is_table_function, plan_table_function
+from coordinator_lib.sql.table_functions import (
+    is_scalar_call,
+    is_table_function,
+    plan_table_function,
+    reference_name,
+)
 
 S = ScalarType
 EMPTY_DESC = RelationDesc((), ())
@@ -248,6 +253,7 @@ def plan_table_factor(
     alias = ident_name(alias_node.this) if alias_node is not None and alias_node.this else None
     renames = [ident_name(c) for c in alias_node.columns] if alias_node is not None else []
     qualified = None
+    whole_row = False
     if node.args.get("joins") and not ignore_joins:
         raise UnsupportedFeature("parenthesized joins are not supported", position_of(node))
     if is_table_function(node):
@@ -256,8 +262,9 @@ def plan_table_factor(
         )
         rel, names = plan_table_function(node, binder)
         types = rel.desc.types
-        alias = alias or names[0]
+        alias = alias or reference_name(node)
         renames = []
+        whole_row = is_scalar_call(node)
     elif isinstance(node, exp.Table):
         if not isinstance(node.this, exp.Identifier):
             raise UnsupportedFeature(
@@ -301,6 +308,7 @@ def plan_table_factor(
         bound = plan_query(node.this, ctx)
         rel = visible(bound, node)
         names, types = list(bound.names), bound.types
+        whole_row = bool(node.meta.get("scalar_function"))  # a lateral call
     elif isinstance(node, exp.Values):
         bound = plan_values(node, ctx)
         rel = bound.expr
@@ -318,7 +326,9 @@ def plan_table_factor(
     for name in renames:
         check_column_name(name, alias_node)
     names[: len(renames)] = renames
-    return rel, ScopeItem(alias, tuple(names), tuple(types), qualified=qualified)
+    item = ScopeItem(alias, tuple(names), tuple(types), qualified=qualified)
+    item.whole_row = whole_row and len(names) == 1
+    return rel, item
 
 
 def plan_from(

@@ -742,6 +742,9 @@ class ScalarBinder:
             raise error.at(position_of(node.to) or position_of(node)) from None
         if target.is_list and is_empty_list(node.this):  # LIST[]::int list
             return literal((), target)
+        empty_array = isinstance(node.this, exp.Array) and not node.this.expressions
+        if target.is_array and empty_array:  # ARRAY[]::int[] (the cast types it)
+            return literal((), target)
         value = self.bind(node.this)
         known_text = isinstance(value.expr, Literal) and value.expr.value is not None
         if typmod is not None and value.unknown and known_text:

@@ -64,6 +64,10 @@ class ScopeItem:
     types: tuple[ColumnType, ...]
     offset: int = 0
     qualified: QualifiedName | None = None
+    # The alias as a column reference means the one column (PostgreSQL's
+    # whole-row reference of a function returning a scalar: `SELECT e FROM
+    # jsonb_array_elements(j) AS e`, whose column is `value`).
+    whole_row: bool = False
 
     @property
     def arity(self) -> int:
@@ -138,7 +142,11 @@ class Scope:
         """Whether a column reference finds a FROM item here (or else is
         looked up in the enclosing query)."""
         if len(parts) == 1:
-            return parts[0] in self.merged or any(parts[0] in item.names for item in self.items)
+            return (
+                parts[0] in self.merged
+                or any(parts[0] in item.names for item in self.items)
+                or any(item.whole_row and item.alias == parts[0] for item in self.items)
+            )
         return any(item.matches(parts[:-1]) for item in self.items)
 
     def resolve(self, parts: tuple[str, ...], node: exp.Expr | None = None) -> int:
@@ -154,6 +162,10 @@ class Scope:
                 for i, name in enumerate(item.names)
                 if name == column
             ]
+            if not found:  # a column's name first, then a scalar function's alias
+                found = [
+                    item.offset for item in self.items if item.whole_row and item.alias == column
+                ]
             if not found:
                 raise UnknownColumn(f'column "{column}" does not exist', position_of(node))
             if len(found) > 1:

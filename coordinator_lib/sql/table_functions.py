@@ -16,8 +16,13 @@ zip the calls (PostgreSQL's rule): one FlatMap with `zipped` calls over one
 Map of all their arguments, row i holding the i-th value of each and NULL
 where a call gave fewer (expr/table_functions.rows_from).
 
-The column is named after the alias (`AS g`), the first alias column
-(`AS g (x)`), else the function; the ordinality column is `ordinality`.
+The column is named after the first alias column (`AS g (x)`), else
+after the function's named OUT parameter (`value` for
+jsonb_array_elements[_text]), else the alias (`AS g`), else the function,
+as PostgreSQL names it; the ordinality column is `ordinality`. Without
+ordinality the alias also names the one column when no column has its
+name (PostgreSQL's whole-row reference of a scalar function: `SELECT e
+FROM jsonb_array_elements(...) AS e`).
 Other table functions are 0A000; a wrong argument type is 42883.
 """
 
@@ -78,15 +83,57 @@ def is_table_function(node: exp.Expr) -> bool:
 
 def as_lateral_subquery(node: exp.Expr, alias: exp.Expr | None) -> exp.Subquery:
     """`f(...) AS alias` (or the function of `LATERAL f(...) AS alias`) as
-    `(SELECT * FROM f(...) AS alias) AS alias`, to plan as a LATERAL subquery."""
+    `(SELECT * FROM f(...) AS alias) AS alias`, to plan as a LATERAL subquery;
+    without an alias the subquery is named after the function, as the call
+    is (`t, generate_series(...)` reads `generate_series.generate_series`).
+    Its meta `scalar_function` says the alias as a column means the one
+    column (`is_scalar_call`)."""
     item = node.copy()
     if isinstance(item, exp.Func) and not isinstance(item, exp.Unnest):
         ordinality = node.parent.args.get("ordinality") if node.parent else None
         item = exp.Table(this=item, ordinality=ordinality)
     if alias is not None:
         item.set("alias", alias.copy())
+    else:
+        alias = exp.TableAlias(this=exp.to_identifier(reference_name(item), quoted=True))
     select = exp.Select(expressions=[exp.Star()]).from_(item, copy=False)
-    return exp.Subquery(this=select, alias=alias.copy() if alias is not None else None)
+    subquery = exp.Subquery(this=select, alias=alias.copy())
+    subquery.meta["scalar_function"] = is_scalar_call(item)
+    return subquery
+
+
+def reference_name(node: exp.Expr) -> str:
+    """The name an unaliased table function FROM item is qualified by: its
+    (first) function's, as PostgreSQL names it."""
+    if isinstance(node, exp.Unnest):
+        return TableFunc.UNNEST.value
+    call = node.args["rows_from"][0] if node.args.get("rows_from") else node
+    call = call if isinstance(call, exp.Unnest) else call.this
+    if isinstance(call, exp.Unnest):
+        return TableFunc.UNNEST.value
+    if isinstance(call, exp.ExplodingGenerateSeries):
+        return TableFunc.GENERATE_SERIES.value
+    return call.name.lower() if isinstance(call, exp.Anonymous) else call.sql_name().lower()
+
+
+def is_scalar_call(node: exp.Expr) -> bool:
+    """Whether the FROM item `node` gives one column (one call of a function
+    returning a scalar, without ordinality): PostgreSQL then reads its alias
+    as a column reference as that column (`FROM jsonb_array_elements(j) AS
+    e` has a column `value`; `SELECT e` is it)."""
+    if isinstance(node, exp.Unnest):
+        return len(node.expressions) == 1 and not node.args.get("offset")
+    if node.args.get("ordinality"):
+        return False
+    calls = node.args.get("rows_from")
+    if calls:  # ROWS FROM (f(...)) of one call is that call
+        if len(calls) > 1:
+            return False
+        node = calls[0]
+        if isinstance(node, exp.Unnest):
+            return len(node.expressions) == 1
+    call = node.this
+    return not (isinstance(call, exp.Anonymous) and _JSONB.get(call.name.lower()) in _TWO_COLUMNS)
 
 
 def plan_table_function(node: exp.Expr, binder: ScalarBinder) -> tuple[RelationExpr, list[str]]:
@@ -118,9 +165,12 @@ def plan_table_function(node: exp.Expr, binder: ScalarBinder) -> tuple[RelationE
     if flat.func in _TWO_COLUMNS:  # jsonb_each: (key, value)
         columns = ["key", "value"]
     else:
-        columns = [
-            alias.name if alias is not None and alias.name and not names else flat.func.value
-        ]
+        # PostgreSQL's chooseScalarFunctionAlias: a named OUT parameter
+        # (jsonb_array_elements' `value`), else the alias, else the function
+        name = _name_of(flat.func)
+        if name == flat.func.value and alias is not None and alias.name and not names:
+            name = alias.name
+        columns = [name]
     columns += ["ordinality"] if ordinality else []
     if len(names) > len(columns):
         raise InvalidColumnReference(
@@ -292,6 +342,8 @@ def _unnest(node: exp.Unnest, binder: ScalarBinder, ordinality: bool) -> FlatMap
 
 __all__ = [
     "as_lateral_subquery",
+    "is_scalar_call",
     "is_table_function",
     "plan_table_function",
+    "reference_name",
 ]

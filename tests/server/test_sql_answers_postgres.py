@@ -326,6 +326,26 @@ QUERIES = {
     "rows_from_one_jsonb": "SELECT * FROM ROWS FROM (jsonb_array_elements_text('[1]')) AS e",
     "rows_from_too_many_aliases": "SELECT * FROM ROWS FROM (generate_series(1, 2),"
     " generate_series(1, 3)) AS g(a, b, c)",
+    # a function item's column: its named OUT parameter (`value`), else the
+    # alias, else the function; the function's name qualifies an unaliased
+    # item, and the alias of a one-column item is that column (whole row)
+    "table_function_value_names": "SELECT * FROM j, jsonb_array_elements(body -> 'items')"
+    " WITH ORDINALITY",
+    "table_function_lateral_value": "SELECT * FROM j CROSS JOIN LATERAL"
+    " jsonb_array_elements_text(body -> 'k' -> 'a')",
+    "table_function_whole_row": "SELECT id, e, e.value AS v, jsonb_array_elements_text.value"
+    " AS t, u FROM j, jsonb_array_elements(body -> 'items') AS e,"
+    " jsonb_array_elements_text(body -> 'k' -> 'a'), unnest(ARRAY[id]) AS u",
+    "table_function_first_item": "SELECT *, jsonb_array_elements.value IS NULL AS n FROM"
+    " jsonb_array_elements('[1, [2]]'), (SELECT e FROM jsonb_array_elements_text('[3]') e) s",
+    # LATERAL before ROWS FROM is redundant (implied) and accepted
+    "lateral_rows_from": "SELECT w.g, r.* FROM w, LATERAL ROWS FROM (generate_series(w.g, 2),"
+    " unnest(ARRAY[w.v])) WITH ORDINALITY AS r(x, y, n)",
+    "lateral_rows_from_left_join": "SELECT w.g, r.a FROM w LEFT JOIN LATERAL ROWS FROM"
+    " (generate_series(w.v, 3)) AS r(a) ON true",
+    # ARRAY[] typed by its cast
+    "empty_array_cast": "SELECT k, ARRAY[]::int[] AS a, CAST(ARRAY[] AS text[]) AS t,"
+    " cardinality(ARRAY[]::bigint[]) AS c, ARRAY[]::int[] = '{}' AS e FROM t1",
     # ORDER BY of a set operation: a name that is no output column is 42703
     "union_order_unknown": "(SELECT k FROM t1) UNION (SELECT k FROM t2) ORDER BY x",
     "union_order_renamed": "(SELECT k + 1 FROM t1) UNION (SELECT k FROM t2) ORDER BY k",

@@ -63,6 +63,12 @@ if TYPE_CHECKING:
 OldRows = list[tuple[Row, int]]
 DeltaRows = list[Update]
 
+# Rows of its indexed input a streamed join holds at a time, when it can
+# read its other input again, and at most how many times a keyed join reads
+# it (LocalBackend._join_roles).
+JOIN_CHUNK_ROWS = 4096
+JOIN_MAX_PASSES = 8
+
 
 @dataclass
 class LocalRendered:
@@ -254,41 +260,83 @@ class LocalBackend:
         left_key, right_key = _join_keys(join, step)
         check = _join_check(join)
         timed = left.timed and right.timed
-
-        # The index is of the right input, or of the left where it is known
-        # to be smaller (a streamed one-off query: its index is held whole).
-        left_built = (
-            self.streaming
-            and left.size is not None
-            and right.size is not None
-            and left.size < right.size
-        )
+        roles = self._join_roles(left, right, not step.keys) if self.streaming else (False, None)
+        left_built, chunk = roles
         built, probed = (left, right) if left_built else (right, left)
         built_key, probed_key = (left_key, right_key) if left_built else (right_key, left_key)
 
         def joined() -> Iterator[Any]:
             tally = Tally()  # a cross join makes millions of rows a second
-            index: dict[Hashable, list[Any]] = defaultdict(list)
-            for b in built.get():
-                key = built_key(b[0])
-                if key is not None:
-                    index[key].append(b)
-                    tally.hold(b)
             filters = step.filters
-            for p in probed.get():
-                key = probed_key(p[0])
-                if key is None:
-                    continue
-                matches = index.get(key, ())
-                for m in matches:
-                    a, b = (m, p) if left_built else (p, m)
-                    row = a[0] + b[0]
-                    if check(row, filters):
-                        diff = a[-1] * b[-1]
-                        yield Update(row, max(a[1], b[1]), diff) if timed else (row, diff)
-                tally.add(len(matches) + 1)
+            rows = iter(built.get())
+            first, more = True, chunk is not None
+            while True:
+                # The index: all of `built`, or its next `chunk` rows, each
+                # chunk joined with all of `probed`.
+                index: dict[Hashable, list[Any]] = defaultdict(list)
+                count = 0
+                for b in rows:
+                    key = built_key(b[0])
+                    if key is None:
+                        continue
+                    index[key].append(b)
+                    if first:
+                        tally.hold(b)  # a later chunk takes the first's place
+                    else:
+                        tally.add()
+                    count += 1
+                    if more and count == chunk:
+                        break
+                else:
+                    more = False  # `built` is read: this chunk is the last
+                if index:
+                    for p in probed.get():
+                        key = probed_key(p[0])
+                        if key is None:
+                            continue
+                        matches = index.get(key, ())
+                        for m in matches:
+                            a, b = (m, p) if left_built else (p, m)
+                            row = a[0] + b[0]
+                            if check(row, filters):
+                                diff = a[-1] * b[-1]
+                                yield Update(row, max(a[1], b[1]), diff) if timed else (row, diff)
+                        tally.add(len(matches) + 1)
+                if not more:
+                    return
+                first = False
 
         return self._timed(joined) if timed else Rows.old(joined)
+
+    @staticmethod
+    def _join_roles(left: Rows, right: Rows, cross: bool) -> tuple[bool, int | None]:
+        """A streamed join's roles: whether the left input is the one
+        indexed, and how many of its rows the index holds at a time (None:
+        all), the other input read again for each such chunk (a block nested
+        loop). Only an input whose size is known is read again (a snapshot,
+        filtered or projected: converted again as it is read, no operator
+        recomputed). An input known to fit `JOIN_CHUNK_ROWS` is indexed
+        whole (the smaller of two). Else a cross join (no key: one index
+        entry holds the input whole) indexes `JOIN_CHUNK_ROWS` at a time
+        the smaller known input, or the input of unknown size: each row
+        reread meets a chunk's rows, so the rereads are a small share of the
+        join's work (issue 18's soak: a canceled cross join held a table). A keyed join chunks the smaller of two known inputs
+        into at most `JOIN_MAX_PASSES` chunks (a reread is a pass that may
+        match little), and otherwise indexes the right input whole."""
+        ls, rs = left.size, right.size
+        if ls is not None and ls <= JOIN_CHUNK_ROWS and (rs is None or ls < rs):
+            return True, None
+        if rs is not None and rs <= JOIN_CHUNK_ROWS:
+            return False, None
+        if ls is not None and rs is not None:
+            smaller = min(ls, rs)
+            chunk = (
+                JOIN_CHUNK_ROWS if cross else max(JOIN_CHUNK_ROWS, -(-smaller // JOIN_MAX_PASSES))
+            )
+            return ls <= rs, chunk
+        if cross and (ls is not None or rs is not None):
+            return rs is not None, JOIN_CHUNK_ROWS
+        return False, None
 
     def check_scalars(self, c: Rows, node: plan.Reduce) -> Rows:
         expr = node.expr

@@ -112,6 +112,8 @@ class SnapshotRows:
                 continue
             columns = [column_pylist(batch.column(n)) for n in self.names]
             yield from zip(zip(*columns, strict=True), diffs, strict=True)
+            # Dropped before the next batch is converted: one batch held, not two.
+            del diffs, columns
 
 
 class Shard:

@@ -320,9 +320,10 @@ class LocalBackend:
         entry holds the input whole) indexes `JOIN_CHUNK_ROWS` at a time
         the smaller known input, or the input of unknown size: each row
         reread meets a chunk's rows, so the rereads are a small share of the
-        join's work (issue 18's soak: a canceled cross join held a table). A keyed join chunks the smaller of two known inputs
-        into at most `JOIN_MAX_PASSES` chunks (a reread is a pass that may
-        match little), and otherwise indexes the right input whole."""
+        join's work (issue 18's soak: a canceled cross join held a table).
+        A keyed join chunks the smaller of two known inputs into at most
+        `JOIN_MAX_PASSES` chunks (a reread is a pass that may match
+        little), and otherwise indexes the right input whole."""
         ls, rs = left.size, right.size
         if ls is not None and ls <= JOIN_CHUNK_ROWS and (rs is None or ls < rs):
             return True, None

@@ -68,6 +68,7 @@ _TRUE = {"t", "tr", "tru", "true", "y", "ye", "yes", "on", "1"}
 _FALSE = {"f", "fa", "fal", "fals", "false", "n", "no", "off", "of", "0"}
 
 
+ONE_DIMENSION = "Tidemark's arrays are one-dimensional (a type's dimensions, int[][], are ignored)"
 _ARRAY_ITEM = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([^,{}"]*?))\s*(,|$)')
 
 
@@ -77,6 +78,12 @@ def _parse_array(text: str, element: ScalarType, kind: str = "array") -> tuple[A
     if not (body.startswith("{") and body.endswith("}")):
         raise TextInputError(f'malformed {kind} literal: "{text}"')
     inner, values, at = body[1:-1], [], 0
+    if kind == "array" and inner.lstrip().startswith("{"):  # `{{1,2},{3,4}}`
+        raise TextInputError(
+            "multidimensional arrays are not supported",
+            "0A000",
+            ONE_DIMENSION,
+        )
     while inner.strip() and at <= len(inner):
         match = _ARRAY_ITEM.match(inner, at)
         if match is None or match.end() == at:

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from coordinator_lib.expr.functions import CallFunction
+from coordinator_lib.expr.scalar import Literal
+from coordinator_lib.expr.text_input import ONE_DIMENSION
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.sql.array_subquery import as_aggregate, gathered_query
 from coordinator_lib.sql.errors import (
@@ -42,7 +44,11 @@ def bind_array(b: ScalarBinder, node: exp.Array) -> Typed:
         values = [b.resolve_unknown(v, S.TEXT, n) for v, n in zip(values, nodes, strict=True)]
     elements, target = b.unify(values, nodes, "ARRAY")
     if target.is_array:
-        raise UnsupportedFeature("multidimensional arrays are not supported", position_of(nodes[0]))
+        raise UnsupportedFeature(
+            "multidimensional arrays are not supported",
+            position_of(nodes[0]),
+            detail=ONE_DIMENSION,
+        )
     call = CallFunction(
         "array_build", tuple(e.expr for e in elements), ColumnType(target.array(), False)
     )
@@ -68,6 +74,13 @@ def bind_subscript(b: ScalarBinder, node: exp.Bracket) -> Typed:
         return b.typed(
             CallFunction("jsonb_get", (value.expr, index.expr), ColumnType(S.JSONB, True))
         )
+    if isinstance(node.this, exp.Bracket) and node.this.meta.get("array_element"):
+        # `a[i][j]` of a one-dimensional array (Tidemark's only kind): the
+        # number of subscripts is not the array's dimensions, so NULL, as in
+        # PostgreSQL; the subscripts must still be integers
+        _integer_subscript(b, index, index_node)
+        node.meta["array_element"] = True
+        return b.typed(Literal(None, ColumnType(value.scalar, True)))
     if value.unknown or value.scalar.element is None:
         shown = "unknown" if value.unknown else value.scalar.value
         raise TypeMismatch(
@@ -78,6 +91,8 @@ def bind_subscript(b: ScalarBinder, node: exp.Bracket) -> Typed:
     element = value.scalar.element
     assert element is not None
     call = CallFunction("array_index", (value.expr, index.expr), ColumnType(element, True))
+    if value.scalar.is_array:
+        node.meta["array_element"] = True
     return b.typed(call)
 
 

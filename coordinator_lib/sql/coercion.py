@@ -105,6 +105,14 @@ def scalar_type_of(data_type: exp.DataType) -> ScalarType:
         return S.INTERVAL
     if kind is exp.DType.ARRAY and len(data_type.expressions) == 1:  # `integer[]`
         element = data_type.expressions[0]
+        # `integer[][]` and `integer[3][4]` are `integer[]` (PostgreSQL and
+        # Materialize ignore the dimensions a type names)
+        while (
+            isinstance(element, exp.DataType)
+            and element.this is exp.DType.ARRAY
+            and len(element.expressions) == 1
+        ):
+            element = element.expressions[0]
         if isinstance(element, exp.DataType) and element.this is not exp.DType.ARRAY:
             return scalar_type_of(element).array()
     if kind is exp.DType.LIST and len(data_type.expressions) == 1:  # `int list`
@@ -249,15 +257,16 @@ def can_cast_explicitly(src: ScalarType, dst: ScalarType) -> bool:
     return (
         can_assign(src, dst)
         or dst in _EXPLICIT.get(src, set())
-        or (src in (S.TEXT, S.BPCHAR) and not dst.is_array)  # no array input syntax yet
+        or src in (S.TEXT, S.BPCHAR)
         or _list_cast(src, dst)
         or (is_numeric(src) and is_numeric(dst))
     )
 
 
 def _list_cast(src: ScalarType, dst: ScalarType) -> bool:
-    """An array or list to a list whose elements it casts to (Materialize's)."""
-    if not dst.is_list or src.element is None:
+    """An array or list to a list whose elements it casts to (Materialize's),
+    an array to an array whose elements it casts to (PostgreSQL's)."""
+    if src.element is None or not (dst.is_list or (dst.is_array and src.is_array)):
         return False
     return can_cast_explicitly(src.element, dst.element)  # type: ignore[arg-type]
 

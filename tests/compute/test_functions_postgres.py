@@ -237,6 +237,16 @@ EXPRESSIONS = [
     "string_to_array(s, NULL, 'b')",
     "string_to_array(s, ',', NULL)",
     "string_to_array(s, 'l')",
+    # one-dimensional arrays' dimensions (arrays.py), casts element by element
+    # and from text per row, subscripts beyond the dimensions (NULL)
+    "array_ndims(string_to_array(s, ','))",
+    "array_dims(string_to_array(s, ','))",
+    "array_lower(string_to_array(s, ','), n)",
+    "array_upper(string_to_array(s, ','), 1)",
+    "('{' || n || ',' || id || ',NULL}')::bigint[]",
+    "ARRAY[n, id]::numeric[]",
+    "ARRAY[d]::text[]",
+    "(string_to_array(s, ','))[1][n]",
     # date/time
     "to_timestamp(x)",
     "to_timestamp(x * 1e9)",

@@ -188,3 +188,45 @@ def test_psql_describes_an_interval_column_with_its_fields(
         "a|interval hour|||",
         "b|interval day to second(0)|||",
     ]
+
+
+def test_array_columns_declared_with_dimensions(
+    tidemark: psycopg.Connection[Any], postgres: psycopg.Connection[Any]
+) -> None:
+    """`int[][]` and `text[3][2]` are `int[]` and `text[]` (PostgreSQL and
+    Materialize ignore a type's dimensions): declared, written, read, cast
+    and subscripted in a view as in PostgreSQL."""
+    _both(
+        tidemark,
+        postgres,
+        [
+            "CREATE TABLE arr_dims (a int[][], b text[3][2])",
+            "INSERT INTO arr_dims VALUES ('{1,2}', '{x}'), (NULL, '{}'), ('{3}', NULL)",
+            "CREATE MATERIALIZED VIEW arr_dims_v AS SELECT a, b, a[1][1] AS e,"
+            " array_upper(a, 1) AS u, a::bigint[][] AS c, array_dims(b) AS d FROM arr_dims",
+            "SELECT * FROM arr_dims_v",
+            "INSERT INTO arr_dims VALUES ('{4,5,6}', '{y,z}')",
+            "SELECT * FROM arr_dims_v",
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SELECT ARRAY[[1, 2], [3, 4]]",
+        "SELECT '{{1,2},{3,4}}'::int[]",
+        "SELECT ('{{1}}' || '')::int[]",
+    ],
+)
+def test_multidimensional_array_values_are_refused(
+    tidemark: psycopg.Connection[Any], statement: str
+) -> None:
+    """PostgreSQL (and Materialize) answer these (`{{1,2},{3,4}}`); Tidemark's
+    arrays are one-dimensional (a tuple, an Arrow list), so a value of more
+    dimensions is 0A000 saying so, never a malformed-literal error."""
+    with pytest.raises(psycopg.errors.FeatureNotSupported) as info:
+        tidemark.execute(statement)
+    assert info.value.diag.message_primary == "multidimensional arrays are not supported"
+    if "||" not in statement:  # a constant's (a per-row cast's error has no detail)
+        assert "one-dimensional" in (info.value.diag.message_detail or "")

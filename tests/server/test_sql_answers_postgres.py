@@ -346,6 +346,19 @@ QUERIES = {
     # ARRAY[] typed by its cast
     "empty_array_cast": "SELECT k, ARRAY[]::int[] AS a, CAST(ARRAY[] AS text[]) AS t,"
     " cardinality(ARRAY[]::bigint[]) AS c, ARRAY[]::int[] = '{}' AS e FROM t1",
+    # a type's array dimensions are ignored (int[][] is int[]); Tidemark's
+    # arrays are one-dimensional: more subscripts than that are NULL, and
+    # array_ndims/dims/lower/upper answer for one dimension, NULL when empty
+    "array_type_dimensions": "SELECT k, '{1,2}'::int[][] AS a, '{p,NULL}'::text[][][] AS t,"
+    " CAST('{}' AS bigint[][]) AS e, ARRAY[x]::int[][] AS x FROM t1",
+    "array_extra_subscripts": "SELECT k, (ARRAY[k, x])[1][1] AS a, ('{7,8}'::int[])[k][2][3] AS b,"
+    " (ARRAY['p'])[1][k] AS c, (ARRAY[x])[k] AS d FROM t1",
+    # casts of arrays: element by element, and from text per row
+    "array_casts": "SELECT i, a::bigint[] AS b, a::text[] AS t, a::numeric[]::int[] AS n,"
+    " ('{' || i || ',NULL,\"x y\"}')::text[] AS p, ('{' || i || '}')::int[][] AS q FROM ar",
+    "array_dimension_functions": "SELECT i, array_ndims(a) AS n, array_dims(t) AS d,"
+    " array_lower(a, 1) AS l, array_upper(a, 1) AS u, array_upper(a, 2) AS u2,"
+    " array_lower(t, i - 1) AS l0, array_length(a, 2) AS l2 FROM ar",
     # ORDER BY of a set operation: a name that is no output column is 42703
     "union_order_unknown": "(SELECT k FROM t1) UNION (SELECT k FROM t2) ORDER BY x",
     "union_order_renamed": "(SELECT k + 1 FROM t1) UNION (SELECT k FROM t2) ORDER BY k",

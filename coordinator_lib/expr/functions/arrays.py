@@ -1,5 +1,6 @@
 """Array functions: `x = ANY (array)`, string_to_array, ARRAY[...] and
-subscripts, array_length and cardinality."""
+subscripts, array_length, cardinality, array_ndims, array_dims,
+array_lower and array_upper."""
 
 from __future__ import annotations
 
@@ -122,6 +123,58 @@ def array_length(values: Sequence[Any] | None, dimension: int | None) -> int | N
 )
 def cardinality(values: Sequence[Any]) -> int:
     return len(values)
+
+
+# array_ndims, array_dims, array_lower, array_upper of Tidemark's arrays,
+# which are one-dimensional with lower bound 1 (PostgreSQL's answers for
+# them): an empty array has no dimensions, so each is NULL for it.
+def _when_dimension_one(call: SparkCall, value: Any) -> Any:
+    values, dimension = call.args
+    return F.when((dimension == 1) & (F.size(values) > 0), value).cast(call.out)
+
+
+@scalar_function(
+    "array_ndims",
+    sig(Pseudo.ANY_ARRAY, result=ScalarType.INTEGER),
+    spark=lambda call: F.when(F.size(call.args[0]) > 0, F.lit(1)).cast(call.out),
+    nulls=lambda nullable: True,
+)
+def array_ndims(values: Sequence[Any]) -> int | None:
+    return 1 if values else None
+
+
+@scalar_function(
+    "array_dims",
+    sig(Pseudo.ANY_ARRAY, result=ScalarType.TEXT),
+    spark=lambda call: F.when(
+        F.size(call.args[0]) > 0,
+        F.concat(F.lit("[1:"), F.size(call.args[0]).cast("string"), F.lit("]")),
+    ),
+    nulls=lambda nullable: True,
+)
+def array_dims(values: Sequence[Any]) -> str | None:
+    """`[1:n]`, the bounds of each dimension."""
+    return f"[1:{len(values)}]" if values else None
+
+
+@scalar_function(
+    "array_lower",
+    sig(Pseudo.ANY_ARRAY, ScalarType.INTEGER, result=ScalarType.INTEGER),
+    spark=lambda call: _when_dimension_one(call, F.lit(1)),
+    nulls=lambda nullable: True,
+)
+def array_lower(values: Sequence[Any] | None, dimension: int | None) -> int | None:
+    return 1 if values and dimension == 1 else None
+
+
+@scalar_function(
+    "array_upper",
+    sig(Pseudo.ANY_ARRAY, ScalarType.INTEGER, result=ScalarType.INTEGER),
+    spark=lambda call: _when_dimension_one(call, F.size(call.args[0])),
+    nulls=lambda nullable: True,
+)
+def array_upper(values: Sequence[Any] | None, dimension: int | None) -> int | None:
+    return len(values) if values and dimension == 1 else None
 
 
 @scalar_function(

@@ -73,11 +73,15 @@ def _array_to_text(column: SparkColumn, source: ScalarType) -> SparkColumn:
 
 def _local_cast(column: SparkColumn, source: ScalarType, to: ScalarType) -> SparkColumn:
     """A cast to or from interval through the local engine's (a Python UDF):
-    its text is PostgreSQL's, which no Spark cast of a struct gives."""
+    its text is PostgreSQL's, which no Spark cast of a struct gives; also
+    casts to arrays and lists element by element (the local engine's)."""
     from coordinator_lib.compute.local_scalar import cast_value
 
     def cast(value):  # no hints: they make Spark guess a pandas UDF
-        return to_struct(cast_value(from_struct(value), source, to))
+        out = cast_value(from_struct(value), source, to)
+        if isinstance(out, tuple) and to.element is not None:  # an array: a list for Spark
+            return [to_struct(v) for v in out]
+        return to_struct(out)
 
     return F.udf(cast, spark_type(to))(column)
 

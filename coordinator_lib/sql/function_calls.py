@@ -56,7 +56,12 @@ from coordinator_lib.sql.errors import (
     SqlError,
     UnsupportedFeature,
 )
-from coordinator_lib.sql.list_syntax import LIST_FUNCTIONS, bind_list, bind_list_function
+from coordinator_lib.sql.list_syntax import (
+    LIST_FUNCTIONS,
+    bind_array_function,
+    bind_list,
+    bind_list_function,
+)
 from coordinator_lib.sql.map_syntax import bind_map
 from coordinator_lib.sql.positions import position_of
 from coordinator_lib.sql.typed import Typed, literal
@@ -681,6 +686,9 @@ _BESPOKE: dict[type, Callable[[Any, Any], Typed]] = {
     exp.JSONExtractScalar: _json_get,
     exp.JSONBExtract: _json_path,
     exp.JSONBExtractScalar: _json_path,
+    exp.ArrayConcat: bind_array_function,
+    exp.ArrayAppend: bind_array_function,
+    exp.ArrayPrepend: bind_array_function,
     exp.ArrayContainsAll: _contains(flipped=False),
     exp.ArrayContainedBy: _contains(flipped=True),
 }

@@ -120,9 +120,11 @@ def _append(b: ScalarBinder, values: Typed, element: Typed, node: exp.Expr, firs
 
 
 def list_concat(b: ScalarBinder, node: exp.DPipe, left: Typed, right: Typed) -> Typed:
-    """`||` with a list on either side: list_cat, list_append or list_prepend."""
+    """`||` with a list (or an array) on either side: list_cat, list_append or
+    list_prepend (PostgreSQL's array_cat, array_append and array_prepend
+    answer the same: a NULL array is left out, a NULL element kept)."""
     nodes = [node.this, node.expression]
-    lists = [not v.unknown and v.scalar.is_list for v in (left, right)]
+    lists = [not v.unknown and v.scalar.element is not None for v in (left, right)]
     if all(lists) or (lists[0] and right.unknown) or (lists[1] and left.unknown):
         try:
             return _cat(b, left, right, nodes)
@@ -132,9 +134,17 @@ def list_concat(b: ScalarBinder, node: exp.DPipe, left: Typed, right: Typed) -> 
             raise UndefinedOperator.no_overload(
                 f"{left.scalar.value} || {right.scalar.value}", operator_position(node)
             ) from None
-    if lists[0]:
-        return _append(b, left, right, node.expression, first=False)
-    return _append(b, right, left, node.this, first=True)
+    try:
+        if lists[0]:
+            return _append(b, left, right, node.expression, first=False)
+        return _append(b, right, left, node.this, first=True)
+    except TypeMismatch:
+        if any(not v.unknown and v.scalar.is_list for v in (left, right)):
+            raise
+        shown = " || ".join("unknown" if v.unknown else v.scalar.value for v in (left, right))
+        raise UndefinedOperator(
+            f"operator does not exist: {shown}", operator_position(node)
+        ) from None
 
 
 def bind_list_function(b: ScalarBinder, node: exp.Anonymous) -> Typed:
@@ -159,10 +169,35 @@ def bind_list_function(b: ScalarBinder, node: exp.Anonymous) -> Typed:
     return _append(b, listed, values[0], nodes[0], first=True)
 
 
+def bind_array_function(b: ScalarBinder, node: exp.Expr) -> Typed:
+    """array_cat(a, b), array_append(a, e), array_prepend(e, a) (sqlglot puts
+    the array first in each node)."""
+    names: dict[type[exp.Expr], str] = {
+        exp.ArrayConcat: "array_cat",
+        exp.ArrayAppend: "array_append",
+        exp.ArrayPrepend: "array_prepend",
+    }
+    name = names[type(node)]
+    others = node.expressions if isinstance(node, exp.ArrayConcat) else [node.expression]
+    nodes = [node.this, *others]
+    values = [b.bind(n) for n in nodes]
+    if len(values) != 2:
+        raise b.no_function(node, name, values)
+    array = values[0]
+    if name == "array_cat":
+        if not any(not v.unknown and v.scalar.is_array for v in values):
+            raise b.no_function(node, name, values)
+        return _cat(b, values[0], values[1], nodes)
+    if array.unknown or not array.scalar.is_array:
+        raise b.no_function(node, name, values)
+    return _append(b, array, values[1], nodes[1], first=name == "array_prepend")
+
+
 LIST_FUNCTIONS = ("list_length", "list_cat", "list_append", "list_prepend")
 
 __all__ = [
     "LIST_FUNCTIONS",
+    "bind_array_function",
     "bind_list",
     "bind_list_function",
     "bind_slice",

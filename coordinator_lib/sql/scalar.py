@@ -697,7 +697,7 @@ class ScalarBinder:
 
     def _concat(self, node: exp.DPipe) -> Typed:
         left, right = self.bind(node.this), self.bind(node.expression)
-        if any(not v.unknown and v.scalar.is_list for v in (left, right)):
+        if any(not v.unknown and v.scalar.element is not None for v in (left, right)):
             return list_concat(self, node, left, right)
         textual = [v.unknown or v.scalar in (S.TEXT, S.BPCHAR) for v in (left, right)]
         if not any(textual):  # Materialize's (and PostgreSQL's) words for `||`

@@ -247,6 +247,9 @@ EXPRESSIONS = [
     "ARRAY[n, id]::numeric[]",
     "ARRAY[d]::text[]",
     "(string_to_array(s, ','))[1][n]",
+    "string_to_array(s, ',') || s",
+    "n || ARRAY[id, NULL]",
+    "array_cat(string_to_array(s, 'l'), string_to_array(s, ','))",
     # date/time
     "to_timestamp(x)",
     "to_timestamp(x * 1e9)",

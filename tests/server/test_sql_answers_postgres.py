@@ -356,6 +356,11 @@ QUERIES = {
     # casts of arrays: element by element, and from text per row
     "array_casts": "SELECT i, a::bigint[] AS b, a::text[] AS t, a::numeric[]::int[] AS n,"
     " ('{' || i || ',NULL,\"x y\"}')::text[] AS p, ('{' || i || '}')::int[][] AS q FROM ar",
+    # || with an array: array_cat, array_append, array_prepend (NULL arrays left out)
+    "array_concat": "SELECT i, a || i AS p, 0 || a AS q, a || ARRAY[i, NULL] AS r,"
+    " array_append(t, 'z') AS s, array_prepend('y', t) AS u, array_cat(a, a) AS c,"
+    " a || NULL AS n, t || NULL::text AS e FROM ar",
+    "array_concat_wrong_element": "SELECT a || 'x'::text FROM ar",
     "array_dimension_functions": "SELECT i, array_ndims(a) AS n, array_dims(t) AS d,"
     " array_lower(a, 1) AS l, array_upper(a, 1) AS u, array_upper(a, 2) AS u2,"
     " array_lower(t, i - 1) AS l0, array_length(a, 2) AS l2 FROM ar",

@@ -47,8 +47,17 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+# Every query the benchmarks send runs in-process, however many rows the
+# load stored: over `--local-max-rows` stored updates a peek goes to Spark,
+# and starting a JVM on a loaded machine outlasted the landed check's
+# 120 s read timeout (bench.write ran with 10 * BENCH_WRITE_COPY_ROWS, so
+# 10,000 at 1,000 COPY rows, and 64 webhook clients store more in 10 s).
+IN_PROCESS = ("--local-max-rows", str(10**12))
+
+
 class Server:
-    """`tidemark serve` on `data_dir` (with extra command-line `options`) until `stop()`."""
+    """`tidemark serve` on `data_dir` (with extra command-line `options`)
+    until `stop()`; queries run in-process (`IN_PROCESS`)."""
 
     def __init__(self, data_dir: Path, *options: str) -> None:
         self.port = _free_port()
@@ -65,6 +74,7 @@ class Server:
             str(self.pgwire_port),
             "--http-port",
             str(self.port),
+            *IN_PROCESS,
             *options,
         ]
         self.proc = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
@@ -179,7 +189,11 @@ def check_landed(server: Server, source: str, acknowledged: list[int], events: i
     """The source's events by request number are exactly `events` for each
     acknowledged request (all phases of a source are checked together: the
     numbers restart per phase, so each phase uses a fresh source)."""
-    rows = server.sql(f"SELECT (body->>'seq')::bigint, count(*) FROM {source} GROUP BY 1")
+    query = f"SELECT (body->>'seq')::bigint, count(*) FROM {source} GROUP BY 1"
+    try:
+        rows = server.sql(query)
+    except Exception as error:  # not a verdict on the events: the check could not run
+        raise RuntimeError(f"{source}: the landed check's query failed: {error!r}") from error
     landed = {int(str(seq)): int(str(n)) for seq, n in rows}
     expected = dict.fromkeys(acknowledged, events)
     if landed != expected:

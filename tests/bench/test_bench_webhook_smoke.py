@@ -12,6 +12,7 @@ from typing import Any, cast
 import pytest
 
 from bench import webhook
+from coordinator_lib.cli import build_parser
 
 
 @pytest.mark.slow
@@ -41,3 +42,25 @@ def test_the_landed_check_finds_lost_repeated_and_unacknowledged_events() -> Non
     assert "missing [3], unacknowledged [4], not exactly once [2]" in str(failed.value)
     stored[:] = [[1, 1], [2, 1]]
     webhook.check_landed(server, "events", [1, 2], 1)
+
+
+def test_bench_servers_answer_every_query_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The benchmarks' `tidemark serve` never sends a peek to Spark, however
+    many rows the load stored: the landed check counting a webhook source
+    over `--local-max-rows` updates started a JVM on a loaded machine and
+    timed out (bench.write ran with 10 * BENCH_WRITE_COPY_ROWS, 10,000)."""
+    started: list[list[str]] = []
+
+    def popen(command: list[str], **_: object) -> Any:
+        started.append(command)
+        return SimpleNamespace(poll=lambda: None)
+
+    monkeypatch.setattr(webhook.subprocess, "Popen", popen)
+    monkeypatch.setattr(webhook.requests, "get", lambda *_, **__: SimpleNamespace(status_code=200))
+    webhook.Server(tmp_path / "env")
+    command = started[0]
+    assert command[1:4] == ["-m", "coordinator_lib.cli", "serve"]
+    args = build_parser().parse_args(command[3:])
+    assert args.local_max_rows >= 10**12

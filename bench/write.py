@@ -225,7 +225,7 @@ def run(work: Path) -> dict:
     postgres = PgCluster(bindir)
     # Every read in-process: a count(*) of the COPY's million rows would
     # otherwise start Spark, a second JVM beside whatever else runs here.
-    server = Server(work / "env")  # in-process queries: counting rows never starts Spark
+    server = Server(work / "env")
     pgbench: list[PgbenchRun] = []
     copies: list[CopyRun] = []
     webhook: dict = {}

@@ -34,16 +34,17 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from coordinator_lib.compute import plan
 from coordinator_lib.compute.error_collection import input_errors, raise_first
 from coordinator_lib.compute.local import (
     LocalContext,
     LocalRendered,
-    OldRows,
+    OldIterable,
     render_local,
     stream_local,
 )
@@ -63,6 +64,7 @@ from coordinator_lib.persist.arrangement_store import (
     DataflowState,
     KeyedUpdate,
     OrderedUpdate,
+    Staging,
     TimedUpdate,
 )
 from coordinator_lib.persist.shard import Shard, SnapshotRows
@@ -76,6 +78,39 @@ if TYPE_CHECKING:
 STATEFUL = (Join, Reduce, Distinct, Threshold, TopK, Window, TemporalFilter)
 Key = tuple[Any, ...]
 KeyedRows = dict[Key, list[tuple[Row, int]]]
+T = TypeVar("T")
+
+# Updates of one operator a Spark hydration holds before writing them to the
+# staged state (`hydrate`): its Python memory is a few chunks, not the state.
+HYDRATE_CHUNK_ROWS = 50_000
+
+
+class _Spool(list[T]):
+    """An operator's pending updates while hydrating into a staged state:
+    written out (`drain`) every `size` rows."""
+
+    def __init__(self, write: Callable[[list[T]], None], size: int) -> None:
+        super().__init__()
+        self._write = write
+        self._size = max(size, 1)
+
+    def append(self, item: T) -> None:
+        super().append(item)
+        if len(self) >= self._size:
+            self.drain()
+
+    def extend(self, items: Iterable[T]) -> None:
+        iterator = iter(items)
+        while chunk := list(itertools.islice(iterator, self._size - len(self))):
+            super().extend(chunk)
+            if len(self) >= self._size:
+                self.drain()
+
+    def drain(self) -> None:
+        if self:
+            rows = list(self)
+            self.clear()
+            self._write(rows)
 
 
 @dataclass
@@ -102,7 +137,35 @@ class StepState:
     pending: dict[str, list[KeyedUpdate]] = field(default_factory=dict)
     pending_timed: dict[str, list[TimedUpdate]] = field(default_factory=dict)
     pending_ordered: dict[str, list[OrderedUpdate]] = field(default_factory=dict)
+    # A Spark hydration's staged state (`hydrate`): pending updates are
+    # written there every `chunk_rows` rows instead of kept until `land`.
+    staging: Staging | None = None
+    chunk_rows: int = 0
     _operators: int = 0
+
+    def _pending(self, table: dict[str, list[Any]], operator: str, kind: str) -> list[Any]:
+        """The list an operator's pending updates go to: a `_Spool` writing
+        them to the staged state when hydrating into one."""
+        found = table.get(operator)
+        if found is None:
+            staging = self.staging
+            if staging is None:
+                found = table[operator] = []
+            else:
+
+                def write(rows: list[Any]) -> None:
+                    assert staging is not None
+                    staging.write(**{kind: {operator: rows}})
+
+                found = table[operator] = _Spool(write, self.chunk_rows)
+        return found
+
+    def flush(self) -> None:
+        """Write what every operator's spool still holds to the staged state."""
+        for table in (self.pending, self.pending_timed, self.pending_ordered):
+            for pending in table.values():
+                if isinstance(pending, _Spool):
+                    pending.drain()
 
     def _operator(self, kind: str) -> str:
         # Operators are numbered in rendering order, the same at every step.
@@ -124,7 +187,7 @@ class StepState:
         key_of: Callable[[Row], Key | None],
         keyed_old: Callable[[], Iterable[tuple[Key | None, Row, int]]] | None,
     ) -> None:
-        pending = self.pending.setdefault(operator, [])
+        pending = self._pending(self.pending, operator, "changes")
         if self.hydrating and keyed_old is not None:
             pending.extend((k, r, d) for k, r, d in keyed_old() if k is not None)
         for row, _, diff in delta or ():
@@ -142,7 +205,7 @@ class StepState:
         step's lower by key, or None when hydrating (then read `keyed_old`,
         which this writes as the state)."""
         operator = self._operator("by key")
-        pending = self.pending.setdefault(operator, [])
+        pending = self._pending(self.pending, operator, "changes")
         if self.hydrating and keyed_old is not None:
             pending.extend(keyed_old())
         pending.extend(delta)
@@ -157,7 +220,7 @@ class StepState:
         group's old row retracted, its new one inserted; when hydrating,
         every group's)."""
         operator = self._operator("accumulators")
-        pending = self.pending.setdefault(operator, [])
+        pending = self._pending(self.pending, operator, "changes")
         return (None if self.hydrating else self._reader(operator)), pending
 
     def arrange_in_order(
@@ -172,7 +235,7 @@ class StepState:
         with the last (all for None), or is None when hydrating (then read
         `keyed_old`, which this writes as the state)."""
         operator = self._operator("in order")
-        pending = self.pending_ordered.setdefault(operator, [])
+        pending = self._pending(self.pending_ordered, operator, "ordered")
         if self.hydrating and keyed_old is not None:
             pending.extend((k, ord_of(r), r, d) for k, r, d in keyed_old())
         pending.extend((k, ord_of(r), r, d) for k, r, d in delta)
@@ -193,7 +256,9 @@ class StepState:
         kept; the reader gives those due in [lower, upper), or None when
         hydrating (then `later` must include the old contents' too)."""
         operator = self._operator("by time")
-        self.pending_timed.setdefault(operator, []).extend((u.time, u.row, u.diff) for u in later)
+        self._pending(self.pending_timed, operator, "timed").extend(
+            (u.time, u.row, u.diff) for u in later
+        )
         if self.hydrating:
             return None
         arrangement = self.state.arrangement(operator)
@@ -229,9 +294,9 @@ class StepState:
 
 
 def _keyed(
-    rows: list[tuple[Row, int]], key_of: Callable[[Row], Hashable]
-) -> list[tuple[Any, Row, int]]:
-    return [(key_of(r), r, d) for r, d in rows]
+    rows: Iterable[tuple[Row, int]], key_of: Callable[[Row], Hashable]
+) -> Iterator[tuple[Any, Row, int]]:
+    return ((key_of(r), r, d) for r, d in rows)
 
 
 def is_stateful(expr: RelationExpr) -> bool:
@@ -444,34 +509,59 @@ def hydrate(
     inputs: dict[GlobalId, Shard],
     output: Shard,
     at: int,
-    olds: Callable[[plan.Step], Callable[[], OldRows]],
+    olds: Callable[[plan.Step], Callable[[], OldIterable]],
     reads: StepReads,
+    chunk_rows: int | None = None,
 ) -> bool:
     """Build the view's arrangements at `at` (its inputs' contents before
     `at`) from each stateful operator's input's old rows as `olds` gives
     them (Spark computes them: dataflow.step), keyed by the in-process rules
-    that step them (a render of the empty step [at, at)), and write them in
-    one fenced apply, replacing any state behind `at`. False: another
-    writer moved the state meanwhile (or it is already at or past `at`)."""
+    that step them (a render of the empty step [at, at)), replacing any
+    state behind `at`. Nothing is held whole: old rows stream through the
+    rules (`olds` and the inputs' snapshots are iterated, not kept), and the
+    keyed updates are written to a staged state every `chunk_rows`; one
+    fenced swap makes it the view's. False: another writer moved the state
+    meanwhile (or it is already at or past `at`); its staged rows are gone.
+    `chunk_rows`: HYDRATE_CHUNK_ROWS if None."""
     expr = description.expr
     state = dataflow_state(output, expr)
     expected = state.upper()
     if expected is not None and expected >= at:
         return False
-    building = StepState(state, expected, hydrating=True, reads=reads)
-    frames = {
-        id: LocalRendered(_counted_snapshot(shard, at - 1, reads), None)
-        for id, shard in inputs.items()
-    }
-    render_local(expr, LocalContext(at, at, frames, state=building, olds=olds))
-    return state.apply(
-        building.pending,
-        expected,
-        at,
-        replace=True,
-        timed=building.pending_timed,
-        ordered=building.pending_ordered,
-    )
+    staging = state.staging()
+    try:
+        building = StepState(
+            state,
+            expected,
+            hydrating=True,
+            reads=reads,
+            staging=staging,
+            chunk_rows=HYDRATE_CHUNK_ROWS if chunk_rows is None else chunk_rows,
+        )
+        frames = {
+            id: LocalRendered(_streamed_snapshot(shard, at - 1, reads), None)
+            for id, shard in inputs.items()
+        }
+        render_local(expr, LocalContext(at, at, frames, state=building, olds=olds))
+        building.flush()
+    except BaseException:
+        staging.discard()
+        raise
+    return staging.swap(expected, at)
+
+
+def _streamed_snapshot(
+    shard: Shard, as_of: int, reads: StepReads
+) -> Callable[[], Iterable[tuple[Row, int]]]:
+    """The input's old contents, read again at each use and converted to
+    rows a batch at a time as they are iterated (and counted)."""
+
+    def old() -> Iterable[tuple[Row, int]]:
+        rows = shard.snapshot_rows(as_of)
+        reads.snapshot += len(rows)
+        return rows
+
+    return old
 
 
 def _readable_from(inputs: dict[GlobalId, Shard], time: int) -> bool:

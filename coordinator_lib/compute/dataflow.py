@@ -24,10 +24,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -338,8 +342,9 @@ def step(
                 and spark_hydrates
                 and _state_far_behind(description, inputs, output, lower, local_max_rows)
             ):
-                olds = _spark_olds(spark, inputs, lower)
-                hydrate(description, inputs, output, lower, olds, reads)
+                with tempfile.TemporaryDirectory(prefix="tidemark-hydrate-") as spool:
+                    olds = _spark_olds(spark, inputs, lower, spool)
+                    hydrate(description, inputs, output, lower, olds, reads)
                 hydrated_by = "spark"
             state = None if closing else prepare(description, inputs, output, lower, reads)
             updates, errors, rules = plan_step_local(
@@ -383,30 +388,92 @@ def _state_far_behind(
 
 
 def _spark_olds(
-    spark: SparkSession, inputs: dict[GlobalId, Shard], at: int
-) -> Callable[[PlanStep], Callable[[], list[tuple[Row, int]]]]:
+    spark: SparkSession, inputs: dict[GlobalId, Shard], at: int, directory: str
+) -> Callable[[PlanStep], Callable[[], Iterable[tuple[Row, int]]]]:
     """A plan step's contents before `at`, computed by Spark (one job) and
-    brought to Python as Arrow, then rows: a stateful operator's input, for
-    arranged.hydrate."""
+    brought to Python as Arrow batches as they come, spooled to an Arrow
+    file in `directory`, and read back from it as rows a batch at a time at
+    each use: a stateful operator's input, for arranged.hydrate, which
+    holds a chunk of it, not all of it."""
 
-    def olds(step: PlanStep) -> Callable[[], list[tuple[Row, int]]]:
-        def rows() -> list[tuple[Row, int]]:
+    def olds(step: PlanStep) -> Callable[[], Iterable[tuple[Row, int]]]:
+        spooled: list[str] = []
+
+        def rows() -> Iterator[tuple[Row, int]]:
             expr = step.expr
-            sub = DataflowDescription(GlobalId.transient(0), expr, at - 1)
-            used = {id: inputs[id] for id in expr.depends_on()}
-            frame, _, _ = plan_step(spark, sub, used, at - 1, at)
-            if frame is None:
-                return []
-            out: list[tuple[Row, int]] = []
-            for batch in frame.toArrow().to_batches(max_chunksize=4096):
-                columns = [column_pylist(batch.column(i)) for i in range(expr.desc.arity)]
-                diffs = batch.column(batch.num_columns - 1).to_pylist()
-                out += zip(zip(*columns, strict=True), diffs, strict=True)
-            return out
+            if not spooled:
+                sub = DataflowDescription(GlobalId.transient(0), expr, at - 1)
+                used = {id: inputs[id] for id in expr.depends_on()}
+                frame, _, _ = plan_step(spark, sub, used, at - 1, at)
+                path = os.path.join(directory, f"olds-{len(os.listdir(directory))}.arrow")
+                if frame is not None:
+                    _spool_arrow(frame, path)
+                spooled.append(path)
+            if os.path.exists(spooled[0]):
+                yield from spooled_rows(spooled[0], expr.desc.arity)
 
         return rows
 
     return olds
+
+
+def spooled_rows(path: str, arity: int) -> Iterator[tuple[Row, int]]:
+    """The `(row, diff)` pairs of an Arrow file (`arity` data columns, the
+    diff last), converted a batch at a time as they are iterated."""
+    with pa.OSFile(path) as source:
+        reader = pa.ipc.open_file(source)
+        for i in range(reader.num_record_batches):
+            batch = reader.get_batch(i)
+            columns = [column_pylist(batch.column(c)) for c in range(arity)]
+            diffs = batch.column(batch.num_columns - 1).to_pylist()
+            yield from zip(zip(*columns, strict=True), diffs, strict=True)
+
+
+# Rows per Arrow batch in a spooled file: what a reader converts at a time.
+_SPOOL_BATCH_ROWS = 8192
+
+
+def _spool_arrow(frame: DataFrame, path: str) -> None:
+    """Write `frame`'s rows to an Arrow file at `path` as Spark sends them
+    (a batch in memory at a time; DataFrame.toArrow collects all first).
+    The batches are those of DataFrame.toArrow (the JVM's Arrow stream to
+    Python, cast to the same schema), in whatever order they arrive."""
+    from pyspark.errors.exceptions.captured import unwrap_spark_exception
+    from pyspark.serializers import UTF8Deserializer, read_int
+    from pyspark.sql.pandas.serializers import ArrowStreamSerializer
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.traceback_utils import SCCallSiteSync
+    from pyspark.util import _load_from_socket
+
+    class Unordered(ArrowStreamSerializer):
+        """The JVM's batches as they arrive (the order it sends after them
+        is read and dropped, or its error raised)."""
+
+        def load_stream(self, stream: Any) -> Iterator[pa.RecordBatch]:
+            yield from super().load_stream(stream)
+            count = read_int(stream)
+            if count == -1:
+                raise RuntimeError(UTF8Deserializer().loads(stream))
+            for _ in range(count):
+                read_int(stream)
+
+    large = frame.sparkSession.conf.get("spark.sql.execution.arrow.useLargeVarTypes") == "true"
+    schema = to_arrow_schema(frame.schema, timezone="UTC", prefers_large_types=large)
+    with SCCallSiteSync(frame.sparkSession.sparkContext):
+        port, secret, server = frame._jdf.collectAsArrowToPython()
+    try:
+        with (
+            _load_from_socket((port, secret), Unordered()) as batches,
+            pa.OSFile(path, "wb") as sink,
+            pa.ipc.new_file(sink, schema) as writer,
+        ):
+            for batch in batches:
+                cast = batch.cast(schema)
+                for start in range(0, cast.num_rows, _SPOOL_BATCH_ROWS):
+                    writer.write_batch(cast.slice(start, _SPOOL_BATCH_ROWS))
+    finally:
+        with unwrap_spark_exception():
+            server.getResult()
 
 
 def _spark_step(

@@ -20,6 +20,7 @@ from coordinator_lib.compute.local_backend import (
     LocalBackend,
     LocalContext,
     LocalRendered,
+    OldIterable,
     OldRows,
     as_list,
 )
@@ -95,4 +96,12 @@ def _may_retract(step: plan.Step) -> bool:
     return False
 
 
-__all__ = ["DeltaRows", "LocalContext", "LocalRendered", "OldRows", "render_local", "stream_local"]
+__all__ = [
+    "DeltaRows",
+    "LocalContext",
+    "LocalRendered",
+    "OldIterable",
+    "OldRows",
+    "render_local",
+    "stream_local",
+]

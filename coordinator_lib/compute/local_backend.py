@@ -61,6 +61,9 @@ if TYPE_CHECKING:
     from coordinator_lib.compute.arranged import StepState
 
 OldRows = list[tuple[Row, int]]
+# Old rows that may be computed afresh at each iteration (a Spark
+# hydration's inputs: arranged.hydrate reads them as they stream).
+OldIterable = Iterable[tuple[Row, int]]
 DeltaRows = list[Update]
 
 # Rows of its indexed input a streamed join holds at a time, when it can
@@ -74,7 +77,7 @@ JOIN_MAX_PASSES = 8
 class LocalRendered:
     """An operator's old contents (computed when first asked) and delta."""
 
-    old: Callable[[], OldRows] | None
+    old: Callable[[], OldIterable] | None
     # A list, or (a one-off query's input) rows converted as they are iterated.
     delta: DeltaRows | Iterable[Update] | None
 
@@ -121,7 +124,9 @@ class LocalContext:
     streaming: bool = False
     # Hydrating `state` from old contents computed elsewhere (Spark,
     # arranged.hydrate): each stateful operator's input's old rows, by step.
-    olds: Callable[[plan.Step], Callable[[], OldRows]] | None = None
+    # Then old rows are not kept: each use computes them afresh as it
+    # iterates (a hydration holds a chunk of its state, not its inputs).
+    olds: Callable[[plan.Step], Callable[[], OldIterable]] | None = None
 
 
 class LocalBackend:
@@ -133,6 +138,7 @@ class LocalBackend:
         self.state = ctx.state
         self.errors = ctx.errors
         self.streaming = ctx.streaming
+        self._old = _uncached_old if ctx.olds is not None else Rows.old
 
     def _timed(self, compute: Callable[[], Iterator[Any]], size: int | None = None) -> Rows:
         """A delta of `compute`'s updates (at most `size`, if known): lazy
@@ -141,7 +147,7 @@ class LocalBackend:
 
     def _like(self, c: Rows, compute: Callable[[], Iterator[Any]], size: int | None = None) -> Rows:
         """`compute` over `c`: a delta if `c` is one, else old rows."""
-        return self._timed(compute, size) if c.timed else Rows.old(compute)
+        return self._timed(compute, size) if c.timed else self._old(compute)
 
     def record(self, operator: str, rule: str) -> None:
         self.ctx.rules.append((operator, rule))
@@ -149,7 +155,7 @@ class LocalBackend:
     def get(self, id: GlobalId) -> Pair[Rows]:
         found = self.ctx.inputs[id]
         return Pair(
-            None if found.old is None else Rows.old(found.old),
+            None if found.old is None else self._old(found.old),
             None if found.delta is None else Rows.delta(found.delta),
         )
 
@@ -157,7 +163,7 @@ class LocalBackend:
         olds = self.ctx.olds
         if olds is None or pair.old is None or isinstance(step, plan.Get | plan.Constant):
             return pair  # an input's old rows are its persist snapshot, read as they are
-        return Pair(Rows.old(olds(step)), pair.delta)
+        return Pair(self._old(olds(step)), pair.delta)
 
     def constant(self, step: plan.Constant, time: int | None) -> Rows | None:
         rows = list(step.rows)
@@ -479,8 +485,8 @@ class LocalBackend:
             return list
         assert self.state is not None
 
-        def keyed(items: Iterable[Any]) -> list[tuple[Any, Row, int]]:
-            return [((*k, i, v), (v,), d) for k, r, *_, d in items for i, v in values_of(r)]
+        def keyed(items: Iterable[Any]) -> Iterator[tuple[Any, Row, int]]:
+            return (((*k, i, v), (v,), d) for k, r, *_, d in items for i, v in values_of(r))
 
         read = self.state.arrange(
             keyed(delta), None if keyed_old is None else lambda: keyed(keyed_old.get())
@@ -739,9 +745,14 @@ def _join_keys(
 def _rendered(pair: Pair[Rows]) -> LocalRendered:
     old = pair.old
     return LocalRendered(
-        None if old is None else lambda: as_list(old.get()),
+        None if old is None else old.get,
         None if pair.delta is None else as_list(pair.delta.get()),
     )
+
+
+def _uncached_old(compute: Callable[[], Iterable[Any]]) -> Rows:
+    """Old rows computed afresh at each `get()`, as they are iterated."""
+    return Rows(compute, False)
 
 
 def as_list(rows: Iterable[Any]) -> list[Any]:

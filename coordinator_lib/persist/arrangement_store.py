@@ -39,6 +39,7 @@ import datetime as dt
 import hashlib
 import math
 import pickle
+import secrets
 import sqlite3
 import threading
 from collections import defaultdict
@@ -251,7 +252,6 @@ class ArrangementStore:
         self._pool: ConnectionPool[sqlite3.Connection] = ConnectionPool(
             lambda: _connect(self.path), lambda c: c.close(), max_idle=4
         )
-        self._ids: dict[tuple[str, str], int] = {}
         with self._conn() as conn:
             conn.execute("SELECT 1").fetchone()
 
@@ -287,8 +287,17 @@ class ArrangementStore:
 
     def drop_output(self, shard_id: str) -> None:
         """Forget the state of every dataflow that wrote shard `shard_id`
-        (its data is being deleted)."""
-        for name in self.dataflows():
+        (its data is being deleted), and any hydration's staged state left
+        by a process that died before its swap."""
+        with self._conn() as conn:
+            staged = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT DISTINCT dataflow FROM arrangement WHERE dataflow LIKE ? ESCAPE '\\'",
+                    (shard_id.replace("%", "\\%").replace("_", "\\_") + "/%",),
+                )
+            ]
+        for name in {*self.dataflows(), *staged}:
             if name.startswith(f"{shard_id}/"):
                 self.state(name).drop()
 
@@ -299,23 +308,20 @@ class ArrangementStore:
     def _id(
         self, conn: sqlite3.Connection, dataflow: str, operator: str, create: bool
     ) -> int | None:
-        cached = self._ids.get((dataflow, operator))
-        if cached is not None:
-            return cached
+        # Not cached: a Spark hydration's swap (`Staging.swap`) gives the
+        # dataflow's operators the ids it staged under, in any process.
         row = conn.execute(
             "SELECT id FROM arrangement WHERE dataflow = ? AND operator = ?", (dataflow, operator)
         ).fetchone()
         if row is None:
             if not create:
                 return None
-            # Not cached: the transaction creating it may still roll back.
             return int(
                 conn.execute(
                     "INSERT INTO arrangement (dataflow, operator) VALUES (?, ?) RETURNING id",
                     (dataflow, operator),
                 ).fetchone()[0]
             )
-        self._ids[(dataflow, operator)] = int(row[0])
         return int(row[0])
 
     def close(self) -> None:
@@ -339,6 +345,11 @@ class DataflowState:
 
     def arrangement(self, operator: str) -> Arrangement:
         return Arrangement(self, operator)
+
+    def staging(self) -> Staging:
+        """A place to write this dataflow's whole state in chunks, each its
+        own transaction, invisible to every reader until one `swap`."""
+        return Staging(self, f"{self.dataflow}#staging.{secrets.token_hex(8)}")
 
     def apply(
         self,
@@ -375,46 +386,7 @@ class DataflowState:
                 return False
             if replace:
                 self._delete_rows(conn)
-            for operator, entries in consolidated.items():
-                arr = self.store._id(conn, self.dataflow, operator, create=True)
-                conn.executemany(
-                    "INSERT INTO arranged (arrangement, key, rid, row, diff)"
-                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (arrangement, key, rid)"
-                    " DO UPDATE SET diff = diff + excluded.diff",
-                    (
-                        (arr, k, r, pickle.dumps(v[0], protocol=5), v[1])
-                        for (k, r), v in entries.items()
-                        if v[1] != 0
-                    ),
-                )
-                if replace:
-                    continue  # every row is new: none can have reached 0
-                conn.executemany(
-                    "DELETE FROM arranged"
-                    " WHERE arrangement = ? AND key = ? AND rid = ? AND diff = 0",
-                    ((arr, k, r) for (k, r), v in entries.items() if v[1] != 0),
-                )
-            for operator, updates in (ordered or {}).items():
-                arr = self.store._id(conn, self.dataflow, operator, create=True)
-                assert arr is not None
-                self._apply_ordered(conn, arr, updates)
-            for operator, entries in by_time.items():
-                arr = self.store._id(conn, self.dataflow, operator, create=True)
-                conn.executemany(
-                    "INSERT INTO pending (arrangement, time, rid, row, diff)"
-                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (arrangement, time, rid)"
-                    " DO UPDATE SET diff = diff + excluded.diff",
-                    (
-                        (arr, t, r, pickle.dumps(v[0], protocol=5), v[1])
-                        for (t, r), v in entries.items()
-                        if v[1] != 0
-                    ),
-                )
-                conn.executemany(
-                    "DELETE FROM pending"
-                    " WHERE arrangement = ? AND time = ? AND rid = ? AND diff = 0",
-                    ((arr, t, r) for (t, r), v in entries.items() if v[1] != 0),
-                )
+            self._write(conn, consolidated, by_time, ordered or {}, replace)
             conn.execute(
                 "DELETE FROM pending WHERE arrangement IN"
                 " (SELECT id FROM arrangement WHERE dataflow = ?) AND time < ?",
@@ -427,6 +399,55 @@ class DataflowState:
             )
             conn.execute("COMMIT")
             return True
+
+    def _write(
+        self,
+        conn: sqlite3.Connection,
+        consolidated: Mapping[str, dict[tuple[Any, bytes], list[Any]]],
+        by_time: Mapping[str, dict[tuple[Any, bytes], list[Any]]],
+        ordered: Mapping[str, Iterable[OrderedUpdate]],
+        replace: bool,
+    ) -> None:
+        """Add consolidated changes to this dataflow's arrangements, in
+        `conn`'s transaction (`replace`: every row is new)."""
+        for operator, entries in consolidated.items():
+            arr = self.store._id(conn, self.dataflow, operator, create=True)
+            conn.executemany(
+                "INSERT INTO arranged (arrangement, key, rid, row, diff)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (arrangement, key, rid)"
+                " DO UPDATE SET diff = diff + excluded.diff",
+                (
+                    (arr, k, r, pickle.dumps(v[0], protocol=5), v[1])
+                    for (k, r), v in entries.items()
+                    if v[1] != 0
+                ),
+            )
+            if replace:
+                continue  # every row is new: none can have reached 0
+            conn.executemany(
+                "DELETE FROM arranged WHERE arrangement = ? AND key = ? AND rid = ? AND diff = 0",
+                ((arr, k, r) for (k, r), v in entries.items() if v[1] != 0),
+            )
+        for operator, updates in ordered.items():
+            arr = self.store._id(conn, self.dataflow, operator, create=True)
+            assert arr is not None
+            self._apply_ordered(conn, arr, updates)
+        for operator, entries in by_time.items():
+            arr = self.store._id(conn, self.dataflow, operator, create=True)
+            conn.executemany(
+                "INSERT INTO pending (arrangement, time, rid, row, diff)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (arrangement, time, rid)"
+                " DO UPDATE SET diff = diff + excluded.diff",
+                (
+                    (arr, t, r, pickle.dumps(v[0], protocol=5), v[1])
+                    for (t, r), v in entries.items()
+                    if v[1] != 0
+                ),
+            )
+            conn.executemany(
+                "DELETE FROM pending WHERE arrangement = ? AND time = ? AND rid = ? AND diff = 0",
+                ((arr, t, r) for (t, r), v in entries.items() if v[1] != 0),
+            )
 
     @staticmethod
     def _apply_ordered(
@@ -469,7 +490,6 @@ class DataflowState:
             conn.execute("DELETE FROM arrangement WHERE dataflow = ?", (self.dataflow,))
             conn.execute("DELETE FROM frontier WHERE dataflow = ?", (self.dataflow,))
             conn.execute("COMMIT")
-        self.store._ids = {k: v for k, v in self.store._ids.items() if k[0] != self.dataflow}
 
     def stats(self) -> dict[str, ArrangementStats]:
         """Per operator: its entries, total multiplicity and encoded bytes."""
@@ -481,6 +501,81 @@ class DataflowState:
                 (self.dataflow,),
             ).fetchall()
         return {op: ArrangementStats(int(n), int(u), int(b)) for op, n, u, b in rows}
+
+
+class Staging:
+    """A dataflow's state being built (a Spark hydration, compute/arranged.py)
+    under another name: chunks of it are written as they are computed, so
+    the builder holds a chunk, not the state; `swap` then makes it the
+    dataflow's in one transaction that checks the upper (a builder that lost
+    the race discards its chunks and changes nothing). The staged rows keep
+    their arrangement ids: the swap renames the arrangements, it does not
+    copy their rows. A builder that dies leaves its chunks to `drop_output`."""
+
+    def __init__(self, target: DataflowState, name: str) -> None:
+        self.target = target
+        self.staged = DataflowState(target.store, name)
+
+    def write(
+        self,
+        changes: Mapping[str, Iterable[KeyedUpdate]] | None = None,
+        timed: Mapping[str, Iterable[TimedUpdate]] | None = None,
+        ordered: Mapping[str, Iterable[OrderedUpdate]] | None = None,
+    ) -> None:
+        """Add a chunk of each operator's updates to the staged state."""
+        consolidated = {
+            op: _consolidate(updates, identity) for op, updates in (changes or {}).items()
+        }
+        by_time = {
+            op: _consolidate(((t, r, d) for t, r, d in updates if t < _NEVER), _time_id)
+            for op, updates in (timed or {}).items()
+        }
+        with self.target.store._conn() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            # Upserts: a chunk's rows add to the same rows of earlier chunks;
+            # rows summing to 0 are deleted at the swap.
+            self.staged._write(conn, consolidated, by_time, ordered or {}, replace=True)
+            conn.execute("COMMIT")
+
+    def swap(self, expected_upper: int | None, new_upper: int) -> bool:
+        """Replace the dataflow's state with the staged one and move its
+        upper from `expected_upper` to `new_upper`, in one transaction;
+        False (the staged state discarded, the dataflow's untouched) if the
+        upper is not the expected one."""
+        target, staged = self.target.dataflow, self.staged.dataflow
+        with self.target.store._conn() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute(
+                "SELECT upper FROM frontier WHERE dataflow = ?", (target,)
+            ).fetchone()
+            if (None if row is None else int(row[0])) != expected_upper:
+                conn.execute("ROLLBACK")
+                self.discard()
+                return False
+            self.target._delete_rows(conn)
+            conn.execute("DELETE FROM arrangement WHERE dataflow = ?", (target,))
+            conn.execute("UPDATE arrangement SET dataflow = ? WHERE dataflow = ?", (target, staged))
+            for table in _STATE_TABLES:
+                conn.execute(
+                    f"DELETE FROM {table} WHERE arrangement IN"
+                    " (SELECT id FROM arrangement WHERE dataflow = ?) AND diff = 0",
+                    (target,),
+                )
+            conn.execute(
+                "DELETE FROM pending WHERE arrangement IN"
+                " (SELECT id FROM arrangement WHERE dataflow = ?) AND time < ?",
+                (target, new_upper),
+            )
+            conn.execute(
+                "INSERT INTO frontier (dataflow, upper) VALUES (?, ?)"
+                " ON CONFLICT (dataflow) DO UPDATE SET upper = excluded.upper",
+                (target, new_upper),
+            )
+            conn.execute("COMMIT")
+            return True
+
+    def discard(self) -> None:
+        self.staged.drop()
 
 
 class Arrangement:
@@ -594,6 +689,7 @@ __all__ = [
     "DataflowState",
     "KeyedUpdate",
     "OrderedUpdate",
+    "Staging",
     "TimedUpdate",
     "identity",
 ]

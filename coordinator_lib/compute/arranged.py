@@ -25,7 +25,9 @@ state from `lower` to `upper` in one fenced apply (`land`). So:
   replaces the state with them (hydration), once;
 - over inputs too large for that (or far ahead of the state, after Spark
   steps), Spark computes each stateful operator's input and the same
-  in-process rules key it into the state before the step (`hydrate`).
+  in-process rules key it into the state before the step (`hydrate`),
+  a chunk at a time into a staged state that one fenced swap makes the
+  view's.
 A closing step (inputs closed for ever) and a view without stateful
 operators keep no state.
 """

@@ -11,7 +11,8 @@ that lost a race or was fenced changes nothing.
 Why SQLite (WAL), one file per environment and host (`<blob root>/_arrangements/`):
 point reads of a few thousand keys per step are B-tree lookups on the
 primary key (arrangement, key hash, row hash), bulk writes at hydration are
-one transaction, and `BEGIN IMMEDIATE` serializes the writers of several
+one transaction (or, from Spark, chunks written to a staged state and one
+transaction that swaps it in: `Staging`), and `BEGIN IMMEDIATE` serializes the writers of several
 processes (`tidemark serve`, workers, Dagster runs) the way SQLite consensus
 does. SQLite ships with Python (no new dependency), its page cache is
 bounded per connection (`CACHE_KIB`), and a reader never blocks a writer.

@@ -457,7 +457,8 @@ def _spool_arrow(frame: DataFrame, path: str) -> None:
             for _ in range(count):
                 read_int(stream)
 
-    large = frame.sparkSession.conf.get("spark.sql.execution.arrow.useLargeVarTypes") == "true"
+    large_types = frame.sparkSession.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")
+    large = large_types == "true"
     schema = to_arrow_schema(frame.schema, timezone="UTC", prefers_large_types=large)
     with SCCallSiteSync(frame.sparkSession.sparkContext):
         port, secret, server = frame._jdf.collectAsArrowToPython()

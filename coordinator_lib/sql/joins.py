@@ -12,6 +12,11 @@ no match, padded with NULLs. "Found no match" is decided on the columns the
 ON condition reads (the match keys): the unmatched rows are
 `side - (side ⋈ distinct(matched keys))`, a Union with a Negate, exact for
 duplicates too.
+
+A predicate that reads one input only filters that input below the join
+(Materialize's predicate pushdown), so the join and its arrangements never
+hold the rows it drops. Only predicates that cannot fail move: evaluated on
+rows the join would have dropped, a failing one would add errors.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 
 from coordinator_lib.expr.relation import (
     Distinct,
+    Filter,
     Join,
     Map,
     Negate,
@@ -31,6 +37,8 @@ from coordinator_lib.expr.relation import (
     Union,
 )
 from coordinator_lib.expr.scalar import (
+    BinaryFunc,
+    CallBinary,
     CallUnary,
     CallVariadic,
     Column,
@@ -41,7 +49,7 @@ from coordinator_lib.expr.scalar import (
 )
 from coordinator_lib.repr.interval import ZERO
 from coordinator_lib.repr.relation import ColumnType, ScalarType
-from coordinator_lib.sql.outer import columns_read
+from coordinator_lib.sql.outer import columns_read, rewrite
 
 S = ScalarType
 _ZERO: dict[ScalarType, Any] = {
@@ -158,3 +166,65 @@ def outer_join(
         matched = distinct_keys(inner, [arity + k for k in keys])
         parts.append(pad(unmatched(right, keys, matched), left.desc.types, before=True))
     return Union(tuple(parts))
+
+
+# Scalars that cannot fail on any row: comparisons, AND/OR/NOT and NULL
+# tests of columns and literals (a comparison's operands have one type).
+_SAFE_BINARY = {
+    BinaryFunc.EQ,
+    BinaryFunc.NOT_EQ,
+    BinaryFunc.LT,
+    BinaryFunc.LTE,
+    BinaryFunc.GT,
+    BinaryFunc.GTE,
+}
+_SAFE_UNARY = {UnaryFunc.NOT, UnaryFunc.IS_NULL, UnaryFunc.IS_NOT_NULL}
+_SAFE_VARIADIC = {VariadicFunc.AND, VariadicFunc.OR}
+
+
+def cannot_fail(expr: ScalarExpr) -> bool:
+    """Whether `expr` is made only of operations that cannot fail."""
+    if isinstance(expr, Column | Literal):
+        return True
+    if isinstance(expr, CallBinary):
+        safe = expr.func in _SAFE_BINARY
+    elif isinstance(expr, CallUnary):
+        safe = expr.func in _SAFE_UNARY
+    elif isinstance(expr, CallVariadic):
+        safe = expr.func in _SAFE_VARIADIC
+    else:
+        return False
+    return safe and all(cannot_fail(child) for child in expr.children())
+
+
+def push_down(
+    inputs: list[RelationExpr], predicates: list[ScalarExpr]
+) -> tuple[list[RelationExpr], list[ScalarExpr]]:
+    """The join's inputs with each predicate that reads one input only (and
+    cannot fail) applied to it as a Filter, and the predicates left to
+    filter the join's output."""
+    starts = Join(tuple(inputs), ()).input_offsets()
+    ends = [start + child.desc.arity for start, child in zip(starts, inputs, strict=True)]
+    pushed: list[list[ScalarExpr]] = [[] for _ in inputs]
+    residual: list[ScalarExpr] = []
+    for predicate in predicates:
+        read = predicate.columns()
+        owners = [
+            i
+            for i, (a, b) in enumerate(zip(starts, ends, strict=True))
+            if read and a <= min(read) and max(read) < b
+        ]
+        if owners and cannot_fail(predicate):
+            (i,) = owners
+            pushed[i].append(_shifted(predicate, -starts[i]))
+        else:
+            residual.append(predicate)
+    filtered = [
+        Filter(child, tuple(own)) if own else child
+        for child, own in zip(inputs, pushed, strict=True)
+    ]
+    return filtered, residual
+
+
+def _shifted(expr: ScalarExpr, by: int) -> ScalarExpr:
+    return rewrite(expr, lambda e: Column(e.index + by) if isinstance(e, Column) else None)

@@ -4,7 +4,8 @@ LIMIT, OFFSET) that only the top level of a peek applies.
 
 The shape of a SELECT's plan, bottom up:
 
-    Join(FROM items, equivalences)      -- one input: the item itself
+    Join(FROM items, equivalences)      -- one input: the item itself; a
+                                        -- predicate reading one item filters it
     Filter(residual ON and WHERE predicates)
     Reduce(group keys, aggregates)      -- if grouped; global: + default row
     Filter(HAVING)
@@ -12,8 +13,9 @@ The shape of a SELECT's plan, bottom up:
     Distinct                            -- SELECT DISTINCT
 
 Equalities between different FROM items, in ON or WHERE, become the Join's
-equivalence classes (for inner joins the two are the same); everything else
-is a Filter above the Join.
+equivalence classes (for inner joins the two are the same); a predicate
+that reads one FROM item only and cannot fail filters that item (sql/joins.py
+push_down); everything else is a Filter above the Join.
 
 A query without GROUP BY that aggregates has exactly one output row, even on
 empty input, but a Reduce with an empty key yields no row for no input. As
@@ -93,7 +95,7 @@ from coordinator_lib.sql.errors import (
     UnsupportedFeature,
     WrongObjectType,
 )
-from coordinator_lib.sql.joins import equivalence_classes, outer_join
+from coordinator_lib.sql.joins import equivalence_classes, outer_join, push_down
 from coordinator_lib.sql.lateral import (
     lateral_join,
     lateral_subquery,
@@ -626,6 +628,7 @@ def build_join(inputs: list[RelationExpr], predicates: list[ScalarExpr]) -> Rela
                 equivalence_classes(classes, left, right)
                 continue
         residual.append(predicate)
+    inputs, residual = push_down(inputs, residual)
     rel = Join(tuple(inputs), tuple(tuple(c) for c in classes))
     rel = Filter(rel, tuple(residual)) if residual else rel
     return lower_filter(rel, nested)

@@ -66,3 +66,23 @@ def test_arrangement_sizes_show_each_operators_state(tmp_path) -> None:  # type:
         while store.dataflows():
             assert time.monotonic() < deadline, store.dataflows()
             time.sleep(0.1)
+
+
+def test_a_join_arranges_only_the_rows_its_where_clause_keeps(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A WHERE predicate on one join input filters that input before the
+    join arranges it: the state holds the cheap bids, not every bid."""
+    sizes = (
+        "SELECT operator, records FROM mz_internal.mz_arrangement_sizes"
+        " WHERE name = 'cheap' ORDER BY operator"
+    )
+    with running(tmp_path / "env") as conn:
+        conn.execute("CREATE TABLE item (id int, category text)")
+        conn.execute("CREATE TABLE bid (item int, price int)")
+        conn.execute(
+            "CREATE MATERIALIZED VIEW cheap AS SELECT category, price"
+            " FROM item JOIN bid ON item.id = bid.item WHERE bid.price < 8"
+        )
+        conn.execute("INSERT INTO item VALUES (1, 'a'), (2, 'a'), (3, 'b')")
+        conn.execute("INSERT INTO bid VALUES (1, 10), (1, 12), (2, 7), (3, 5)")
+        _wait_for(conn, "SELECT * FROM cheap ORDER BY price", [("b", 5), ("a", 7)])
+        assert conn.execute(sizes).fetchall() == [("1.join left", 3), ("2.join right", 2)]

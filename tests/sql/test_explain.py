@@ -18,9 +18,33 @@ def test_join_aggregate_tree() -> None:
     assert explain(plan.expr, names=catalog.names()) == "\n".join(
         [
             "Reduce group_by=[#1] aggregates=[sum(#14), count(*)]",
-            "  Filter (#0 > 1)",
-            "    Join on=(#0 = #13)",
+            "  Join on=(#0 = #13)",
+            "    Filter (#0 > 1)",
             "      Get materialize.public.t",
+            "    Get materialize.public.u",
+        ]
+    )
+
+
+def test_a_predicate_on_one_join_input_filters_that_input() -> None:
+    """WHERE and ON predicates that read one FROM item and cannot fail
+    filter that item below the join (the join then never holds the rows
+    they drop); one reading both items, or one that can fail (a division),
+    filters the join's output."""
+    catalog = make_catalog()
+    plan = plan_statement(
+        "SELECT * FROM t, u WHERE t.a > 1 AND u.x IS NOT NULL AND t.e < u.x"
+        " AND (u.a = 2 OR NOT u.a < 0) AND t.a / t.a > 0",
+        catalog,
+    )
+    assert isinstance(plan, SelectPlan)
+    assert explain(plan.expr, names=catalog.names()) == "\n".join(
+        [
+            "Filter (#4 < #14) AND ((#0 / #0) > 0)",
+            "  CrossJoin",
+            "    Filter (#0 > 1)",
+            "      Get materialize.public.t",
+            "    Filter (#1) IS NOT NULL AND ((#0 = 2) OR NOT((#0 < 0)))",
             "      Get materialize.public.u",
         ]
     )
@@ -35,7 +59,7 @@ def test_annotations_and_default_names() -> None:
 
     lines = explain(plan.expr, annotate).splitlines()
     assert lines[0].endswith("aggregates=[sum(#14), count(*)] [recomputed]")
-    assert lines[2] == "    Join on=(#0 = #13) [incremental]"
+    assert lines[1] == "  Join on=(#0 = #13) [incremental]"
     assert lines[3] == "      Get u1 [incremental]"
 
 

@@ -68,10 +68,10 @@ def test_explain_of_count_and_sum_view_shows_the_accumulating_reduce() -> None:
     assert text == "\n".join(
         [
             "Reduce group_by=[#3] aggregates=[count(*), sum(#1)] [incremental: accumulated]",
-            "  Filter (#1 > 0) [incremental]",
-            "    Join on=(#0 = #2) [incremental]",
+            "  Join on=(#0 = #2) [incremental]",
+            "    Filter (#1 > 0) [incremental]",
             "      Get materialize.public.t [source]",
-            "      Get materialize.public.u [source]",
+            "    Get materialize.public.u [source]",
         ]
     ), text
 
@@ -122,16 +122,19 @@ def test_renderer_records_the_rules_explain_shows(
 
 def test_explain_physical_prints_the_step_plan_with_rules_and_state() -> None:
     """EXPLAIN PHYSICAL PLAN draws the step plan the delta rules run: a
-    Filter, Map and Project merge into one Linear step; a Reduce shows its
+    Filter, Map and Project merge into one Linear step (a predicate on one
+    join input is a step of its own below the join); a Reduce shows its
     kind; each step its rule and the state it keeps."""
     linear, catalog = _plan(
         "CREATE MATERIALIZED VIEW lin AS SELECT u.name, t.v * 2 AS d "
-        "FROM t JOIN u ON t.k = u.k WHERE t.v > 0"
+        "FROM t JOIN u ON t.k = u.k WHERE t.v > 0 AND t.v < u.k"
     )
     assert explain_steps(linear.expr, catalog.names()).splitlines() == [
-        "Linear Filter (#1 > 0); Map ((#1 * 2)); Project (#3, #4) [incremental] state=none",
+        "Linear Filter (#1 < #2::bigint); Map ((#1 * 2)); Project (#3, #4)"
+        " [incremental] state=none",
         "  Join on=(#0 = #2) [incremental] state=each input by its join key",
-        "    Get materialize.public.t [source] state=none",
+        "    Linear Filter (#1 > 0) [incremental] state=none",
+        "      Get materialize.public.t [source] state=none",
         "    Get materialize.public.u [source] state=none",
     ]
     top, catalog = _plan(JOIN_MAX)

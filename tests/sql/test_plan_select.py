@@ -79,11 +79,12 @@ def test_join_on_becomes_equivalences_and_residual_filter() -> None:
     assert isinstance(project, Project) and project.outputs == (1, 14)
     filt = project.input
     assert isinstance(filt, Filter)
-    assert filt.predicates == (
-        CallBinary(BinaryFunc.GT, Column(14), Column(4)),
-        CallBinary(BinaryFunc.EQ, Column(1), Literal("k", ColumnType(ScalarType.TEXT, False))),
+    assert filt.predicates == (CallBinary(BinaryFunc.GT, Column(14), Column(4)),)
+    # The WHERE predicate reads t alone: it filters t below the join.
+    t_b_is_k = CallBinary(
+        BinaryFunc.EQ, Column(1), Literal("k", ColumnType(ScalarType.TEXT, False))
     )
-    assert filt.input == Join((GET_T, GET_U), ((Column(0), Column(13)),))
+    assert filt.input == Join((Filter(GET_T, (t_b_is_k,)), GET_U), ((Column(0), Column(13)),))
 
 
 def test_comma_join_with_where_equalities() -> None:

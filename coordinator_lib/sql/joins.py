@@ -37,7 +37,7 @@ from coordinator_lib.expr.relation import (
     Union,
 )
 from coordinator_lib.expr.scalar import (
-    BinaryFunc,
+    COMPARISON_OPERATORS,
     CallBinary,
     CallUnary,
     CallVariadic,
@@ -170,14 +170,6 @@ def outer_join(
 
 # Scalars that cannot fail on any row: comparisons, AND/OR/NOT and NULL
 # tests of columns and literals (a comparison's operands have one type).
-_SAFE_BINARY = {
-    BinaryFunc.EQ,
-    BinaryFunc.NOT_EQ,
-    BinaryFunc.LT,
-    BinaryFunc.LTE,
-    BinaryFunc.GT,
-    BinaryFunc.GTE,
-}
 _SAFE_UNARY = {UnaryFunc.NOT, UnaryFunc.IS_NULL, UnaryFunc.IS_NOT_NULL}
 _SAFE_VARIADIC = {VariadicFunc.AND, VariadicFunc.OR}
 
@@ -187,7 +179,7 @@ def cannot_fail(expr: ScalarExpr) -> bool:
     if isinstance(expr, Column | Literal):
         return True
     if isinstance(expr, CallBinary):
-        safe = expr.func in _SAFE_BINARY
+        safe = expr.func in COMPARISON_OPERATORS
     elif isinstance(expr, CallUnary):
         safe = expr.func in _SAFE_UNARY
     elif isinstance(expr, CallVariadic):

@@ -5,7 +5,9 @@ Materialize's rules: the elements take their common type, slices are
 1-based and inclusive (a bound left out is the list's end, a slice past the
 end is shorter, an empty slice is NULL), list_cat of a NULL list is the
 other list, appending NULL appends a NULL element and appending to a NULL
-list gives a list of the element (Materialize's list.slt). A list is held as an array is
+list gives a list of the element (Materialize's list.slt). Two arrays (or
+lists), or an array and an element, of different types meet at their common
+type (`int[] || numeric` is numeric[]). A list is held as an array is
 (repr/relation.py), so indexing is array_index. Lists of lists are 0A000."""
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from coordinator_lib.expr.functions import CallFunction
 from coordinator_lib.expr.scalar import Literal, ScalarExpr
 from coordinator_lib.repr.relation import ColumnType, ScalarType
 from coordinator_lib.sql.array_subquery import as_aggregate, gathered_query
+from coordinator_lib.sql.coercion import common_type
 from coordinator_lib.sql.errors import (
     IndeterminateDatatype,
     TypeMismatch,
@@ -95,11 +98,36 @@ def _element(b: ScalarBinder, value: Typed, element: ScalarType, node: exp.Expr)
     return b.coerce(value, element, node, "list element")
 
 
+def _common_element(first: ScalarType, second: ScalarType) -> ScalarType | None:
+    """The element type both sides take (PostgreSQL's anycompatible: UNION's
+    resolution, so `int[] || numeric[]` is numeric[]); None if there is none."""
+    chosen = common_type([first, second])
+    return None if chosen is None or chosen.element is not None else chosen
+
+
+def _widened(b: ScalarBinder, value: Typed, element: ScalarType, node: exp.Expr) -> Typed:
+    """An array (or list) cast element by element to hold `element`s."""
+    if value.scalar.element is element:
+        return value
+    kind = element.array() if value.scalar.is_array else element.list()
+    return b.cast_to(value, kind, node)
+
+
 def _cat(b: ScalarBinder, left: Typed, right: Typed, nodes: list[exp.Expr]) -> Typed:
     if left.unknown:
         left = b.resolve_unknown(left, right.scalar, nodes[0])
     if right.unknown:
         right = b.resolve_unknown(right, left.scalar, nodes[1])
+    inner = [left.scalar.element, right.scalar.element]
+    if (
+        inner[0] is not None
+        and inner[1] is not None
+        and left.scalar.is_array == right.scalar.is_array
+    ):
+        chosen = _common_element(inner[0], inner[1])
+        if chosen is not None:
+            left = _widened(b, left, chosen, nodes[0])
+            right = _widened(b, right, chosen, nodes[1])
     if left.scalar is not right.scalar:
         raise UndefinedOperator.no_overload(
             f"{left.scalar.value} || {right.scalar.value}", position_of(nodes[0])
@@ -112,6 +140,11 @@ def _cat(b: ScalarBinder, left: Typed, right: Typed, nodes: list[exp.Expr]) -> T
 def _append(b: ScalarBinder, values: Typed, element: Typed, node: exp.Expr, first: bool) -> Typed:
     inner = values.scalar.element
     assert inner is not None
+    if not element.unknown and element.scalar is not inner:
+        chosen = _common_element(inner, element.scalar)
+        if chosen is not None:
+            values = _widened(b, values, chosen, node)
+            inner = chosen
     element = _element(b, element, inner, node)
     name = "list_prepend" if first else "list_append"
     args = (element.expr, values.expr) if first else (values.expr, element.expr)

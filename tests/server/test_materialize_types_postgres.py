@@ -211,6 +211,30 @@ def test_array_columns_declared_with_dimensions(
     )
 
 
+def test_arrays_of_mixed_element_types_in_a_view(
+    tidemark: psycopg.Connection[Any], postgres: psycopg.Connection[Any]
+) -> None:
+    """`||`, array_cat, array_append and array_prepend of arrays and elements
+    of different numeric types give the common type's array (PostgreSQL's
+    anycompatible), in a view kept up to date across INSERT and DELETE."""
+    _both(
+        tidemark,
+        postgres,
+        [
+            "CREATE TABLE arr_mix (i int, a int[], n numeric, f float8)",
+            "INSERT INTO arr_mix VALUES (1, '{1,2}', 1.5, 0.25), (2, NULL, NULL, 2)",
+            "CREATE MATERIALIZED VIEW arr_mix_v AS SELECT i, a || ARRAY[n] AS an, n || a AS na,"
+            " array_cat(a, ARRAY[f]) AS af, array_append(a, i::bigint) AS ab,"
+            " ARRAY[i] || ARRAY[n] || f AS inf FROM arr_mix",
+            "SELECT * FROM arr_mix_v",
+            "INSERT INTO arr_mix VALUES (3, '{3,NULL}', 2.75, -1), (4, '{}', 0.5, NULL)",
+            "SELECT * FROM arr_mix_v",
+            "DELETE FROM arr_mix WHERE i IN (1, 4)",
+            "SELECT * FROM arr_mix_v",
+        ],
+    )
+
+
 @pytest.mark.parametrize(
     "statement",
     [

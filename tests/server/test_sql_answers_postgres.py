@@ -361,6 +361,17 @@ QUERIES = {
     " array_append(t, 'z') AS s, array_prepend('y', t) AS u, array_cat(a, a) AS c,"
     " a || NULL AS n, t || NULL::text AS e FROM ar",
     "array_concat_wrong_element": "SELECT a || 'x'::text FROM ar",
+    # arrays and elements of different types meet at their common type, as
+    # UNION resolves it (PostgreSQL's anycompatible): int[] || numeric[] is numeric[]
+    "array_concat_mixed_types": "SELECT i, a || ARRAY[1.5] AS r, a || 2.5 AS p, 0.5 || a AS q,"
+    " array_cat(a, ARRAY[i::float8]) AS c, array_append(a, i::bigint) AS b,"
+    " array_prepend(1.5::real, a) AS f, ARRAY[i] || ARRAY[i * 1.5] AS n,"
+    " pg_typeof(a || 2::bigint) AS t FROM ar",
+    "array_concat_mixed_constants": "SELECT ARRAY[1] || ARRAY[1.5] AS a, ARRAY[1.5] || ARRAY[1]"
+    " AS b, array_cat(ARRAY[1::smallint], ARRAY[2]) AS c, ARRAY[1::real] || ARRAY[1.5] AS d,"
+    " array_prepend(2.5, ARRAY[1]) AS e, ARRAY['2020-01-01'::date] || '2020-01-02 10:00'"
+    "::timestamp AS f",
+    "array_concat_no_common_type": "SELECT ARRAY[1] || ARRAY['x'::text]",
     "array_dimension_functions": "SELECT i, array_ndims(a) AS n, array_dims(t) AS d,"
     " array_lower(a, 1) AS l, array_upper(a, 1) AS u, array_upper(a, 2) AS u2,"
     " array_lower(t, i - 1) AS l0, array_length(a, 2) AS l2 FROM ar",

@@ -191,6 +191,16 @@ class TidemarkParser(StatementParser):
         ),
     }
 
+    def _parse_is(self, this: exp.Expr | None) -> exp.Expr | None:
+        """`x IS NOT NULL` is marked (meta `is_not_null`): sqlglot gives it the
+        same tree as `NOT x IS NULL`, which differs for a row constructor
+        (sql/row_comparison.py)."""
+        parsed = super()._parse_is(this)
+        is_test = isinstance(parsed, exp.Not) and isinstance(parsed.this, exp.Is)
+        if is_test and isinstance(parsed.this.expression, exp.Null):
+            parsed.meta["is_not_null"] = True
+        return parsed
+
     def _parse_primary(self) -> exp.Expr | None:
         """Adjacent quoted strings concatenate only across a newline, as in
         PostgreSQL (`'a' 'b'` on one line is a syntax error); sqlglot joins
@@ -774,6 +784,14 @@ class TidemarkGenerator(MaterializeGenerator):
             bare = super().datatype_sql(exp.DataType(this=this))
             return f"{bare}({self.expressions(expression, flat=True)})"
         return super().datatype_sql(expression)
+
+    def not_sql(self, expression: exp.Not) -> str:
+        """`x IS NOT NULL` as written (the parser marks it, `_parse_is`): a
+        stored view is re-read from this text, and for a row constructor it
+        differs from `NOT x IS NULL`."""
+        if expression.meta.get("is_not_null"):
+            return f"{self.sql(expression.this, 'this')} IS NOT NULL"
+        return super().not_sql(expression)
 
     def schema_sql(self, expression: exp.Schema) -> str:
         """A table without columns keeps its `()` (`CREATE TABLE t ()`, as

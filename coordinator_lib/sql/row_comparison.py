@@ -4,28 +4,61 @@ scalar comparisons PostgreSQL defines them by, so no operator is new:
 `>`, `>=` are lexicographic: `a1 < b1 OR (a1 = b1 AND (rest))`, the last
 pair compared with the operator itself. Three-valued AND/OR give
 PostgreSQL's NULLs (a row comparison is NULL where the first pair that
-is not equal is unknown)."""
+is not equal is unknown). `ROW(a, b)` is the same constructor as `(a, b)`.
+`IS [NOT] NULL` of a row tests every field (so `IS NOT NULL` is not `NOT
+(... IS NULL)`), `IS [NOT] DISTINCT FROM` pairs the fields, `= ANY` and
+`<> ALL` of a subquery are `IN` and `NOT IN`. A row is never a value of its
+own (there is no record type): returning one is 0A000."""
 
 from __future__ import annotations
 
 from sqlglot import exp
 
-from coordinator_lib.sql.errors import ParseError
+from coordinator_lib.sql.errors import ParseError, UnsupportedFeature
 from coordinator_lib.sql.positions import position_of
 
 _STRICT = {exp.LT: exp.LT, exp.LTE: exp.LT, exp.GT: exp.GT, exp.GTE: exp.GT}
 
 
+def row_items(node: exp.Expr) -> list[exp.Expr] | None:
+    """The fields of a row constructor, `(a, b)` or `ROW(a, ...)`; None for
+    any other expression."""
+    if isinstance(node, exp.Tuple):
+        return list(node.expressions)
+    if isinstance(node, exp.Anonymous) and node.name.lower() == "row":
+        return list(node.expressions)
+    return None
+
+
+def is_row_constructor(node: exp.Expr) -> bool:
+    return row_items(node) is not None
+
+
+def no_record_values(node: exp.Expr) -> UnsupportedFeature:
+    """The error for a row constructor used as a value."""
+    return UnsupportedFeature(
+        "record values are not supported",
+        position_of(node),
+        detail="A row constructor (ROW(a, b) or (a, b)) can be compared (=, <>, <, IN,"
+        " IS NULL, IS DISTINCT FROM) but not returned, stored or passed to a function.",
+    )
+
+
+def _pairs(node: exp.Binary) -> list[tuple[exp.Expr, exp.Expr]]:
+    left, right = row_items(node.this), row_items(node.expression)
+    assert left is not None and right is not None
+    if len(left) != len(right):
+        raise ParseError("unequal number of entries in row expressions", position_of(node))
+    return [(a.copy(), b.copy()) for a, b in zip(left, right, strict=True)]
+
+
 def is_row_comparison(node: exp.Binary) -> bool:
-    return isinstance(node.this, exp.Tuple) and isinstance(node.expression, exp.Tuple)
+    return is_row_constructor(node.this) and is_row_constructor(node.expression)
 
 
 def expand_row_comparison(node: exp.Binary) -> exp.Expr:
     """`node` (a comparison of two row constructors) as scalar comparisons."""
-    left, right = node.this.expressions, node.expression.expressions
-    if len(left) != len(right):
-        raise ParseError("unequal number of entries in row expressions", position_of(node))
-    pairs = [(a.copy(), b.copy()) for a, b in zip(left, right, strict=True)]
+    pairs = _pairs(node)
     op = type(node)
     if op is exp.EQ:
         return exp.Paren(this=exp.and_(*(exp.EQ(this=a, expression=b) for a, b in pairs)))
@@ -40,8 +73,45 @@ def expand_row_comparison(node: exp.Binary) -> exp.Expr:
     return exp.Paren(this=result)
 
 
+def expand_row_distinct(node: exp.NullSafeEQ | exp.NullSafeNEQ) -> exp.Expr:
+    """`r IS DISTINCT FROM s`: some pair is distinct; `IS NOT DISTINCT FROM`:
+    no pair is (never NULL)."""
+    op = type(node)
+    parts = [op(this=a, expression=b) for a, b in _pairs(node)]
+    joined = exp.or_(*parts) if op is exp.NullSafeNEQ else exp.and_(*parts)
+    return exp.Paren(this=joined)
+
+
+def expand_row_null_test(row: exp.Expr, negated: bool) -> exp.Expr:
+    """`row IS NULL`: every field is NULL; `row IS NOT NULL`: none is."""
+    items = row_items(row)
+    assert items is not None
+    tests: list[exp.Expr] = [exp.Is(this=i.copy(), expression=exp.Null()) for i in items]
+    if negated:
+        tests = [exp.Not(this=t) for t in tests]
+    return exp.Paren(this=exp.and_(*tests))
+
+
+def expand_row_quantified(node: exp.Binary, right: exp.Any | exp.All) -> exp.Expr:
+    """`row = ANY (subquery)` is `row IN (subquery)`, `row <> ALL (subquery)`
+    is `row NOT IN (subquery)`; other operators are 0A000."""
+    query = right.this
+    if isinstance(query, exp.Query):  # `<> ALL (SELECT ...)` comes without the Subquery
+        query = exp.Subquery(this=query)
+    if isinstance(query, exp.Subquery):
+        if isinstance(node, exp.EQ) and isinstance(right, exp.Any):
+            return exp.In(this=node.this.copy(), query=query.copy())
+        if isinstance(node, exp.NEQ) and isinstance(right, exp.All):
+            return exp.Not(this=exp.In(this=node.this.copy(), query=query.copy()))
+    raise UnsupportedFeature(
+        "a row constructor compared with ANY or ALL is supported only as = ANY (subquery)"
+        " and <> ALL (subquery)",
+        position_of(node),
+    )
+
+
 def is_row_in(node: exp.In) -> bool:
-    return isinstance(node.this, exp.Tuple)
+    return is_row_constructor(node.this)
 
 
 def expand_row_in(node: exp.In) -> exp.Expr:
@@ -58,7 +128,8 @@ def expand_row_in(node: exp.In) -> exp.Expr:
     inner = query.unnest() if isinstance(query, exp.Subquery) else query
     if not isinstance(inner, exp.Query):
         raise ParseError("IN needs a subquery or a list", position_of(node))
-    names = [f"_row_in_{i}" for i in range(len(row.expressions))]
+    width = len(row_items(row) or [])
+    names = [f"_row_in_{i}" for i in range(width)]
     alias = exp.TableAlias(
         this=exp.to_identifier("_row_in"), columns=[exp.to_identifier(n) for n in names]
     )

@@ -75,9 +75,14 @@ from coordinator_lib.sql.outer import OuterColumn, SubqueryExpr, SubqueryKind
 from coordinator_lib.sql.positions import operator_position, position_of
 from coordinator_lib.sql.row_comparison import (
     expand_row_comparison,
+    expand_row_distinct,
     expand_row_in,
+    expand_row_null_test,
+    expand_row_quantified,
     is_row_comparison,
+    is_row_constructor,
     is_row_in,
+    no_record_values,
 )
 from coordinator_lib.sql.scope import Scope, ident_name
 from coordinator_lib.sql.select_srf import is_set_returning
@@ -562,6 +567,8 @@ class ScalarBinder:
         return self.typed(CallBinary(func, left.expr, right.expr))
 
     def _comparison(self, node: exp.Binary) -> Typed:
+        if is_row_constructor(node.this) and isinstance(node.expression, exp.Any | exp.All):
+            return self.bind(expand_row_quantified(node, node.expression))
         if is_row_comparison(node):
             return self.bind(expand_row_comparison(node))
         func, symbol = _COMPARISON[type(node)]
@@ -643,6 +650,10 @@ class ScalarBinder:
     def _not(self, node: exp.Not) -> Typed:
         inner = node.this
         if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
+            if is_row_constructor(inner.this):
+                negated = bool(node.meta.get("is_not_null"))
+                test = expand_row_null_test(inner.this, negated=negated)
+                return self.bind(test if negated else exp.Not(this=test))
             operand = self.bind(inner.this)
             return self.typed(CallUnary(UnaryFunc.IS_NOT_NULL, operand.expr))
         value = self.bind_boolean(inner, "NOT")
@@ -650,6 +661,8 @@ class ScalarBinder:
 
     def _is(self, node: exp.Is) -> Typed:
         target = node.expression
+        if isinstance(target, exp.Null) and is_row_constructor(node.this):
+            return self.bind(expand_row_null_test(node.this, negated=False))
         operand = self.bind(node.this)
         if isinstance(target, exp.Null):
             return self.typed(CallUnary(UnaryFunc.IS_NULL, operand.expr))
@@ -663,6 +676,8 @@ class ScalarBinder:
 
     def _null_safe(self, node: exp.Expr) -> Typed:
         """IS [NOT] DISTINCT FROM, lowered to a NULL-aware comparison that is never NULL."""
+        if isinstance(node, exp.NullSafeEQ | exp.NullSafeNEQ) and is_row_comparison(node):
+            return self.bind(expand_row_distinct(node))
         left, right, _ = self.operands(
             node, self.bind(node.this), self.bind(node.args["expression"]), "IS DISTINCT FROM"
         )
@@ -921,6 +936,9 @@ class ScalarBinder:
             raise self.no_function(node, "abs", [arg])
         return self.typed(CallUnary(UnaryFunc.ABS, arg.expr))
 
+    def _tuple(self, node: exp.Tuple) -> Typed:
+        raise no_record_values(node)
+
     def _anonymous(self, node: exp.Anonymous) -> Typed:
         name = (
             ident_name(node.this)
@@ -928,6 +946,8 @@ class ScalarBinder:
             else str(node.this).lower()
         )
         name = _NAMED_ALIASES.get(name, name)
+        if name == "row":
+            raise no_record_values(node)
         if name == "length" and len(node.expressions) == 1:
             return self._length(exp.Length(this=node.expressions[0]).update_positions(node))
         if function_calls.binds_name(name):
@@ -1136,5 +1156,6 @@ _HANDLERS: dict[type, str] = {
     exp.Length: "_length",
     exp.Abs: "_abs",
     exp.Anonymous: "_anonymous",
+    exp.Tuple: "_tuple",
     exp.Star: "_star",
 }

@@ -235,6 +235,35 @@ def test_arrays_of_mixed_element_types_in_a_view(
     )
 
 
+def test_row_constructors_in_a_view(
+    tidemark: psycopg.Connection[Any], postgres: psycopg.Connection[Any]
+) -> None:
+    """`ROW(...)` and `(...)` compared (=, <>, <, IN, = ANY, IS [NOT] NULL,
+    IS DISTINCT FROM) in a view kept up to date across INSERT and DELETE."""
+    _both(
+        tidemark,
+        postgres,
+        [
+            "CREATE TABLE rows_t (a int, b int, c text)",
+            "CREATE TABLE rows_u (a int, b int)",
+            "INSERT INTO rows_t VALUES (1, 2, 'x'), (4, 1, 'y'), (NULL, 3, NULL)",
+            "INSERT INTO rows_u VALUES (1, 2), (4, NULL)",
+            "CREATE MATERIALIZED VIEW rows_v AS SELECT a, b, c, ROW(a, b) = ROW(1, 2) AS e,"
+            " (a, b, c) != (4, 1, 'y') AS ne, ROW(a, b) < (4, 0) AS lt,"
+            " (a, b) IN (SELECT a, b FROM rows_u) AS i, ROW(a, b) = ANY (SELECT a, b FROM rows_u)"
+            " AS an, (a, c) IS NULL AS n, (a, c) IS NOT NULL AS nn, NOT (a, c) IS NULL AS nt,"
+            " (a, b) IS DISTINCT FROM ROW(NULL, 3) AS d FROM rows_t",
+            "SELECT * FROM rows_v",
+            "INSERT INTO rows_t VALUES (NULL, NULL, NULL), (4, 0, 'z')",
+            "INSERT INTO rows_u VALUES (4, 0)",
+            "SELECT * FROM rows_v",
+            "DELETE FROM rows_t WHERE a = 1",
+            "DELETE FROM rows_u WHERE b IS NULL",
+            "SELECT * FROM rows_v",
+        ],
+    )
+
+
 @pytest.mark.parametrize(
     "statement",
     [

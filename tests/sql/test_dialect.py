@@ -65,6 +65,15 @@ def test_to_char_keeps_its_template() -> None:
     assert call.expressions[1].this == 'YYYY-MM-DD "Q"Q'
 
 
+def test_is_not_null_prints_as_written() -> None:
+    """`r IS NOT NULL` and `NOT r IS NULL` differ for a row constructor (every
+    field non-NULL, against some field non-NULL), and a stored view is
+    re-read from the printed text: each prints back as written."""
+    sql = "SELECT (a, b) IS NOT NULL, NOT (a, b) IS NULL, a IS NOT NULL FROM t"
+    [tree] = parse_sql(sql)
+    assert tree.sql(dialect=Tidemark) == sql
+
+
 @pytest.mark.parametrize("sql", ROUND_TRIPS)
 def test_round_trip(sql: str) -> None:
     [tree] = parse_sql(sql)

@@ -239,16 +239,29 @@ def _fast_protocol(app: Starlette, routes: Sequence[FastRoute]) -> type[asyncio.
     on the connection (a pipelined request behind one goes uvicorn's way,
     queued, so answers keep their order), no `Expect: 100-continue`, no
     upgrade, a path without `%` or `?`; `fast_match` decides the rest."""
-    from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    ok = _EmptyOk()
 
     class _FastProtocol(HttpToolsProtocol):
+        def on_message_begin(self) -> None:
+            # uvicorn's also builds the ASGI scope (a dict and a copy of the
+            # app state a request), which a fast request never reads; it is
+            # built in `on_headers_complete` for one that goes uvicorn's way.
+            self.url = b""
+            self.expect_100_continue = False
+            self.headers = []
+
         def on_headers_complete(self) -> None:
             fast = self._fast_route()
             if fast is None:
+                url, headers, expect = self.url, self.headers, self.expect_100_continue
+                super().on_message_begin()  # the scope, with the request read so far
+                self.url, self.headers, self.expect_100_continue = url, headers, expect
+                self.scope["headers"] = headers
                 super().on_headers_complete()
                 return
             route, matched = fast
-            self.scope["method"] = "POST"  # what `shutdown` and the logs may read
             self.cycle = _FastCycle(route, matched, self.parser.should_keep_alive())  # type: ignore[assignment]
 
         def _fast_route(self) -> tuple[FastRoute, Any] | None:
@@ -300,23 +313,51 @@ def _fast_protocol(app: Starlette, routes: Sequence[FastRoute]) -> type[asyncio.
             transport = self.transport
             if transport.is_closing():  # the client hung up: nobody to answer
                 return
-            body = text.encode()
-            content = [STATUS_LINE[status]]
-            for name, value in self.server_state.default_headers:
-                content += [name, b": ", value, b"\r\n"]
-            if body:
-                content.append(b"content-type: text/plain; charset=utf-8\r\n")
-            content.append(b"content-length: %d\r\n" % len(body))
-            if not cycle.keep_alive:
-                content.append(b"connection: close\r\n")
-            content += [b"\r\n", body]
-            transport.write(b"".join(content))
+            defaults = self.server_state.default_headers
+            if status == 200 and not text and cycle.keep_alive:
+                transport.write(ok.answer(defaults))
+            else:
+                transport.write(_answer(status, text, defaults, cycle.keep_alive))
             if not cycle.keep_alive:
                 transport.close()
             # uvicorn's: starts a queued request, or the keep-alive timer
             self.on_response_complete()
 
     return _FastProtocol
+
+
+def _answer(status: int, text: str, defaults: list[tuple[bytes, bytes]], keep_alive: bool) -> bytes:
+    """A fast route's answer: status line, uvicorn's default headers (server,
+    date), a plain-text body."""
+    from uvicorn.protocols.http.httptools_impl import STATUS_LINE
+
+    body = text.encode()
+    content = [STATUS_LINE[status]]
+    for name, value in defaults:
+        content += [name, b": ", value, b"\r\n"]
+    if body:
+        content.append(b"content-type: text/plain; charset=utf-8\r\n")
+    content.append(b"content-length: %d\r\n" % len(body))
+    if not keep_alive:
+        content.append(b"connection: close\r\n")
+    content += [b"\r\n", body]
+    return b"".join(content)
+
+
+class _EmptyOk:
+    """The bytes of a keep-alive 200 with no body, made once per value of
+    uvicorn's default headers (a new list when its date header changes,
+    once a second) rather than once per request."""
+
+    def __init__(self) -> None:
+        self._defaults: list[tuple[bytes, bytes]] | None = None
+        self._answer = b""
+
+    def answer(self, defaults: list[tuple[bytes, bytes]]) -> bytes:
+        if defaults is not self._defaults:
+            self._answer = _answer(200, "", defaults, True)
+            self._defaults = defaults  # held, so its id is not reused
+        return self._answer
 
 
 # -- the server ----------------------------------------------------------

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -66,22 +67,24 @@ class ClientDisconnect(Exception):
     """The client hung up before its body arrived."""
 
 
+# A header value Materialize keeps: visible ASCII and tabs.
+_VISIBLE = re.compile(rb"[\t\x20-\x7e]*")
+
+
 def request_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
     """Header names (lower case) to values; AppendWebhookError 401 for a
-    name sent twice."""
+    name sent twice. A value is checked with one regular expression on its
+    bytes (a generator over its characters was a tenth of the HTTP
+    thread's time a request)."""
     headers: dict[str, str] = {}
     for raw_name, raw_value in raw:
-        try:
-            value = raw_value.decode("ascii")
-        except UnicodeDecodeError:
-            continue
-        if not all(" " <= c <= "~" or c == "\t" for c in value):
+        if _VISIBLE.fullmatch(raw_value) is None:
             continue
         name = raw_name.decode("latin-1").lower()
         if name in headers:
             message = f"headers of request were invalid: {name} provided more than once"
             raise AppendWebhookError(401, message)
-        headers[name] = value
+        headers[name] = raw_value.decode("ascii")
     return headers
 
 

@@ -21,7 +21,7 @@ import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pandas as pd
 import pyarrow as pa
@@ -231,11 +231,35 @@ def body_values(body: bytes, body_format: WebhookBodyFormat) -> list[Any]:
             return [_utf8(body.decode("utf-8"))]
         except ValueError as error:  # UnicodeDecodeError too
             raise AppendWebhookError.invalid_body("text", _short(error)) from None
-    values = json_values(body, body_format is WebhookBodyFormat.JSON_ARRAY)
+    values = json_values(body, body_format is WebhookBodyFormat.JSON_ARRAY, _ORDERED_DECODER)
     try:
-        return [jsonb_text(value) for value in values]
+        return [_ordered_jsonb_text(value) for value in values]
     except (ValueError, RecursionError) as error:
         raise AppendWebhookError.invalid_body("jsonb", _short(error)) from None
+
+
+def _jsonb_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """The decoder's object hook: an object with its keys in jsonb's order
+    as it is parsed, so the stored text needs no second walk (`_ordered`).
+    A key given twice keeps its last value, as a dict (and jsonb) does."""
+    order = _ascii_key_order if all(key.isascii() for key, _ in pairs) else _key_order
+    pairs.sort(key=lambda pair: order(pair[0]))
+    return dict(pairs)
+
+
+_ORDERED_DECODER = json.JSONDecoder(object_pairs_hook=_jsonb_object, parse_constant=_no_constant)
+
+
+def _ordered_jsonb_text(value: Any) -> str:
+    """`jsonb_text` of a value `_ORDERED_DECODER` parsed (its objects' keys
+    already in jsonb's order). What `_ordered` refuses shows in the encoded
+    text: a NUL as `\\u0000`, a number out of range as `Infinity`; a text
+    with either (or a string that merely holds those characters) takes
+    `jsonb_text`, which decides."""
+    text = _JSONB_ENCODER.encode(value)
+    if "\\u0000" in text or "Infinity" in text:
+        return jsonb_text(value)
+    return _utf8(text)
 
 
 def _key_order(key: str) -> tuple[int, bytes]:
@@ -463,20 +487,21 @@ class WebhookAppenderCache:
 # --- appending ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class AppendResult:
+class AppendResult(NamedTuple):
     """`rows` appended at `timestamp` (None if none); `duplicate`: the
-    Idempotency-Key was appended before, nothing was written now."""
+    Idempotency-Key was appended before, nothing was written now. A named
+    tuple: one is made per request, and a frozen dataclass costs several
+    times as much to build."""
 
     rows: int
     timestamp: int | None = None
     duplicate: bool = False
 
 
-@dataclass(frozen=True)
-class WebhookRequest:
+class WebhookRequest(NamedTuple):
     """One POST: the source's path names, the body, the headers (names lower
-    case) and when it was received (what now() means in the CHECK)."""
+    case) and when it was received (what now() means in the CHECK). A named
+    tuple, as `AppendResult`: the event loop builds one per request."""
 
     database: str
     schema: str
@@ -489,7 +514,7 @@ class WebhookRequest:
 Outcome = AppendResult | Exception
 
 
-@dataclass
+@dataclass(slots=True)
 class _Staged:
     """A request that passed its checks, waiting for the batch's commit."""
 

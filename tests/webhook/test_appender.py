@@ -5,6 +5,7 @@ and Idempotency-Key deduplication (concurrent, failed, after a restart)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from coordinator_lib.repr.errors import InvalidRow
 from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.jsonb import canonical_jsonb
 from coordinator_lib.repr.relation import TIME_COLUMN
+from coordinator_lib.sql.plan_webhook import WebhookBodyFormat
 from tests.adapter.conftest import fast_config, run_on
 from tests.webhook.conftest import Sql
 
@@ -247,6 +249,51 @@ def test_stored_jsonb_text_is_canonical(value: Any) -> None:
     else:
         with pytest.raises(ValueError):
             jsonb_text(value)
+
+
+def _stored_or_refused(body: bytes, parse: Any) -> Any:
+    """What `parse` makes of `body`, None if it refuses it."""
+    try:
+        return parse(body)
+    except (AppendWebhookError, ValueError, RecursionError):
+        return None
+
+
+def _by_jsonb_text(body: bytes) -> list[str]:
+    """The stored texts the way `jsonb_text` makes them from a plain parse."""
+    return [jsonb_text(value) for value in webhook_module.json_values(body, False)]
+
+
+def _as_a_body(body: bytes) -> list[str]:
+    return webhook_module.body_values(body, WebhookBodyFormat.JSON)
+
+
+@given(json_values)
+def test_a_json_body_is_stored_as_jsonb_text_would_store_it(value: Any) -> None:
+    """A JSON body's objects are put in jsonb's key order as they are
+    parsed (`_jsonb_object`), and the encoded text is checked rather than
+    the value walked: the same text, or the same refusal, as `jsonb_text`."""
+    body = json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    assert _stored_or_refused(body, _as_a_body) == _stored_or_refused(body, _by_jsonb_text)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        rb'{"b": 1, "a": 2, "b": 3}',  # a key twice: the last value
+        rb'{"\\u0000": "\\u0000", "s": "Infinity", "NaN": -0.0}',  # look like refusals
+        rb'{"k": "\u0000"}',  # NUL: refused
+        rb'{"\u0000": 1}',
+        rb'{"big": 1e999}',  # out of range: refused
+        rb'{"\u00e9": 1, "z": 2, "\u00e9\u00e9": {"y": [1, {"b": 2, "a": 1}]}}',
+        rb'{"lone": "\ud800"}',  # a lone surrogate: refused
+        rb'[{"b": 1, "a": 2}] {"d": 1, "c": 2}',
+    ],
+)
+def test_a_json_body_like_a_refusal_is_stored_as_jsonb_text_would(body: bytes) -> None:
+    """Texts that hold what a refusal shows as (`\\u0000`, `Infinity`) and
+    the refusals themselves, duplicate and non-ASCII keys, NDJSON."""
+    assert _stored_or_refused(body, _as_a_body) == _stored_or_refused(body, _by_jsonb_text)
 
 
 def test_a_request_that_cannot_be_encoded_fails_alone(

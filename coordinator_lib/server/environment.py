@@ -14,6 +14,7 @@ import threading
 
 from coordinator_lib.adapter.client import Handle, serve
 from coordinator_lib.adapter.coordinator import Config
+from coordinator_lib.server.heap import freeze_startup_heap
 from coordinator_lib.server.http import HttpServer
 from coordinator_lib.server.pgwire import PgwireServer
 from coordinator_lib.server.scheduler_api import scheduler_routes
@@ -84,6 +85,7 @@ def run_forever(environment: Environment) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     environment.start()
+    freeze_startup_heap()
     print(
         f"tidemark: pgwire on 127.0.0.1:{environment.pgwire.port}, HTTP on {environment.http.url}",
         flush=True,

@@ -837,6 +837,16 @@ def global_aggregate(reduce: Reduce) -> RelationExpr:
     return Union((reduce, Map(missing, tuple(defaults), reduce.desc.names)))
 
 
+def _grouping_columns(group: exp.Group) -> list[exp.Expr]:
+    """GROUP BY's expressions, a parenthesized list `(a, b)` read as its
+    items (PostgreSQL's grouping element: `GROUP BY (a, b)` is `GROUP BY a, b`,
+    and `GROUP BY ()` groups by nothing, one row as without GROUP BY)."""
+    columns: list[exp.Expr] = []
+    for node in group.expressions:
+        columns.extend(node.expressions if isinstance(node, exp.Tuple) else [node])
+    return columns
+
+
 def _plan_grouping(
     select: exp.Select,
     rel: RelationExpr,
@@ -857,7 +867,7 @@ def _plan_grouping(
                     f"GROUP BY {unsupported.replace('_', ' ').upper()} is not supported",
                     position_of(group),
                 )
-        for node in group.expressions:
+        for node in _grouping_columns(group):
             item = _output_reference(node, items, scope)
             target = item.this if isinstance(item, exp.Alias) else item
             key = finalize(pre.bind(target if target is not None else node))
@@ -891,7 +901,8 @@ def _plan_grouping(
             tuple(n if n != "?column?" else f"?column{i}?" for i, n in enumerate(names)),
         )
     )
-    out = interval_keys.grouped(reduce) if group is not None else global_aggregate(reduce)
+    grouped = group is not None and bool(_grouping_columns(group))
+    out = interval_keys.grouped(reduce) if grouped else global_aggregate(reduce)
     types = out.desc.types
     grouping = Grouping(pre, keys)
     binder = ScalarBinder(scope, "SELECT", types=types, grouping=grouping)

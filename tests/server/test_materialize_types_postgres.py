@@ -239,7 +239,8 @@ def test_row_constructors_in_a_view(
     tidemark: psycopg.Connection[Any], postgres: psycopg.Connection[Any]
 ) -> None:
     """`ROW(...)` and `(...)` compared (=, <>, <, IN, = ANY, IS [NOT] NULL,
-    IS DISTINCT FROM) in a view kept up to date across INSERT and DELETE."""
+    IS DISTINCT FROM), `GROUP BY (a, b)` and `GROUP BY ()`, in views kept up
+    to date across INSERT and DELETE."""
     _both(
         tidemark,
         postgres,
@@ -253,13 +254,22 @@ def test_row_constructors_in_a_view(
             " (a, b) IN (SELECT a, b FROM rows_u) AS i, ROW(a, b) = ANY (SELECT a, b FROM rows_u)"
             " AS an, (a, c) IS NULL AS n, (a, c) IS NOT NULL AS nn, NOT (a, c) IS NULL AS nt,"
             " (a, b) IS DISTINCT FROM ROW(NULL, 3) AS d FROM rows_t",
+            "CREATE MATERIALIZED VIEW rows_g AS SELECT a, b, count(*) AS n FROM rows_t"
+            " GROUP BY (a, b)",
+            "CREATE MATERIALIZED VIEW rows_none AS SELECT count(*) AS n, max(c) AS m FROM rows_t"
+            " WHERE a > 3 GROUP BY ()",
             "SELECT * FROM rows_v",
+            "SELECT * FROM rows_g",
+            "SELECT * FROM rows_none",
             "INSERT INTO rows_t VALUES (NULL, NULL, NULL), (4, 0, 'z')",
             "INSERT INTO rows_u VALUES (4, 0)",
             "SELECT * FROM rows_v",
             "DELETE FROM rows_t WHERE a = 1",
             "DELETE FROM rows_u WHERE b IS NULL",
             "SELECT * FROM rows_v",
+            "SELECT * FROM rows_g",
+            "DELETE FROM rows_t WHERE a = 4",
+            "SELECT * FROM rows_none",
         ],
     )
 

@@ -228,6 +228,10 @@ QUERIES = {
     "row_any_all": "SELECT k, (k, x) = ANY (SELECT k, x FROM t2 UNION ALL SELECT 1, 10) AS a,"
     " (k, x) <> ALL (SELECT k, x FROM t2 UNION ALL SELECT 1, NULL) AS b,"
     " ROW(k, x) = ANY (SELECT k, x * 10 FROM t2) AS c FROM t1",
+    # GROUP BY (a, b) is GROUP BY a, b; GROUP BY () groups by nothing (one row)
+    "group_by_parenthesized": "SELECT k, count(*) AS n FROM t1 GROUP BY (k, x), (k)",
+    "group_by_empty": "SELECT count(*) AS n, sum(v) AS s FROM w WHERE v > 9 GROUP BY ()",
+    "group_by_empty_column": "SELECT g, count(*) FROM w GROUP BY ()",
     # (a, b) [NOT] IN (SELECT x, y ...): TRUE, NULL (an unknown equality) or FALSE
     "row_in_subquery": "SELECT k, x, (k, x) IN (SELECT k, x FROM t2 UNION ALL SELECT 1, NULL) AS i,"
     " (k, x) NOT IN (SELECT k, x FROM t2 UNION ALL SELECT 1, NULL) AS n,"

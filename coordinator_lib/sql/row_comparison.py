@@ -6,15 +6,15 @@ pair compared with the operator itself. Three-valued AND/OR give
 PostgreSQL's NULLs (a row comparison is NULL where the first pair that
 is not equal is unknown). `ROW(a, b)` is the same constructor as `(a, b)`.
 `IS [NOT] NULL` of a row tests every field (so `IS NOT NULL` is not `NOT
-(... IS NULL)`), `IS [NOT] DISTINCT FROM` pairs the fields, `= ANY` and
-`<> ALL` of a subquery are `IN` and `NOT IN`. A row is never a value of its
+(... IS NULL)`), `IS [NOT] DISTINCT FROM` pairs the fields, `op ANY|ALL (subquery)`
+is PostgreSQL's three values from two semi-joins (`IN` is `= ANY`). A row is never a value of its
 own (there is no record type): returning one is 0A000."""
 
 from __future__ import annotations
 
 from sqlglot import exp
 
-from coordinator_lib.sql.errors import ParseError, UnsupportedFeature
+from coordinator_lib.sql.errors import ParseError, UndefinedOperator, UnsupportedFeature
 from coordinator_lib.sql.positions import position_of
 
 _STRICT = {exp.LT: exp.LT, exp.LTE: exp.LT, exp.GT: exp.GT, exp.GTE: exp.GT}
@@ -92,22 +92,29 @@ def expand_row_null_test(row: exp.Expr, negated: bool) -> exp.Expr:
     return exp.Paren(this=exp.and_(*tests))
 
 
-def expand_row_quantified(node: exp.Binary, right: exp.Any | exp.All) -> exp.Expr:
-    """`row = ANY (subquery)` is `row IN (subquery)`, `row <> ALL (subquery)`
-    is `row NOT IN (subquery)`; other operators are 0A000."""
+def quantified_subquery(node: exp.Binary, right: exp.Any | exp.All) -> exp.Subquery:
+    """The subquery of `row op ANY|ALL (subquery)`; a row against an array
+    is 42883."""
     query = right.this
     if isinstance(query, exp.Query):  # `<> ALL (SELECT ...)` comes without the Subquery
-        query = exp.Subquery(this=query)
+        return exp.Subquery(this=query.copy())
     if isinstance(query, exp.Subquery):
-        if isinstance(node, exp.EQ) and isinstance(right, exp.Any):
-            return exp.In(this=node.this.copy(), query=query.copy())
-        if isinstance(node, exp.NEQ) and isinstance(right, exp.All):
-            return exp.Not(this=exp.In(this=node.this.copy(), query=query.copy()))
-    raise UnsupportedFeature(
-        "a row constructor compared with ANY or ALL is supported only as = ANY (subquery)"
-        " and <> ALL (subquery)",
+        return query.copy()
+    raise UndefinedOperator(  # PostgreSQL: no `record < integer` operator
+        "operator does not exist: a row constructor compared with ANY or ALL of an array",
         position_of(node),
     )
+
+
+def expand_row_quantified(node: exp.Binary, right: exp.Any | exp.All) -> exp.Expr:
+    """`row op ANY (subquery)`: TRUE if the comparison holds for a row of the
+    subquery, else NULL if it is unknown for one, else FALSE; `row op ALL
+    (subquery)`: FALSE if it fails for a row, else NULL if it is unknown for
+    one, else TRUE (PostgreSQL's; `= ANY` is IN, `<> ALL` NOT IN)."""
+    inner = quantified_subquery(node, right).unnest()
+    if not isinstance(inner, exp.Query):
+        raise ParseError("ANY and ALL need a subquery", position_of(node))
+    return _quantified(node.this, inner, type(node), every=isinstance(right, exp.All))
 
 
 def is_row_in(node: exp.In) -> bool:
@@ -128,6 +135,11 @@ def expand_row_in(node: exp.In) -> exp.Expr:
     inner = query.unnest() if isinstance(query, exp.Subquery) else query
     if not isinstance(inner, exp.Query):
         raise ParseError("IN needs a subquery or a list", position_of(node))
+    return _quantified(row, inner, exp.EQ, every=False)
+
+
+def _quantified(row: exp.Expr, inner: exp.Query, op: type[exp.Binary], every: bool) -> exp.Expr:
+    """`row op ANY|ALL (inner)` as a CASE over two EXISTS semi-joins."""
     width = len(row_items(row) or [])
     names = [f"_row_in_{i}" for i in range(width)]
     alias = exp.TableAlias(
@@ -139,11 +151,19 @@ def expand_row_in(node: exp.In) -> exp.Expr:
         source = exp.Subquery(this=inner.copy(), alias=alias.copy())
         return exp.Exists(this=exp.select("1").from_(source).where(condition))
 
-    equal = exp.EQ(this=row.copy(), expression=columns)
-    unknown = exp.Is(this=exp.Paren(this=equal.copy()), expression=exp.Null())
+    compared = op(this=row.copy(), expression=columns)
+    unknown = exp.Is(this=exp.Paren(this=compared.copy()), expression=exp.Null())
+    if every:
+        failed = exp.Not(this=exp.Paren(this=compared))
+        return (
+            exp.Case()
+            .when(matches(failed), exp.false())
+            .when(matches(unknown), exp.Null())
+            .else_(exp.true())
+        )
     return (
         exp.Case()
-        .when(matches(equal), exp.true())
+        .when(matches(compared), exp.true())
         .when(matches(unknown), exp.Null())
         .else_(exp.false())
     )

@@ -83,6 +83,7 @@ from coordinator_lib.sql.row_comparison import (
     is_row_constructor,
     is_row_in,
     no_record_values,
+    quantified_subquery,
 )
 from coordinator_lib.sql.scope import Scope, ident_name
 from coordinator_lib.sql.select_srf import is_set_returning
@@ -568,6 +569,8 @@ class ScalarBinder:
 
     def _comparison(self, node: exp.Binary) -> Typed:
         if is_row_constructor(node.this) and isinstance(node.expression, exp.Any | exp.All):
+            query = quantified_subquery(node, node.expression)
+            self._check_row_in_width(exp.In(this=node.this, query=query))
             return self.bind(expand_row_quantified(node, node.expression))
         if is_row_comparison(node):
             return self.bind(expand_row_comparison(node))

@@ -253,7 +253,8 @@ def test_row_constructors_in_a_view(
             " (a, b, c) != (4, 1, 'y') AS ne, ROW(a, b) < (4, 0) AS lt,"
             " (a, b) IN (SELECT a, b FROM rows_u) AS i, ROW(a, b) = ANY (SELECT a, b FROM rows_u)"
             " AS an, (a, c) IS NULL AS n, (a, c) IS NOT NULL AS nn, NOT (a, c) IS NULL AS nt,"
-            " (a, b) IS DISTINCT FROM ROW(NULL, 3) AS d FROM rows_t",
+            " (a, b) IS DISTINCT FROM ROW(NULL, 3) AS d, (a, b) < ANY (SELECT a, b FROM rows_u)"
+            " AS la, ROW(a, b) >= ALL (SELECT a, b FROM rows_u) AS ga FROM rows_t",
             "CREATE MATERIALIZED VIEW rows_g AS SELECT a, b, count(*) AS n FROM rows_t"
             " GROUP BY (a, b)",
             "CREATE MATERIALIZED VIEW rows_none AS SELECT count(*) AS n, max(c) AS m FROM rows_t"

@@ -24,14 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
 
-import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -80,8 +77,10 @@ from coordinator_lib.compute.render import (
 )
 from coordinator_lib.compute.rules import Rule
 from coordinator_lib.compute.spark_errors import exact_on_failure, is_data_error
+from coordinator_lib.compute.spark_spool import spooled_rows, write_spool
 from coordinator_lib.expr.relation import RelationExpr
 from coordinator_lib.persist.errors import UpperMismatch
+from coordinator_lib.persist.scratch import scratch_dir
 from coordinator_lib.persist.shard import Shard
 from coordinator_lib.persist.spark_shard import (
     compare_and_append_dataframe,
@@ -90,7 +89,7 @@ from coordinator_lib.persist.spark_shard import (
 )
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
-from coordinator_lib.repr.relation import RelationDesc, column_pylist
+from coordinator_lib.repr.relation import RelationDesc
 from coordinator_lib.repr.update import Row, Update
 
 # The upper a step renders to when its inputs are closed: later than any
@@ -342,7 +341,7 @@ def step(
                 and spark_hydrates
                 and _state_far_behind(description, inputs, output, lower, local_max_rows)
             ):
-                with tempfile.TemporaryDirectory(prefix="tidemark-hydrate-") as spool:
+                with scratch_dir(output.blob) as spool:
                     olds = _spark_olds(spark, inputs, lower, spool)
                     hydrate(description, inputs, output, lower, olds, reads)
                 hydrated_by = "spark"
@@ -388,16 +387,15 @@ def _state_far_behind(
 
 
 def _spark_olds(
-    spark: SparkSession, inputs: dict[GlobalId, Shard], at: int, directory: str
+    spark: SparkSession, inputs: dict[GlobalId, Shard], at: int, directory: Path
 ) -> Callable[[PlanStep], Callable[[], Iterable[tuple[Row, int]]]]:
     """A plan step's contents before `at`, computed by Spark (one job) and
-    brought to Python as Arrow batches as they come, spooled to an Arrow
-    file in `directory`, and read back from it as rows a batch at a time at
-    each use: a stateful operator's input, for arranged.hydrate, which
-    holds a chunk of it, not all of it."""
+    written as Parquet to a directory in `directory` (compute/spark_spool.py),
+    read back as rows a batch at a time at each use: a stateful operator's
+    input, for arranged.hydrate, which holds a chunk of it, not all of it."""
 
     def olds(step: PlanStep) -> Callable[[], Iterable[tuple[Row, int]]]:
-        spooled: list[str] = []
+        spooled: list[Path] = []
 
         def rows() -> Iterator[tuple[Row, int]]:
             expr = step.expr
@@ -405,76 +403,16 @@ def _spark_olds(
                 sub = DataflowDescription(GlobalId.transient(0), expr, at - 1)
                 used = {id: inputs[id] for id in expr.depends_on()}
                 frame, _, _ = plan_step(spark, sub, used, at - 1, at)
-                path = os.path.join(directory, f"olds-{len(os.listdir(directory))}.arrow")
+                path = directory / f"olds-{sum(1 for _ in directory.iterdir())}"
                 if frame is not None:
-                    _spool_arrow(frame, path)
+                    write_spool(frame, expr.desc, str(path))
                 spooled.append(path)
-            if os.path.exists(spooled[0]):
-                yield from spooled_rows(spooled[0], expr.desc.arity)
+            if spooled[0].exists():
+                yield from spooled_rows(str(spooled[0]), expr.desc.arity)
 
         return rows
 
     return olds
-
-
-def spooled_rows(path: str, arity: int) -> Iterator[tuple[Row, int]]:
-    """The `(row, diff)` pairs of an Arrow file (`arity` data columns, the
-    diff last), converted a batch at a time as they are iterated."""
-    with pa.OSFile(path) as source:
-        reader = pa.ipc.open_file(source)
-        for i in range(reader.num_record_batches):
-            batch = reader.get_batch(i)
-            columns = [column_pylist(batch.column(c)) for c in range(arity)]
-            diffs = batch.column(batch.num_columns - 1).to_pylist()
-            yield from zip(zip(*columns, strict=True), diffs, strict=True)
-
-
-# Rows per Arrow batch in a spooled file: what a reader converts at a time.
-_SPOOL_BATCH_ROWS = 8192
-
-
-def _spool_arrow(frame: DataFrame, path: str) -> None:
-    """Write `frame`'s rows to an Arrow file at `path` as Spark sends them
-    (a batch in memory at a time; DataFrame.toArrow collects all first).
-    The batches are those of DataFrame.toArrow (the JVM's Arrow stream to
-    Python, cast to the same schema), in whatever order they arrive."""
-    from pyspark.errors.exceptions.captured import unwrap_spark_exception
-    from pyspark.serializers import UTF8Deserializer, read_int
-    from pyspark.sql.pandas.serializers import ArrowStreamSerializer
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.traceback_utils import SCCallSiteSync
-    from pyspark.util import _load_from_socket
-
-    class Unordered(ArrowStreamSerializer):
-        """The JVM's batches as they arrive (the order it sends after them
-        is read and dropped, or its error raised)."""
-
-        def load_stream(self, stream: Any) -> Iterator[pa.RecordBatch]:
-            yield from super().load_stream(stream)
-            count = read_int(stream)
-            if count == -1:
-                raise RuntimeError(UTF8Deserializer().loads(stream))
-            for _ in range(count):
-                read_int(stream)
-
-    large_types = frame.sparkSession.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")
-    large = large_types == "true"
-    schema = to_arrow_schema(frame.schema, timezone="UTC", prefers_large_types=large)
-    with SCCallSiteSync(frame.sparkSession.sparkContext):
-        port, secret, server = frame._jdf.collectAsArrowToPython()
-    try:
-        with (
-            _load_from_socket((port, secret), Unordered()) as batches,
-            pa.OSFile(path, "wb") as sink,
-            pa.ipc.new_file(sink, schema) as writer,
-        ):
-            for batch in batches:
-                cast = batch.cast(schema)
-                for start in range(0, cast.num_rows, _SPOOL_BATCH_ROWS):
-                    writer.write_batch(cast.slice(start, _SPOOL_BATCH_ROWS))
-    finally:
-        with unwrap_spark_exception():
-            server.getResult()
 
 
 def _spark_step(

@@ -120,7 +120,7 @@ def write_batch_dataframe(df: DataFrame, batch_dir: str, desc: RelationDesc) -> 
         raise FileExistsError(f"batch directory {batch_dir} already exists")
     out = conform(df, desc)
     if any(t.scalar_type is ScalarType.TIMESTAMPTZ for t in desc.types):
-        _ensure_micros_timestamps(out.sparkSession)
+        ensure_micros_timestamps(out.sparkSession)
     out.write.mode("errorifexists").option("compression", "zstd").parquet(batch_dir)
 
     files = _data_files(filesystem, path)
@@ -191,8 +191,9 @@ def _data_files(filesystem: pafs.FileSystem, path: str) -> list[pafs.FileInfo]:
     )
 
 
-def _ensure_micros_timestamps(spark: SparkSession) -> None:
-    # A session not built by get_or_create_spark may still write INT96.
+def ensure_micros_timestamps(spark: SparkSession) -> None:
+    """Have `spark` write timestamptz as Parquet micros (pyarrow's type):
+    a session not built by get_or_create_spark may still write INT96."""
     if spark.conf.get(_TIMESTAMP_CONF, None) != _TIMESTAMP_MICROS:
         spark.conf.set(_TIMESTAMP_CONF, _TIMESTAMP_MICROS)
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from coordinator_lib.compute import arranged
-from coordinator_lib.compute.dataflow import StepResult, spooled_rows
+from coordinator_lib.compute import arranged, spark_spool
+from coordinator_lib.compute.dataflow import StepResult
 from coordinator_lib.compute.engine import (
     HYDRATE_SHARE,
     LOCAL_MAX_ROWS,
@@ -26,7 +26,9 @@ from coordinator_lib.compute.engine import (
     Work,
     choose_engine,
 )
+from coordinator_lib.compute.spark_spool import spooled_rows
 from coordinator_lib.persist.arrangement_store import ArrangementStore
+from coordinator_lib.persist.scratch import SCRATCH
 from coordinator_lib.repr import GlobalId
 from tests.compute.sql_session import INSTANCE, SqlSession
 from tests.compute.test_sql_differential import DUCK_TABLES, TABLES, as_multiset
@@ -206,6 +208,9 @@ def test_spark_builds_the_state_of_views_over_inputs_too_large_to_read_in_proces
             result = _last_step(session, id)
             assert result.engine == "local", name  # on Spark before: no state
             assert result.hydrated_by == "spark", name
+        # Spark's output for the hydration (Parquet in a scratch directory) is gone.
+        scratch = session.storage.shard(views["top1"]).blob.root / SCRATCH
+        assert [p.name for p in scratch.iterdir()] == []
         _check(session, views, queries)
         for _ in range(2):
             _small_delta(session, rng)
@@ -640,8 +645,8 @@ def _hydrate(
     session: SqlSession, id: GlobalId, spool: Path, during: Any = None
 ) -> tuple[bool, arranged.StepReads]:
     """arranged.hydrate the view `id` at its output's upper, each stateful
-    operator's input's old rows read from an Arrow file in `spool` as Spark's
-    are (dataflow.spooled_rows), written there first by an in-process query
+    operator's input's old rows read from a Parquet file in `spool` as Spark's
+    are (spark_spool.spooled_rows), written there first by an in-process query
     if missing; `during`, if given, is called once, after the first 1,000
     old rows."""
     output, expr = _state_of(session, id)
@@ -651,7 +656,7 @@ def _hydrate(
     called: list[int] = []
 
     def olds(step: Any) -> Any:
-        path = spool / f"{arranged.fingerprint(step.expr)}.arrow"
+        path = spool / f"{arranged.fingerprint(step.expr)}.parquet"
         if not path.exists():
             _spool(step.expr, {i: inputs[i] for i in step.expr.depends_on()}, at - 1, path)
 
@@ -670,12 +675,12 @@ def _hydrate(
 
 def _spool(expr: Any, inputs: Any, time: int, path: Path) -> None:
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     rows = list(arranged.stream_peek(expr, inputs, time))
     columns = {f"c{i}": [row[i] for row, _ in rows] for i in range(expr.desc.arity)}
-    table = pa.table({**columns, "diff": [d for _, d in rows]})
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table, max_chunksize=200)  # as Spark sends them: batches
+    table = pa.table({**columns, "__diff": [d for _, d in rows]})
+    pq.write_table(table, str(path), row_group_size=200)  # row groups, as Spark writes
 
 
 def _staged_rows(session: SqlSession, id: GlobalId) -> int:
@@ -709,6 +714,7 @@ def test_hydration_holds_a_chunk_of_its_state_not_its_inputs(
 
     monkeypatch.setattr(arranged, "HYDRATE_CHUNK_ROWS", 200, raising=False)
     monkeypatch.setattr(shard, "SNAPSHOT_BATCH_ROWS", 200)  # an input's rows converted at a time
+    monkeypatch.setattr(spark_spool, "SPOOL_BATCH_ROWS", 200)  # Spark's rows converted at a time
     peaks = []
     for t_rows in (500, 2_000):
         session, views = _hydrated_session(tmp_path / str(t_rows), t_rows, "join_max")
@@ -781,4 +787,80 @@ def test_two_hydrations_racing_the_loser_writes_nothing(
         _check(session, views, HYDRATED)
     finally:
         rival.close()
+        session.close()
+
+
+def _spark_hydration_step(session: SqlSession, id: GlobalId) -> StepResult | None:
+    """dataflow.step of the view `id` as a Spark-hydrating step runs it (a
+    small delta over inputs storing more than HYDRATE_SHARE * 200 rows, the
+    state missing); Spark itself is never called (dataflow._spark_olds is
+    the test's, or hydrate is)."""
+    from coordinator_lib.compute import dataflow
+
+    output, expr = _state_of(session, id)
+    description = session.compute.dataflow(INSTANCE, id).description
+    inputs = {i: session.storage.shard(i) for i in expr.depends_on()}
+    return dataflow.step(object(), description, inputs, output, local_max_rows=200)  # type: ignore[arg-type]
+
+
+def _hydrate_and_die(session: SqlSession, id: GlobalId, tmp: Path) -> None:
+    """In a forked child: a Spark-hydrating step, SIGKILLed as it hydrates
+    (its directory for Spark's output made)."""
+    import tempfile
+
+    from coordinator_lib.compute import dataflow
+
+    tempfile.tempdir = str(tmp)  # where a temporary directory would go
+
+    def die(*args: Any) -> bool:
+        os.kill(os.getpid(), signal.SIGKILL)
+        return False
+
+    dataflow.hydrate = die  # type: ignore[assignment]
+    _spark_hydration_step(session, id)
+
+
+def test_a_killed_hydration_leaves_no_files_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hydration SIGKILLed after Spark's output directory was made leaves
+    it behind; the next hydration removes it (and its own), builds the state
+    and steps exact against DuckDB. Before, the directory was the system
+    temporary directory's and stayed there."""
+    from coordinator_lib.compute import dataflow
+
+    session, views = _hydrated_session(tmp_path / "db", 2_000, "top1")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    try:
+        (id,) = views.values()
+        scratch = session.storage.shard(id).blob.root / SCRATCH
+        arranged.dataflow_state(*_state_of(session, id)).drop()
+        _small_delta(session, random.Random(5))
+        child = multiprocessing.get_context("fork").Process(
+            target=_hydrate_and_die, args=(session, id, tmp)
+        )
+        child.start()
+        child.join(120)
+        assert child.exitcode == -signal.SIGKILL
+
+        def left() -> list[Path]:
+            return [*tmp.iterdir(), *(scratch.iterdir() if scratch.exists() else [])]
+
+        assert left(), "the killed hydration made no directory"
+
+        def olds(spark: Any, inputs: Any, at: int, directory: Any) -> Any:
+            def of(step: Any) -> Any:
+                path = Path(directory) / f"{arranged.fingerprint(step.expr)}.parquet"
+                _spool(step.expr, {i: inputs[i] for i in step.expr.depends_on()}, at - 1, path)
+                return lambda: spooled_rows(str(path), step.expr.desc.arity)
+
+            return of
+
+        monkeypatch.setattr(dataflow, "_spark_olds", olds)
+        result = _spark_hydration_step(session, id)
+        assert result is not None and result.hydrated_by == "spark"
+        assert left() == []
+        _check(session, views, HYDRATED)
+    finally:
         session.close()

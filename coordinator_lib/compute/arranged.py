@@ -252,6 +252,30 @@ class StepState:
 
         return read
 
+    def hydrate_in_order(
+        self, delta: Iterable[tuple[Key, Row, int]], ord_of: Callable[[Row], bytes]
+    ) -> Callable[[Key, Row, int], None]:
+        """`arrange_in_order` when hydrating from old rows its caller reads
+        once for several arrangements (a Reduce's MIN/MAX values, DISTINCT
+        values and accumulators: reading them again would compute them
+        again): the adder of one old row."""
+        assert self.hydrating
+        operator = self._operator("in order")
+        pending = self._pending(self.pending_ordered, operator, "ordered")
+        pending.extend((k, ord_of(r), r, d) for k, r, d in delta)
+        return lambda k, r, d: pending.append((k, ord_of(r), r, d))
+
+    def hydrate_by_key(
+        self, delta: Iterable[tuple[Key, Row, int]]
+    ) -> Callable[[Key, Row, int], None]:
+        """`arrange` when hydrating from old rows read once for several
+        arrangements, as `hydrate_in_order`: the adder of one old row."""
+        assert self.hydrating
+        operator = self._operator("by key")
+        pending = self._pending(self.pending, operator, "changes")
+        pending.extend(delta)
+        return lambda k, r, d: pending.append((k, r, d))
+
     def arrange_by_time(self, later: Iterable[Update]) -> Callable[[int, int], list[Update]] | None:
         """A temporal filter's changes arranged by the time they are due:
         `later` (those this step learns of, due at or past its upper) are

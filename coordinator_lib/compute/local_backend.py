@@ -419,25 +419,23 @@ class LocalBackend:
         assert isinstance(expr, rel.Reduce)
         read, changes = self.state.arrange_accumulators()
         delta = [] if keyed_delta is None else as_list(keyed_delta.get())
-        old_rows = None if keyed_old is None else keyed_old.get
-        firsts = [
-            (i, self.state.arrange_in_order([(k, r, d) for k, r, _, d in delta], place, old_rows))
-            for i, place in ordered(expr).items()
-        ]
-        read_seen = self._arrange_distinct(delta, keyed_old, expr)
         touched = {u[0] for u in delta}
         before: dict[Any, Accumulators] = {}
-        if read is not None:
+        # Hydrating: the touched groups' old rows, for their first values.
+        touched_old: list[tuple[Any, Row, int]] = []
+        if read is None:  # hydrating: every group and arrangement from one pass
+            firsts: list[tuple[int, Any]] = [(i, None) for i in ordered(expr)]
+            self._hydrate_groups(keyed_old, delta, expr, before, touched, touched_old)
+        else:
+            firsts = [
+                (i, self.state.arrange_in_order([(k, r, d) for k, r, _, d in delta], place, None))
+                for i, place in ordered(expr).items()
+            ]
+            read_seen = self._arrange_distinct(delta, expr)
             for key, rows in read(list(touched)).items():
                 before[key] = Accumulators(expr, rows[0][0])
             for key, i, value, seen in read_seen():
                 before.setdefault(key, Accumulators(expr)).seen[(i, value)] = seen
-        elif keyed_old is not None:  # hydrating: every group from the old rows
-            for key, row, diff in keyed_old.get():
-                found = before.get(key)
-                if found is None:
-                    found = before[key] = Accumulators(expr)
-                found.add(row, diff)
         after = {key: acc.copy() for key, acc in before.items()}
         retracted: Counter[Any] = Counter()
         for key, row, _, diff in delta:
@@ -469,17 +467,57 @@ class LocalBackend:
             if first is not None:  # one value more than the delta may take away
                 for key in touched:
                     items += [(key, ("first", i, r), d) for r, d in first(key, 1 + retracted[key])]
-            elif keyed_old is not None:
-                items += [(k, ("first", i, r), d) for k, r, d in keyed_old.get() if k in touched]
+            else:
+                items += [(k, ("first", i, r), d) for k, r, d in touched_old]
         return Rows(lambda: items, False, accumulated=True)
 
+    def _hydrate_groups(
+        self,
+        keyed_old: Rows | None,
+        delta: list[Any],
+        expr: rel.Reduce,
+        before: dict[Any, Accumulators],
+        touched: set[Any],
+        touched_old: list[tuple[Any, Row, int]],
+    ) -> None:
+        """Hydrating a Reduce's state in one pass over its old rows (which a
+        Spark hydration computes again at each read): each group's
+        accumulators into `before`, each MIN/MAX's values in order and each
+        DISTINCT aggregate's values to the state, the touched groups' rows
+        into `touched_old`."""
+        assert self.state is not None
+        in_order = [
+            self.state.hydrate_in_order([(k, r, d) for k, r, _, d in delta], place)
+            for place in ordered(expr).values()
+        ]
+        values_of = distinct_values(expr)
+        distinct = None
+        if any(a.distinct for a in expr.aggregates):
+            distinct = self.state.hydrate_by_key(
+                ((*k, i, v), (v,), d) for k, r, *_, d in delta for i, v in values_of(r)
+            )
+        if keyed_old is None:
+            return
+        for key, row, diff in keyed_old.get():
+            found = before.get(key)
+            if found is None:
+                found = before[key] = Accumulators(expr)
+            found.add(row, diff)
+            for add in in_order:
+                add(key, row, diff)
+            if distinct is not None:
+                for i, v in values_of(row):
+                    distinct((*key, i, v), (v,), diff)
+            if key in touched:
+                touched_old.append((key, row, diff))
+
     def _arrange_distinct(
-        self, delta: list[Any], keyed_old: Rows | None, expr: rel.Reduce
+        self, delta: list[Any], expr: rel.Reduce
     ) -> Callable[[], list[tuple[Any, int, Any, int]]]:
         """A DISTINCT COUNT/SUM's values arranged by group key and value,
         with their multiplicities: a reader of those the delta touches at
-        lower, `(group key, aggregate position, value, multiplicity)` (none
-        when hydrating: the accumulators are built from the old rows)."""
+        lower, `(group key, aggregate position, value, multiplicity)`
+        (hydrating: `_hydrate_groups`)."""
         values_of = distinct_values(expr)
         if not any(a.distinct for a in expr.aggregates):
             return list
@@ -488,11 +526,8 @@ class LocalBackend:
         def keyed(items: Iterable[Any]) -> Iterator[tuple[Any, Row, int]]:
             return (((*k, i, v), (v,), d) for k, r, *_, d in items for i, v in values_of(r))
 
-        read = self.state.arrange(
-            keyed(delta), None if keyed_old is None else lambda: keyed(keyed_old.get())
-        )
-        if read is None:
-            return list
+        read = self.state.arrange(keyed(delta), None)
+        assert read is not None
         width = len(expr.group_key)
 
         def seen() -> list[tuple[Any, int, Any, int]]:

@@ -864,3 +864,48 @@ def test_a_killed_hydration_leaves_no_files_behind(
         _check(session, views, HYDRATED)
     finally:
         session.close()
+
+
+def test_a_hydration_reads_a_reduce_input_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Spark hydration reads each stateful operator's input once, however
+    many arrangements a Reduce keeps of it (a MAX's values in order, a
+    count(DISTINCT)'s values, the accumulators): reading again computes it
+    again (Spark's files converted, a collection's snapshot read). Before,
+    join_max's join was read 3 times and sum_max's input t twice. The state
+    is the one an in-process step builds."""
+    for view, t_rows in (("join_max", 600), ("sum_max", 600)):
+        monkeypatch.setitem(HYDRATED, view, QUERIES[view])
+        session, views = _hydrated_session(tmp_path / view, t_rows, view)
+        try:
+            id = views[view]
+            output, expr = _state_of(session, id)
+            state = arranged.dataflow_state(output, expr)
+            built = state.stats()
+            state.drop()
+            description = session.compute.dataflow(INSTANCE, id).description
+            inputs = {i: session.storage.shard(i) for i in expr.depends_on()}
+            at = output.upper().time
+            used: Counter[str] = Counter()
+
+            def olds(
+                step: Any, at: int = at, inputs: Any = inputs, used: Any = used, view: str = view
+            ) -> Any:
+                path = tmp_path / f"{view}-{arranged.fingerprint(step.expr)}.parquet"
+                _spool(step.expr, {i: inputs[i] for i in step.expr.depends_on()}, at - 1, path)
+
+                def rows() -> Any:
+                    used[arranged.fingerprint(step.expr)] += 1
+                    yield from spooled_rows(str(path), step.expr.desc.arity)
+
+                return rows
+
+            reads = arranged.StepReads()
+            assert arranged.hydrate(description, inputs, output, at, olds, reads), view
+            assert set(used.values()) <= {1}, (view, used)
+            stored = sum(s.statistics().rows for s in inputs.values())
+            assert reads.snapshot <= stored, (view, reads, stored)  # each input once at most
+            assert state.stats() == built, view
+        finally:
+            session.close()

@@ -32,12 +32,17 @@ from pyspark.sql import SparkSession
 
 from coordinator_lib.compute import budget
 from coordinator_lib.compute.arranged import stream_peek
-from coordinator_lib.compute.arrangement import Arrangement
+from coordinator_lib.compute.arrangement import (
+    Arrangement,
+    LocalArrangement,
+    SparkArrangement,
+)
 from coordinator_lib.compute.dataflow import (
     DataflowDescription,
     StepResult,
     next_step_bounds,
     plan_step,
+    plan_step_local,
     step,
     step_frontier,
     stored_rows,
@@ -222,7 +227,7 @@ class ComputeController:
                 output = self.storage.shard(description.sink_id)
             arrangement = None
             if description.index_key is not None:
-                arrangement = Arrangement(
+                arrangement = LocalArrangement(
                     description.desc, description.index_key, description.as_of
                 )
             # Join keys that can fail become Map columns: their errors are row errors.
@@ -430,23 +435,38 @@ class ComputeController:
         upper = next_step_bounds(lower, inputs, until)
         if upper is None or lower is None:
             return None
-        engine = choose_engine(Work.INDEX_STEP, stored_rows(inputs), self.local_max_rows)
-        assert engine is Engine.SPARK  # the arrangement is Spark DataFrames
+        on_spark = isinstance(arrangement, SparkArrangement)
+        engine = choose_engine(
+            Work.INDEX_STEP, stored_rows(inputs), self.local_max_rows, has_state=on_spark
+        )
+        if engine is Engine.LOCAL:
+            assert isinstance(arrangement, LocalArrangement)
+            # The rows are computed before the arrangement changes: a step
+            # that raises leaves it as it was.
+            updates, errors, rules = plan_step_local(dataflow.description, inputs, lower, upper)
+            arrangement.apply(updates, lower, step_frontier(upper), errors)
+        else:
+            if isinstance(arrangement, LocalArrangement):  # its inputs outgrew the local engine
+                arrangement = dataflow.arrangement = SparkArrangement.moved_from(
+                    self.spark, arrangement
+                )
+            assert isinstance(arrangement, SparkArrangement)
+            spark_arrangement = arrangement
 
-        def apply() -> list[tuple[str, str]]:
-            # apply's checkpoint runs the Spark job: a value that fails it
-            # fails before the arrangement changes.
-            delta, errors, rules = plan_step(self.spark, dataflow.description, inputs, lower, upper)
-            arrangement.apply(delta, lower, step_frontier(upper), errors)
-            return rules
+            def apply() -> list[tuple[str, str]]:
+                delta, errors, rules = plan_step(
+                    self.spark, dataflow.description, inputs, lower, upper
+                )
+                spark_arrangement.apply(delta, lower, step_frontier(upper), errors)
+                return rules
 
-        rules = exact_on_failure(apply)
+            rules = exact_on_failure(apply)
         policy_since = dataflow.read_policy.frontier(arrangement.upper)
         if dataflow.peek_holds:
             policy_since = policy_since.meet(Frontier.at(min(dataflow.peek_holds)))
         if policy_since > arrangement.since:
             arrangement.compact(policy_since)
-        return StepResult(lower, upper, 0, True, time.perf_counter() - started, rules)
+        return StepResult(lower, upper, 0, True, time.perf_counter() - started, rules, engine)
 
     def _downgrade_holds(self, dataflow: Dataflow) -> None:
         """The next step reads inputs at (write frontier - 1) and later."""
@@ -485,18 +505,12 @@ class ComputeController:
                     dataflow.description.id == id or dataflow.description.sink_id == id
                 ):
                     try:
-                        frame = arrangement.peek(timestamp)
+                        rows = arrangement.peek_rows(timestamp)
                     except ValueError as error:
                         raise PeekError(f"peek of {id}: {error}") from error
                     for code, message in arrangement.errors_at(timestamp):
                         raise EvalError(message, code)
-                    if frame is None:
-                        return []
-                    table = frame.toArrow()
-                    names = list(arrangement.desc.names)
-                    columns = [column_pylist(table.column(n)) for n in names]
-                    diffs = table.column(DIFF_COLUMN).to_pylist()
-                    return [(tuple(c[i] for c in columns), diffs[i]) for i in range(table.num_rows)]
+                    return rows
         with self.storage.acquire_read_hold(id, timestamp):
             return self.storage.snapshot(id, timestamp)
 

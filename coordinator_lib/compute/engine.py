@@ -31,7 +31,7 @@ class Engine(StrEnum):
 
 class Work(StrEnum):
     STEP = "step"  # a materialized view's step, landed in its output shard
-    INDEX_STEP = "index step"  # an index's step, applied to its Spark arrangement
+    INDEX_STEP = "index step"  # an index's step, applied to its arrangement (arrangement.py)
     PEEK = "peek"  # a one-off evaluation at one time
     STATE = "state"  # a step of an accumulable view: keep per-group state?
 
@@ -50,12 +50,16 @@ def choose_engine(
     view has in-process state to step from (or needs none);
     `spark_hydrates`: Spark can build that state, however large the inputs.
 
-    An index's arrangement lives in Spark memory, so its steps run on Spark.
-    A view that keeps accumulated state (accumulate.py, Spark only) keeps
-    it once created (`has_state`); otherwise state is created when the step
-    would run on Spark anyway."""
-    if work is Work.INDEX_STEP or (work is Work.STATE and has_state):
+    An index's arrangement lives in memory where its steps run: in this
+    process while its inputs are small, on Spark once they are larger, and
+    there from then on (`has_state`: it is on Spark). A view that keeps
+    accumulated state (accumulate.py, Spark only) keeps it once created
+    (`has_state`); otherwise state is created when the step would run on
+    Spark anyway."""
+    if work in (Work.INDEX_STEP, Work.STATE) and has_state:
         return Engine.SPARK
+    if work is Work.INDEX_STEP:
+        return Engine.LOCAL if stored_rows <= local_max_rows else Engine.SPARK
     if stored_rows <= local_max_rows:
         return Engine.LOCAL
     small = delta_rows is not None and delta_rows < local_max_rows // DELTA_SHARE

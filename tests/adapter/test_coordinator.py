@@ -797,6 +797,73 @@ def test_small_work_never_starts_spark(tmp_path: Path) -> None:
         handle.shutdown()
 
 
+def test_an_index_over_small_data_steps_in_process(tmp_path: Path) -> None:
+    """An index's arrangement lives where its steps run: over small inputs
+    in this process, so an index (the demo has one) never starts the JVM.
+    Reads of the indexed collections are answered from it, and a view's
+    errors reach them: the error while the bad row is there, the rows once
+    it is deleted."""
+    handle = serve(fast_config(tmp_path / "env"))
+    try:
+        session = handle.client.startup("materialize")
+        sql = run_on(session)
+        sql("CREATE TABLE t (a int, b int)")
+        sql("INSERT INTO t VALUES (6, 2), (8, 4)")
+        sql("CREATE INDEX t_a ON t (a)")
+        sql("CREATE MATERIALIZED VIEW q AS SELECT a / b AS q FROM t")
+        sql("CREATE INDEX q_q ON q (q)")
+        assert sorted(sql("SELECT * FROM q")) == [(2,), (3,)]
+        sql("INSERT INTO t VALUES (1, 0)")
+        assert error_of(session, "SELECT * FROM q").code == "22012"
+        assert sorted(sql("SELECT * FROM t")) == [(1, 0), (6, 2), (8, 4)]
+        sql("DELETE FROM t WHERE b = 0")
+        sql("INSERT INTO t VALUES (9, 3)")
+        assert sorted(sql("SELECT * FROM t")) == [(6, 2), (8, 4), (9, 3)]
+        assert sorted(sql("SELECT * FROM q")) == [(2,), (3,), (3,)]
+        engines = sql(
+            "SELECT DISTINCT name, engine FROM mz_internal.mz_dataflow_step_reads "
+            "WHERE name IN ('t_a', 'q_q') ORDER BY name"
+        )
+        assert engines == [("q_q", "local"), ("t_a", "local")]
+        strategies = sql(
+            "SELECT DISTINCT execution_strategy FROM mz_internal.mz_statement_log "
+            "WHERE sql LIKE 'SELECT * FROM %' AND execution_strategy IS NOT NULL"
+        )
+        assert strategies == [("fast-path",)]  # answered from the arrangements
+        assert handle.coordinator.compute.spark.started is False
+    finally:
+        handle.shutdown()
+
+
+@pytest.mark.spark
+def test_an_index_moves_to_spark_when_its_inputs_outgrow_the_local_engine(
+    tmp_path: Path, spark: Any
+) -> None:
+    """Its inputs past `local_max_rows`, an in-process index moves its
+    arrangement (updates and frontiers) to Spark and steps there from then
+    on, answering as before."""
+    handle = serve(fast_config(tmp_path / "env", local_max_rows=4), spark)
+    try:
+        sql = run_on(handle.client.startup("materialize"))
+        sql("CREATE TABLE t (a int, b text)")
+        sql("INSERT INTO t VALUES (1, 'x'), (2, 'y')")
+        sql("CREATE INDEX t_a ON t (a)")
+        assert sorted(sql("SELECT * FROM t")) == [(1, "x"), (2, "y")]
+        sql("DELETE FROM t WHERE a = 1")
+        assert sorted(sql("SELECT * FROM t")) == [(2, "y")]
+        sql("INSERT INTO t VALUES (3, 'z'), (4, NULL), (5, 'w')")
+        assert sorted(sql("SELECT * FROM t")) == [(2, "y"), (3, "z"), (4, None), (5, "w")]
+        sql("DELETE FROM t WHERE a = 3")
+        assert sorted(sql("SELECT * FROM t")) == [(2, "y"), (4, None), (5, "w")]
+        engines = sql(
+            "SELECT engine FROM mz_internal.mz_dataflow_step_reads "
+            "WHERE name = 't_a' ORDER BY lower"
+        )
+        assert engines[0] == ("local",) and engines[-1] == ("spark",)
+    finally:
+        handle.shutdown()
+
+
 def test_peeks_use_indexes_when_there_are_some(sql: Run) -> None:
     """A SELECT of an indexed collection is answered from the arrangement
     (fast path), of an unindexed one from its snapshot, anything else by a

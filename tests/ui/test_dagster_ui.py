@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,6 +25,7 @@ from playwright.sync_api import Page, sync_playwright
 
 from assets.metadata import frontier_ms
 from tests.ui.ports import free_port
+from tests.ui.processes import MARKER_VARIABLE, jvms
 
 pytestmark = pytest.mark.slow
 
@@ -51,6 +53,7 @@ ONBOARDING = "Join the Dagster community"
 class Demo:
     dagster: str
     project: Path
+    marker: str  # in the environment of every process the script started
 
 
 @pytest.fixture
@@ -64,6 +67,8 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TIDEMARK_", "DAGSTER_"))}
     env.update({k: str(v) for k, v in ports.items()})
     env["TIDEMARK_PROJECT"] = str(project)
+    marker = f"tidemark-dagster-ui-{uuid.uuid4().hex}"
+    env[MARKER_VARIABLE] = marker
     log = (tmp_path / "run_demo.log").open("wb")
     process = subprocess.Popen(
         [str(SCRIPT)], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -83,7 +88,7 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
                 assert process.poll() is None, f"run_demo.sh exited: see {log.name}"
                 assert time.monotonic() < deadline, f"{url} did not answer: see {log.name}"
                 time.sleep(0.5)
-        yield Demo(dagster, project)
+        yield Demo(dagster, project, marker)
     finally:
         os.killpg(process.pid, signal.SIGINT)
         try:
@@ -151,6 +156,8 @@ def test_newcomer_materializes_all_and_reads_frontiers_as_dates(demo: Demo) -> N
         failed = [r.run_id for r in _runs(demo) if r.status is dg.DagsterRunStatus.FAILURE]
         assert failed == []  # no run failed, the sensors' and schedules' neither
         assert page.get_by_text("Failure", exact=True).count() == 0
+        # The demo's data is small: the run and the server step in-process.
+        assert jvms(demo.marker) == [], "Materialize all started a JVM"
 
         # A view's page: its frontiers read as dates.
         with dg.DagsterInstance.from_config(str(demo.project / "dagster_home")) as instance:

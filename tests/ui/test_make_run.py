@@ -20,6 +20,7 @@ import pytest
 import requests
 
 from tests.ui.ports import free_port
+from tests.ui.processes import MARKER_VARIABLE, jvms, marked
 
 pytestmark = pytest.mark.slow
 
@@ -54,24 +55,6 @@ def _listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _marked(marker: str) -> list[int]:
-    """Live processes carrying `marker` in their environment (everything the
-    script started inherits it: servers, Dagster's daemon, code server, run
-    workers, JVMs)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in environ and state != "Z":
-            found.append(int(entry.name))
-    return found
-
-
 def test_make_run_serves_both_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
     project = tmp_path / "demo"
     shutil.copytree(REPO / "demo" / "sql", project / "sql")
@@ -81,7 +64,7 @@ def test_make_run_serves_both_and_ctrl_c_stops_everything(tmp_path: Path) -> Non
     marker = f"tidemark-make-run-{uuid.uuid4().hex}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TIDEMARK_", "DAGSTER_"))}
     env.update({k: str(v) for k, v in ports.items()})
-    env.update({"TIDEMARK_PROJECT": str(project), "TIDEMARK_TEST_MARKER": marker})
+    env.update({"TIDEMARK_PROJECT": str(project), MARKER_VARIABLE: marker})
     log = tmp_path / "run_demo.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
@@ -110,23 +93,25 @@ def test_make_run_serves_both_and_ctrl_c_stops_everything(tmp_path: Path) -> Non
             timeout=30,
         )
         assert posted.status_code == 200
-        started = _marked(marker)
+        started = marked(marker)
         assert len(started) >= 3  # the script, tidemark serve, dagster dev (and its children)
+        # The demo's data is small: its views and its index step in-process.
+        assert jvms(marker) == [], "tidemark serve started a JVM"
     finally:
         os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in the terminal
         try:
             process.wait(timeout=60)
         except subprocess.TimeoutExpired as error:
             os.killpg(process.pid, signal.SIGKILL)
-            for pid in _marked(marker):
+            for pid in marked(marker):
                 os.kill(pid, signal.SIGKILL)
             tail = log.read_text()[-4000:]
             raise AssertionError(f"run_demo.sh did not stop on SIGINT:\n{tail}") from error
 
     deadline = time.monotonic() + 10  # reaped by init a moment after the script exits
-    while _marked(marker) and time.monotonic() < deadline:
+    while marked(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
-    left = _marked(marker)
+    left = marked(marker)
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, f"processes left running after Ctrl-C: {left}"

@@ -72,8 +72,15 @@ def test_resource_sees_another_process_s_objects(tmp_path: Path) -> None:
 def test_a_run_takes_its_spark_session_from_the_pyspark_resource(
     tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An index hydrates on Spark: the session comes from dagster-pyspark's
-    LazyPySparkResource (the test session's JVM, reused: one Spark start)."""
+    """An index over inputs past `local_max_rows` (0 here) hydrates on
+    Spark: the session comes from dagster-pyspark's LazyPySparkResource (the
+    test session's JVM, reused: one Spark start)."""
+    config = CoordinatorResource.config
+    monkeypatch.setattr(
+        CoordinatorResource,
+        "config",
+        lambda self: config(self).model_copy(update={"local_max_rows": 0}),
+    )
     asked: list[dict[str, Any]] = []
     real = LazyPySparkResource.spark_session
 

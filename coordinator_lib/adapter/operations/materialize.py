@@ -302,9 +302,10 @@ def _materialize_view(
 def _materialize_index(
     coordinator: Coordinator, item: CatalogItem, started: float, until: int | None = None
 ) -> Materialization:
-    """Hydrate or catch up the index's arrangement in this process. The
-    arrangement holds exactly what it indexes, so for an index of a
-    collection the counts come from the collection (no extra Spark jobs);
+    """Hydrate or catch up the index's arrangement in this process (on the
+    engine its inputs' size picks). The arrangement holds exactly what it
+    indexes, so for an index of a collection the counts come from the
+    collection (no extra Spark jobs);
     for an index of a plain view they come from peeks of the arrangement."""
     expr = defining_expr(coordinator, item)
     assert expr is not None
@@ -355,8 +356,8 @@ def _materialize_index(
         read,
         total,
         time.perf_counter() - started,
-        result.seconds if result is not None else 0.0,
-        "spark" if result is not None else "none",
+        result.seconds if result is not None and result.engine == "spark" else 0.0,
+        str(result.engine) if result is not None else "none",
         explain_view(expr, coordinator.catalog.index.names()),
         step_lower=lower if result is not None else None,
         step_upper=upper if result is not None else None,

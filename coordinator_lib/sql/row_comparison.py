@@ -34,7 +34,7 @@ def is_row_constructor(node: exp.Expr) -> bool:
     return row_items(node) is not None
 
 
-def no_record_values(node: exp.Expr) -> UnsupportedFeature:
+def no_record_values(node: exp.Expr | None) -> UnsupportedFeature:
     """The error for a row constructor used as a value."""
     return UnsupportedFeature(
         "record values are not supported",

@@ -25,6 +25,7 @@ from coordinator_lib.sql.errors import (
     UnknownObject,
 )
 from coordinator_lib.sql.positions import position_of
+from coordinator_lib.sql.row_comparison import no_record_values
 
 if TYPE_CHECKING:
     from coordinator_lib.sql.context import PlanContext
@@ -166,6 +167,8 @@ class Scope:
                 found = [
                     item.offset for item in self.items if item.whole_row and item.alias == column
                 ]
+            if not found and any(item.alias == column for item in self.items):
+                raise no_record_values(node)  # `SELECT t FROM t`: the row as one value
             if not found:
                 raise UnknownColumn(f'column "{column}" does not exist', position_of(node))
             if len(found) > 1:

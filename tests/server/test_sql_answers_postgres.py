@@ -742,14 +742,18 @@ def test_numeric_nan_is_refused_with_the_reason(
         "SELECT ROW(k, x)::text FROM t1",
         "SELECT (SELECT (k, x) FROM t1 LIMIT 1)",
         "CREATE MATERIALIZED VIEW mv_record AS SELECT ROW(k) FROM t1",
+        "SELECT t1 FROM t1",
+        "SELECT k FROM t1 r WHERE r IS NOT NULL",
+        "SELECT e FROM jsonb_array_elements('[1]') WITH ORDINALITY AS e",
     ],
 )
 def test_record_values_are_refused_saying_so(
     tidemark: psycopg.Connection[Any], statement: str
 ) -> None:
     """PostgreSQL returns these as records; Tidemark has no record type, so a
-    row constructor used as a value is 0A000 naming that (it was 42883
-    `function row(...) does not exist`, or the parser's text of the tuple)."""
+    row constructor or a FROM item's whole row used as a value is 0A000
+    naming that (it was 42883 `function row(...) does not exist`, the
+    parser's text of the tuple, or 42703 `column "t1" does not exist`)."""
     with pytest.raises(psycopg.errors.FeatureNotSupported) as info:
         tidemark.execute(statement)
     assert info.value.diag.message_primary == "record values are not supported"

@@ -31,8 +31,15 @@ def test_index_run_survives_the_server_compacting_what_it_planned(
     """The race made certain: right after the run plans each Spark snapshot
     (the index's hydration), the server rewrites every batch of that shard
     and collects garbage. Before seqno holds the run failed every time
-    (FILE_NOT_EXIST / PATH_NOT_FOUND on a compacted batch)."""
-    from coordinator_lib.compute import dataflow
+    (FILE_NOT_EXIST / PATH_NOT_FOUND on a compacted batch). The demo's index
+    is small enough to step in-process: here its steps are sent to Spark."""
+    from coordinator_lib.compute import controller, dataflow
+    from coordinator_lib.compute.engine import Engine, Work, choose_engine
+
+    def index_on_spark(work: Work, *args: Any, **kwargs: Any) -> Engine:
+        return Engine.SPARK if work is Work.INDEX_STEP else choose_engine(work, *args, **kwargs)
+
+    monkeypatch.setattr(controller, "choose_engine", index_on_spark)
 
     env = demo_env(tmp_path)
     server = Coordinator(Config(data_dir=str(env.data_dir), background=False))

@@ -94,11 +94,15 @@ class Arrangement:
 
 
 class LocalArrangement(Arrangement):
-    """The updates as Python rows in this process (consolidated at since)."""
+    """Python rows in this process: the contents at since (row -> count)
+    and the updates after it. Compaction folds only the updates it passes
+    into the base, so it costs what the steps since the last one added,
+    not the index's size."""
 
     def __init__(self, desc: RelationDesc, key: tuple[int, ...], as_of: int) -> None:
         super().__init__(desc, key, as_of)
-        self.updates: list[Update] = []
+        self.base: dict[Row, int] = {}
+        self.updates: list[Update] = []  # at times after since
 
     def apply(
         self, updates: list[Update], lower: int, upper: Frontier, errors: Iterable[Update] = ()
@@ -108,13 +112,28 @@ class LocalArrangement(Arrangement):
         self.updates += updates
         self.rows += sum(u.diff for u in updates)
 
+    def contents(self) -> list[Update]:
+        """The base (at since) and the updates after it."""
+        assert self.since.time is not None
+        at_since = [Update(row, self.since.time, count) for row, count in self.base.items()]
+        return [*at_since, *self.updates]
+
     def peek_rows(self, as_of: int) -> list[tuple[Row, int]]:
         self._readable(as_of)
-        return consolidate_rows((u.row, u.diff) for u in self.updates if u.time <= as_of)
+        later = ((u.row, u.diff) for u in self.updates if u.time <= as_of)
+        return consolidate_rows([*self.base.items(), *later])
 
     def compact(self, since: Frontier) -> None:
         target = self._compaction_target(since)
-        self.updates = consolidate(u._replace(time=max(u.time, target)) for u in self.updates)
+        kept = []
+        for update in self.updates:
+            if update.time > target:
+                kept.append(update)
+                continue
+            count = self.base.pop(update.row, 0) + update.diff
+            if count != 0:
+                self.base[update.row] = count
+        self.updates = kept
         self._compact_errors(target)
         self.since = Frontier.at(target)
 
@@ -136,10 +155,11 @@ class SparkArrangement(Arrangement):
         moved = cls(local.desc, local.key, 0)
         moved.since, moved.upper = local.since, local.upper
         moved.rows, moved.errors = local.rows, list(local.errors)
-        if local.updates:
+        contents = local.contents()
+        if contents:
             with tempfile.TemporaryDirectory(prefix="tidemark-index-") as directory:
                 pq.write_table(
-                    updates_to_table(local.updates, local.desc), Path(directory) / "part.parquet"
+                    updates_to_table(contents, local.desc), Path(directory) / "part.parquet"
                 )
                 frame = read_batches_dataframe(spark, [directory], local.desc)
                 moved.updates.append(moved._keyed(frame).localCheckpoint(eager=True))

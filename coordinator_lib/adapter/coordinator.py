@@ -60,7 +60,7 @@ from coordinator_lib.adapter.timestamp_selection import (
 from coordinator_lib.adapter.verify import verified_rows
 from coordinator_lib.adapter.webhook import install_webhook_source
 from coordinator_lib.adapter.write_lock import WriteLock
-from coordinator_lib.compute import ComputeController, ComputeError, DataflowDescription
+from coordinator_lib.compute import ComputeController, ComputeError, DataflowDescription, budget
 from coordinator_lib.compute.dataflow import LOCAL_MAX_ROWS
 from coordinator_lib.compute.error_collection import compact_errors
 from coordinator_lib.compute.local_scalar import EvalError
@@ -867,16 +867,21 @@ class Coordinator:
 
     # ------------------------------------------------------------ maintenance
     def step_once(self) -> None:
-        """One round of background work: ingestions, then dataflow steps."""
-        self.storage.process()
-        results = self.compute.process()
-        with self._lock:
-            tasks = list(self._tasks.values())
-        for task in tasks:
-            try:
-                task.step()
-            except (StorageError, AdapterError, SqlError) as error:
-                log.warning("continual task %s: %s", task.id, error)
+        """One round of background work: ingestions, then dataflow steps.
+        It is maintenance whoever runs it: a read that steps dataflows while
+        it waits for them does not charge their work to its own budget
+        (compute/budget.py), which would fail their steps past its
+        max_query_memory and leave the read waiting for them."""
+        with budget.active(budget.UNLIMITED):
+            self.storage.process()
+            results = self.compute.process()
+            with self._lock:
+                tasks = list(self._tasks.values())
+            for task in tasks:
+                try:
+                    task.step()
+                except (StorageError, AdapterError, SqlError) as error:
+                    log.warning("continual task %s: %s", task.id, error)
         if self.metrics is not None:
             for result in results:
                 self.metrics.step_finished("dataflow", result.seconds, result.rows_written)

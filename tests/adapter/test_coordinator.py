@@ -797,6 +797,25 @@ def test_small_work_never_starts_spark(tmp_path: Path) -> None:
         handle.shutdown()
 
 
+def test_a_read_does_not_pay_for_the_views_it_steps_while_waiting(tmp_path: Path) -> None:
+    """A read waiting for a view steps it meanwhile (here nothing else
+    does: no background loop). That step is maintenance, not the read's own
+    work: the read's small max_query_memory must not fail it. It did, and
+    the read then waited for a view whose steps kept failing (a module of
+    many views went past the default 3 GB that way)."""
+    handle = serve(fast_config(tmp_path / "env", background=False))
+    try:
+        sql = run_on(handle.client.startup("materialize"))
+        sql("CREATE TABLE t (a int)")
+        sql("CREATE MATERIALIZED VIEW mv AS SELECT a, count(*) AS n FROM t GROUP BY a")
+        sql("INSERT INTO t SELECT * FROM generate_series(1, 2000)")
+        sql("SET max_query_memory = '2kB'")
+        sql("SET statement_timeout = '20s'")
+        assert sql("SELECT n FROM mv WHERE a = 7") == [(1,)]
+    finally:
+        handle.shutdown()
+
+
 def test_an_index_over_small_data_steps_in_process(tmp_path: Path) -> None:
     """An index's arrangement lives where its steps run: over small inputs
     in this process, so an index (the demo has one) never starts the JVM.

@@ -203,14 +203,20 @@ class GroupCommitter:
             written = {id: [] for id in keys} | written
             # Another process may have moved a table's upper past the
             # oracle's proposal (it advances idle tables before its own
-            # `apply_write`): write at or after every upper written to.
-            timestamp = max(self.oracle.propose_write_ts(), self._least_time(written, keys))
+            # `apply_write`): write at or after every upper written to. The
+            # append expects the same uppers the time was chosen from: one
+            # that moved meanwhile (another process's write, learned by a
+            # heartbeat) fails the compare-and-set, and the next attempt
+            # chooses again.
+            uppers = self._uppers(written, keys)
+            least = max((u.time for u in uppers.values() if u.time is not None), default=0)
+            timestamp = max(self.oracle.propose_write_ts(), least)
             commands = [
                 AppendCommand(
                     id,
                     batch_io.at_time(pa.concat_tables(parts), timestamp) if parts else [],
                     timestamp + 1,
-                    keys[id][0] if id in keys else None,
+                    uppers.get(id),
                 )
                 for id, parts in written.items()
             ]
@@ -277,23 +283,24 @@ class GroupCommitter:
                 written[id].append(table)
         return written
 
-    def _least_time(
+    def _uppers(
         self,
         written: dict[GlobalId, list[pa.Table]],
         keys: dict[GlobalId, tuple[Frontier, KeyCounts]],
-    ) -> int:
-        """The least time a write to every table of `written` can take: the
-        latest of their uppers as this process last saw them (an append that
-        finds an upper moved further fails and refreshes it)."""
-        least = 0
+    ) -> dict[GlobalId, Frontier]:
+        """The uppers of the tables of `written` as this process last saw
+        them (an append that finds one moved further fails and refreshes it);
+        a dropped table has none (its writers are rejected by the append)."""
+        uppers = {}
         for id in written:
+            if id in keys:
+                uppers[id] = keys[id][0]
+                continue
             try:
-                upper = keys[id][0] if id in keys else self.storage.collection(id).write_frontier
+                uppers[id] = self.storage.collection(id).write_frontier
             except IdentifierMissing:
-                continue  # dropped: its writers are rejected by the append
-            if upper.time is not None:
-                least = max(least, upper.time)
-        return least
+                continue
+        return uppers
 
     def _admit(
         self, batch: list[_Pending], unstorable: dict[int, BaseException]

@@ -62,6 +62,41 @@ def test_insert_whose_proposed_time_another_process_passes_lands(
     session.terminate()
 
 
+def test_insert_whose_table_upper_is_learned_while_it_commits_lands(
+    pair: tuple[Handle, Handle], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other process advances the table after this one chose its time,
+    and this one learns the new upper before appending (a concurrent read
+    refreshes it: `collection_frontiers`). The append must expect the upper
+    its time was chosen from, fail its compare-and-set and choose again:
+    make run's demo answered an INSERT with XX000 "new upper must be after
+    expected upper" in CI (the Dagster run sealing the table)."""
+    first, second = pair
+    session = first.client.startup("materialize", "materialize")
+    run = run_on(session)
+    run("CREATE TABLE k (a int)")
+    run("INSERT INTO k VALUES (1)")
+    second.coordinator.refresh_catalog()
+    oracle = first.coordinator.oracle
+    claim = oracle.claim
+    passed = 0
+
+    def other_advances_and_a_read_learns_it(timestamp: int) -> Any:
+        nonlocal passed
+        if passed == 0:
+            passed += 1
+            second.coordinator.group_commit.advance()  # every table past `timestamp`
+            for id in first.coordinator.group_commit.tables():
+                first.coordinator.storage.collection_frontiers(id)
+        return claim(timestamp)
+
+    monkeypatch.setattr(oracle, "claim", other_advances_and_a_read_learns_it)
+    run("INSERT INTO k VALUES (2)")
+    assert passed == 1
+    assert sorted(run("SELECT a FROM k")) == [(1,), (2,)]
+    session.terminate()
+
+
 def test_table_created_while_another_process_advances_is_installed_by_both(
     pair: tuple[Handle, Handle], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

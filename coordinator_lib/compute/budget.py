@@ -10,8 +10,9 @@ memory held so far is weighed against `max_query_memory`.
 The adapter installs the budget around a statement (`active`), and around
 each pull of the rows it streams to the client afterwards, so rows computed
 as the client reads them (a one-off query's streamed rows) settle with the
-statement that reads them; code that runs outside a statement (view
-maintenance) sees `UNLIMITED`.
+statement that reads them; code that runs outside a statement sees
+`UNLIMITED`, and so does view maintenance whoever runs it (a read that
+steps the views it waits for: `Coordinator.step_once`).
 
 Memory is an estimate of what is held, not of what flows through: a list
 built (`held`), a join's index, a group's rows are charged; rows streamed

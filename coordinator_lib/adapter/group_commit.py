@@ -206,8 +206,8 @@ class GroupCommitter:
             # `apply_write`): write at or after every upper written to. The
             # append expects the same uppers the time was chosen from: one
             # that moved meanwhile (another process's write, learned by a
-            # heartbeat) fails the compare-and-set, and the next attempt
-            # chooses again.
+            # concurrent read's `collection_frontiers`) fails the
+            # compare-and-set, and the next attempt chooses again.
             uppers = self._uppers(written, keys)
             least = max((u.time for u in uppers.values() if u.time is not None), default=0)
             timestamp = max(self.oracle.propose_write_ts(), least)

@@ -21,6 +21,7 @@ are non-empty answers with the first (`errors_at`).
 from __future__ import annotations
 
 import tempfile
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -39,7 +40,7 @@ from coordinator_lib.repr.update import Row, Update, consolidate, consolidate_ro
 MAX_UPDATE_BATCHES = 8
 
 
-class Arrangement:
+class Arrangement(ABC):
     """What both kinds share: the frontiers, the size and the errors."""
 
     def __init__(self, desc: RelationDesc, key: tuple[int, ...], as_of: int) -> None:
@@ -53,10 +54,13 @@ class Arrangement:
         self.rows = 0
         self.errors: list[Update] = []
 
-    def _advance(self, lower: int, upper: Frontier, errors: Iterable[Update]) -> None:
-        """Check a step starts at the upper, then take its errors and upper."""
+    def _starts_at_upper(self, lower: int) -> None:
         if self.upper != Frontier.at(lower):
             raise ValueError(f"arrangement at {self.upper!r} cannot take a step from {lower}")
+
+    def _advance(self, lower: int, upper: Frontier, errors: Iterable[Update]) -> None:
+        """Check a step starts at the upper, then take its errors and upper."""
+        self._starts_at_upper(lower)
         self.errors = consolidate([*self.errors, *errors])
         self.upper = upper
 
@@ -84,13 +88,13 @@ class Arrangement:
     def _compact_errors(self, target: int) -> None:
         self.errors = consolidate([e._replace(time=max(e.time, target)) for e in self.errors])
 
+    @abstractmethod
     def peek_rows(self, as_of: int) -> list[tuple[Row, int]]:
         """The contents at `as_of` (since <= as_of < upper), consolidated."""
-        raise NotImplementedError
 
+    @abstractmethod
     def compact(self, since: Frontier) -> None:
         """Advance the since (never backwards) and fold older updates into it."""
-        raise NotImplementedError
 
 
 class LocalArrangement(Arrangement):
@@ -186,8 +190,7 @@ class SparkArrangement(Arrangement):
         in the delta); an empty `upper` closes the arrangement (its inputs
         are closed). The checkpoint runs the step's Spark job, before the
         arrangement changes: a value that fails it leaves it as it was."""
-        if self.upper != Frontier.at(lower):
-            raise ValueError(f"arrangement at {self.upper!r} cannot take a step from {lower}")
+        self._starts_at_upper(lower)  # before the job runs
         if delta is not None:
             checkpointed = self._keyed(delta).localCheckpoint(eager=True)
             self.updates.append(checkpointed)

@@ -6,9 +6,10 @@ pair compared with the operator itself. Three-valued AND/OR give
 PostgreSQL's NULLs (a row comparison is NULL where the first pair that
 is not equal is unknown). `ROW(a, b)` is the same constructor as `(a, b)`.
 `IS [NOT] NULL` of a row tests every field (so `IS NOT NULL` is not `NOT
-(... IS NULL)`), `IS [NOT] DISTINCT FROM` pairs the fields, `op ANY|ALL (subquery)`
-is PostgreSQL's three values from two semi-joins (`IN` is `= ANY`). A row is never a value of its
-own (there is no record type): returning one is 0A000."""
+(... IS NULL)`), `IS [NOT] DISTINCT FROM` pairs the fields. `row op ANY|ALL (subquery)` and
+`row IN (subquery)` are bound in sql/scalar.py (`_bind_row_any`) as one ANY
+subquery whose test is the comparison above built on the bound pairs. A row is
+never a value of its own (there is no record type): returning one is 0A000."""
 
 from __future__ import annotations
 
@@ -106,64 +107,14 @@ def quantified_subquery(node: exp.Binary, right: exp.Any | exp.All) -> exp.Subqu
     )
 
 
-def expand_row_quantified(node: exp.Binary, right: exp.Any | exp.All) -> exp.Expr:
-    """`row op ANY (subquery)`: TRUE if the comparison holds for a row of the
-    subquery, else NULL if it is unknown for one, else FALSE; `row op ALL
-    (subquery)`: FALSE if it fails for a row, else NULL if it is unknown for
-    one, else TRUE (PostgreSQL's; `= ANY` is IN, `<> ALL` NOT IN)."""
-    inner = quantified_subquery(node, right).unnest()
-    if not isinstance(inner, exp.Query):
-        raise ParseError("ANY and ALL need a subquery", position_of(node))
-    return _quantified(node.this, inner, type(node), every=isinstance(right, exp.All))
-
-
 def is_row_in(node: exp.In) -> bool:
     return is_row_constructor(node.this)
 
 
 def expand_row_in(node: exp.In) -> exp.Expr:
-    """`(a, b) IN (list of rows)` as the OR of row equalities, and `(a, b) IN
-    (SELECT x, y ...)` as PostgreSQL's three values from two semi-joins:
-    TRUE if a row is equal, else NULL if a row's equality is unknown, else
-    FALSE (so NOT IN is right with NULLs too)."""
+    """`(a, b) IN (list of rows)` as the OR of row equalities (`(a, b) IN
+    (subquery)` is `= ANY`, bound by sql/scalar.py's `_bind_row_any`)."""
     row = node.this
-    query = node.args.get("query")
-    if query is None:
-        return exp.Paren(
-            this=exp.or_(*(exp.EQ(this=row.copy(), expression=item) for item in node.expressions))
-        )
-    inner = query.unnest() if isinstance(query, exp.Subquery) else query
-    if not isinstance(inner, exp.Query):
-        raise ParseError("IN needs a subquery or a list", position_of(node))
-    return _quantified(row, inner, exp.EQ, every=False)
-
-
-def _quantified(row: exp.Expr, inner: exp.Query, op: type[exp.Binary], every: bool) -> exp.Expr:
-    """`row op ANY|ALL (inner)` as a CASE over two EXISTS semi-joins."""
-    width = len(row_items(row) or [])
-    names = [f"_row_in_{i}" for i in range(width)]
-    alias = exp.TableAlias(
-        this=exp.to_identifier("_row_in"), columns=[exp.to_identifier(n) for n in names]
-    )
-    columns = exp.Tuple(expressions=[exp.column(n, "_row_in") for n in names])
-
-    def matches(condition: exp.Expr) -> exp.Expr:
-        source = exp.Subquery(this=inner.copy(), alias=alias.copy())
-        return exp.Exists(this=exp.select("1").from_(source).where(condition))
-
-    compared = op(this=row.copy(), expression=columns)
-    unknown = exp.Is(this=exp.Paren(this=compared.copy()), expression=exp.Null())
-    if every:
-        failed = exp.Not(this=exp.Paren(this=compared))
-        return (
-            exp.Case()
-            .when(matches(failed), exp.false())
-            .when(matches(unknown), exp.Null())
-            .else_(exp.true())
-        )
-    return (
-        exp.Case()
-        .when(matches(compared), exp.true())
-        .when(matches(unknown), exp.Null())
-        .else_(exp.false())
+    return exp.Paren(
+        this=exp.or_(*(exp.EQ(this=row.copy(), expression=item) for item in node.expressions))
     )

@@ -78,12 +78,12 @@ from coordinator_lib.sql.row_comparison import (
     expand_row_distinct,
     expand_row_in,
     expand_row_null_test,
-    expand_row_quantified,
     is_row_comparison,
     is_row_constructor,
     is_row_in,
     no_record_values,
     quantified_subquery,
+    row_items,
 )
 from coordinator_lib.sql.scope import Scope, ident_name
 from coordinator_lib.sql.select_srf import is_set_returning
@@ -571,7 +571,8 @@ class ScalarBinder:
         if is_row_constructor(node.this) and isinstance(node.expression, exp.Any | exp.All):
             query = quantified_subquery(node, node.expression)
             self._check_row_in_width(exp.In(this=node.this, query=query))
-            return self.bind(expand_row_quantified(node, node.expression))
+            every = isinstance(node.expression, exp.All)
+            return _bind_row_any(self, node, query, type(node), every)
         if is_row_comparison(node):
             return self.bind(expand_row_comparison(node))
         func, symbol = _COMPARISON[type(node)]
@@ -887,10 +888,12 @@ class ScalarBinder:
             raise ParseError(f"subquery has too {which} columns", position_of(node))
 
     def _in(self, node: exp.In) -> Typed:
+        query = node.args.get("query")
         if is_row_in(node):
             self._check_row_in_width(node)
-            return self.bind(expand_row_in(node))
-        query = node.args.get("query")
+            if query is None:
+                return self.bind(expand_row_in(node))
+            return _bind_row_any(self, node, query, exp.EQ, False)
         if query is None and len(node.expressions) == 1:
             query = _values_subquery(node.expressions[0])  # x IN (VALUES ...)
             query = query if isinstance(query, exp.Subquery) else None
@@ -1075,6 +1078,77 @@ def _bind_any(
     if every:
         value = CallUnary(UnaryFunc.NOT, value)
     return Typed(value, ctype)
+
+
+def _bind_row_any(
+    binder: ScalarBinder, node: exp.Expr, query: exp.Expr, op: type[exp.Expr], every: bool
+) -> Typed:
+    """`(a, b) op ANY (query)` (a row IN is `= ANY`), or with `every` `op ALL`:
+    one ANY subquery whose test is the row comparison of the left side's
+    fields with the subquery's columns (lexicographic for `<`..`>=`, the AND
+    of the pairs for `=`, their OR for `<>`; `row_comparison.expand_row_comparison`
+    on bound pairs), so its NULLs are SQL's and it is one semi-join, as
+    `x op ANY (query)` is. The caller checked the subquery's width."""
+    ctx = binder.scope.context
+    if ctx is None or not isinstance(query, exp.Query):
+        raise UnsupportedFeature("ANY and ALL need a subquery", position_of(node))
+    items = row_items(node.this)
+    assert items is not None
+    func, symbol = _COMPARISON[op]
+    lefts = [binder.bind(item) for item in items]
+    bound = _plan(binder, query)
+    width = len(items)
+    coerced = [k for k in range(width) if k in bound.unknowns and not lefts[k].unknown]
+    if coerced:
+        targets = [
+            lefts[k].scalar if k in coerced else bound.types[k].scalar_type for k in range(width)
+        ]
+        rel = ctx.planner.coerce_columns(bound, targets, False, [query] * width, "IN")
+    else:
+        rel = _relation(binder, bound, query)
+    right_types = rel.desc.types
+    base = len(binder.types)
+    inner = ScalarBinder(Scope(), binder.clause, types=right_types)
+    pairs: list[tuple[Typed, Typed]] = []
+    for k, (item, left) in enumerate(zip(items, lefts, strict=True)):
+        if left.unknown:
+            lefts[k] = left = binder.resolve_unknown(left, right_types[k].scalar_type, item)
+        outer = Typed(OuterColumn(1, base + k, left.type), left.type)
+        pairs.append((outer, Typed(Column(k), right_types[k])))
+
+    def compared(pair: int, f: BinaryFunc, s: str) -> ScalarExpr:
+        left, right = pairs[pair]
+        return inner.compare(node, f, s, left, right, (items[pair], query)).expr
+
+    test: ScalarExpr
+    if func in (BinaryFunc.EQ, BinaryFunc.NOT_EQ):
+        joined = VariadicFunc.AND if func is BinaryFunc.EQ else VariadicFunc.OR
+        tests = tuple(compared(k, func, symbol) for k in range(width))
+        test = tests[0] if width == 1 else CallVariadic(joined, tests)
+    else:  # a1 < b1 OR (a1 = b1 AND (the rest)), the last pair with op itself
+        strict = _STRICT_ORDER[func]
+        test = compared(width - 1, func, symbol)
+        for k in reversed(range(width - 1)):
+            equal = compared(k, BinaryFunc.EQ, "=")
+            rest = CallVariadic(VariadicFunc.AND, (equal, test))
+            test = CallVariadic(VariadicFunc.OR, (compared(k, *strict), rest))
+    if every:
+        test = CallUnary(UnaryFunc.NOT, test)
+    plan = Project(Map(rel, (test,)), (rel.desc.arity,))
+    ctype = ColumnType(S.BOOLEAN, True)
+    args = tuple(left.expr for left in lefts)
+    value: ScalarExpr = SubqueryExpr(SubqueryKind.ANY, plan, args, base, ctype)
+    if every:
+        value = CallUnary(UnaryFunc.NOT, value)
+    return Typed(value, ctype)
+
+
+_STRICT_ORDER = {
+    BinaryFunc.LT: (BinaryFunc.LT, "<"),
+    BinaryFunc.LTE: (BinaryFunc.LT, "<"),
+    BinaryFunc.GT: (BinaryFunc.GT, ">"),
+    BinaryFunc.GTE: (BinaryFunc.GT, ">"),
+}
 
 
 def finalize(value: Typed) -> Typed:

@@ -36,6 +36,11 @@ the other rows of R get NULL, so an error in a branch not taken (a division
 by zero, more than one row) does not fail the query. Subqueries in those
 conditions are lowered first (`_deciding_conditions`). Where a condition
 reads an enclosing query, the subquery is evaluated for every row of R.
+Each guarded subquery reads its own copy of R joined with those
+conditions' values (nothing shares it yet), so a SELECT list of many CASEs
+whose WHENs hold subqueries plans that join many times and a view's step
+costs as much: row ANY/ALL is not lowered that way (sql/scalar.py
+`_bind_row_any`) for this reason.
 """
 
 from __future__ import annotations

@@ -54,6 +54,7 @@ from coordinator_lib.expr.scalar import Column, Literal, ScalarExpr
 from coordinator_lib.expr.table_functions import expand, rows_from
 from coordinator_lib.expr.temporal import TemporalFilter as TemporalFilterExpr
 from coordinator_lib.repr.global_id import GlobalId
+from coordinator_lib.repr.nan import one_nan
 from coordinator_lib.repr.relation import ColumnType
 from coordinator_lib.repr.update import Row, Update
 
@@ -166,7 +167,9 @@ class LocalBackend:
         return Pair(self._old(olds(step)), pair.delta)
 
     def constant(self, step: plan.Constant, time: int | None) -> Rows | None:
-        rows = list(step.rows)
+        # NaN as the one object math.nan (repr/nan.py): a plan's constants
+        # (VALUES, folded casts) hold NaN objects of their own
+        rows = [(tuple(one_nan(v) for v in r), d) for r, d in step.rows]
         if not rows:
             return None
         if time is None:

@@ -124,7 +124,7 @@ def window_rows(expr: Window, rows: Rows, types: tuple[ColumnType, ...]) -> Rows
     while i < n:
         j = i
         values = [flat[i][c] for c in order_cols]
-        while j + 1 < n and [flat[j + 1][c] for c in order_cols] == values:
+        while j + 1 < n and _peers(flat[j + 1], order_cols, values):
             j += 1
         groups += 1
         for p in range(i, j + 1):
@@ -136,6 +136,15 @@ def window_rows(expr: Window, rows: Rows, types: tuple[ColumnType, ...]) -> Rows
     for p, row in enumerate(flat):
         out[row + tuple(c[p] for c in columns)] += 1
     return list(out.items())
+
+
+def _peers(row: Row, order_cols: list[int], values: list[Any]) -> bool:
+    """`row`'s ORDER BY values are `values` as the sort compares them: NaN
+    equals NaN (two NaN objects are unequal to Python; rows read back from
+    an arrangement or a constant carry NaN objects of their own)."""
+    return [row[c] for c in order_cols] == values or all(
+        compare_values(row[c], v, False, True) == 0 for c, v in zip(order_cols, values, strict=True)
+    )
 
 
 class _Peers:

@@ -53,6 +53,7 @@ from typing import Any
 from coordinator_lib.persist.blob import BlobStore
 from coordinator_lib.persist.connection_pool import ConnectionPool
 from coordinator_lib.persist.sqlite_temp import keep_temp_in_memory
+from coordinator_lib.repr.nan import one_nan
 
 Key = tuple[Any, ...]
 Row = tuple[Any, ...]
@@ -62,6 +63,19 @@ KeyedUpdate = tuple[Key, Row, int]
 TimedUpdate = tuple[int, Row, int]
 # (key, ord, row, diff): a change of `row` under `key`, `ord` its place there.
 OrderedUpdate = tuple[Key, bytes, Row, int]
+
+
+def _row(blob: bytes) -> Any:
+    """A stored row as the operators keep it: every float NaN the one object
+    `math.nan` (repr/nan.py). Unpickling makes a new NaN object per value,
+    and rows holding two NaN objects are two rows to a Counter and compare
+    unequal: a window's peers split and its retractions missed their rows.
+    Only a pickle holding a float (opcode BINFLOAT, b"G") can hold one."""
+    value = pickle.loads(blob)
+    if b"G" in blob and type(value) is tuple:
+        value = tuple(one_nan(v) for v in value)
+    return value
+
 
 # SQLite's page cache of each connection (KiB), on the process's heap: the
 # state itself stays on disk and in the OS's page cache. At 16 MiB, each of
@@ -609,7 +623,7 @@ class Arrangement:
                     f" WHERE arrangement = ? AND key IN ({marks})",
                     (arr, *chunk),
                 ):
-                    out[by_id[key]].append((pickle.loads(blob), int(diff)))
+                    out[by_id[key]].append((_row(blob), int(diff)))
         return out
 
     def read_between(self, lower: int, upper: int) -> list[TimedUpdate]:
@@ -620,7 +634,7 @@ class Arrangement:
             if arr is None:
                 return []
             return [
-                (int(time), pickle.loads(blob), int(diff))
+                (int(time), _row(blob), int(diff))
                 for time, blob, diff in conn.execute(
                     "SELECT time, row, diff FROM pending"
                     " WHERE arrangement = ? AND time >= ? AND time < ?",
@@ -645,7 +659,7 @@ class Arrangement:
             ):
                 if count is not None and taken >= count and ord != last:
                     break
-                out.append((pickle.loads(blob), int(diff)))
+                out.append((_row(blob), int(diff)))
                 taken, last = taken + max(int(diff), 0), ord
         return out
 
@@ -657,7 +671,7 @@ class Arrangement:
             if arr is None:
                 return []
             return [
-                (pickle.loads(blob), int(diff))
+                (_row(blob), int(diff))
                 for blob, diff in conn.execute(
                     "SELECT row, diff FROM arranged WHERE arrangement = ?", (arr,)
                 )

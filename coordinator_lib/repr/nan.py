@@ -7,8 +7,11 @@ NaN objects are two dict keys: a view kept two NaN rows of one DISTINCT
 and never retracted them. Tuples compare their elements by identity before
 equality, so rows holding the one object `math.nan` are equal and hash
 alike. Values enter rows by decoding batches and Spark results
-(repr/relation.py) and by evaluating expressions (compute/local_scalar.py);
-each passes its values through `one_nan`.
+(repr/relation.py), by evaluating expressions (compute/local_scalar.py), as
+a plan's constants (compute/local_backend.py) and by reading an operator's
+arranged state back (persist/arrangement_store.py: unpickling makes new NaN
+objects); each passes its values through `one_nan`. A window's peer groups
+also compare NaN as equal (compute/local_ordered.py).
 """
 
 from __future__ import annotations

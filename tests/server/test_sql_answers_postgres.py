@@ -170,6 +170,13 @@ QUERIES = {
         " lag(v, NULL) OVER (ORDER BY v) AS n, lag(v, nullif(g, 2), 0) OVER (ORDER BY v) AS z"
         " FROM w"
     ),
+    # NaN written twice in a VALUES list is one value: one DISTINCT row, one
+    # rank among peers (constants held NaN objects of their own)
+    "nan_values_distinct": "SELECT count(*) FROM (SELECT DISTINCT x FROM"
+    " (VALUES ('NaN'::float8), ('NaN'::float8), (1.0)) t(x)) d",
+    "nan_values_window": "SELECT y, x::text AS x, dense_rank() OVER (PARTITION BY y ORDER BY x"
+    " DESC) AS d, count(*) OVER (ORDER BY x) AS c FROM (VALUES (1, 'NaN'::float8),"
+    " (1, 'NaN'::float8), (1, 1.0), (2, 'NaN'::float8)) t(y, x)",
     # Frames PostgreSQL refuses.
     "window_range_two_keys": (
         "SELECT sum(v) OVER (ORDER BY g, v RANGE BETWEEN 1 PRECEDING AND CURRENT ROW) FROM w"
@@ -517,6 +524,10 @@ NAN_VIEWS = {
     "nan_per_g": "SELECT g, count(DISTINCT x) AS d, count(x) AS n FROM fnan GROUP BY g",
     "nan_join": "SELECT a.g, b.g AS h FROM fnan a JOIN fnan b ON a.x = b.x",
     "nan_compare": "SELECT g, x = 'NaN' AS is_nan, x > 1e300 AS big FROM fnan",
+    # NaNs are peers in a window's ORDER BY: one rank, one RANGE frame
+    "nan_window": "SELECT g, x, dense_rank() OVER (ORDER BY x DESC) AS dr, rank() OVER"
+    " (PARTITION BY g ORDER BY x) AS r, count(*) OVER (ORDER BY x) AS c, sum(g) OVER"
+    " (ORDER BY x DESC RANGE BETWEEN CURRENT ROW AND CURRENT ROW) AS s FROM fnan",
 }
 
 

@@ -216,6 +216,24 @@ class TidemarkParser(StatementParser):
             i += 1
         return super()._parse_primary()
 
+    def _parse_id_var(self, any_token: bool = True, tokens: Any = None) -> exp.Expr | None:
+        """`OVER (GROUPS BETWEEN ...)` and `OVER (GROUPS n PRECEDING)`: GROUPS
+        opens a frame (which the planner refuses), not the name of a window
+        (sqlglot read it as one when no PARTITION BY or ORDER BY came first)."""
+        after = self._next
+        if (
+            tokens is self.WINDOW_ALIAS_TOKENS
+            and self._curr is not None
+            and self._curr.text.upper() == "GROUPS"
+            and after is not None
+            and (
+                after.text.upper() in ("BETWEEN", "UNBOUNDED", "CURRENT")
+                or after.token_type == TokenType.NUMBER
+            )
+        ):
+            return None
+        return super()._parse_id_var(any_token, tokens)
+
     def _parse_lateral(self) -> exp.Lateral | None:
         """`LATERAL ROWS FROM (...)` is `ROWS FROM (...)`: a function item may
         read the items before it anyway (PostgreSQL's implicit LATERAL), and

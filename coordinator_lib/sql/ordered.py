@@ -208,6 +208,16 @@ def _frame_bound(window: exp.Window, which: str, mode: FrameMode) -> int | None:
     return -n if side == "PRECEDING" else n
 
 
+def _bound_as_written(spec: exp.WindowSpec, which: str) -> str:
+    """UNBOUNDED, CURRENT ROW, or the side of an offset (PRECEDING / FOLLOWING)."""
+    bound = spec.args.get(which)
+    if bound is None:  # `ROWS n PRECEDING`: the frame ends at the current row
+        return "CURRENT ROW"
+    if isinstance(bound, str):
+        return "CURRENT ROW" if bound.upper() == "CURRENT ROW" else "UNBOUNDED"
+    return str(spec.args.get(f"{which}_side") or "").upper()
+
+
 def _frame(window: exp.Window, order_key: list[OrderKey], order_types: list[ScalarType]) -> Frame:
     """The call's frame (PostgreSQL's default without one); GROUPS and
     EXCLUDE are refused with 0A000."""
@@ -215,9 +225,9 @@ def _frame(window: exp.Window, order_key: list[OrderKey], order_types: list[Scal
     if spec is None:
         return DEFAULT_FRAME
     kind = str(spec.args.get("kind") or "").upper()
-    if kind not in ("ROWS", "RANGE"):
+    if kind not in ("ROWS", "RANGE"):  # Materialize's words: GROUPS is not built
         raise UnsupportedFeature(
-            f"{kind or 'this'} window frames are not supported (only ROWS and RANGE)",
+            f"{kind or 'this'} in window frames not yet supported (only ROWS and RANGE)",
             position_of(spec) or position_of(window),
         )
     exclude = spec.args.get("exclude")
@@ -228,14 +238,15 @@ def _frame(window: exp.Window, order_key: list[OrderKey], order_types: list[Scal
         )
     mode = FrameMode(kind.lower())
     start, end = _frame_bound(window, "start", mode), _frame_bound(window, "end", mode)
-    if start is not None and start > 0 and end is not None and end <= 0:
+    # As PostgreSQL checks them, by the bounds as written: `0 PRECEDING` and
+    # `0 FOLLOWING` are offsets (a frame may end before it starts: empty),
+    # only CURRENT ROW and offset PRECEDING ends are refused after a start.
+    first, last = _bound_as_written(spec, "start"), _bound_as_written(spec, "end")
+    if first == "FOLLOWING" and last in ("CURRENT ROW", "PRECEDING"):
         raise WindowingError(
-            "frame starting from following row cannot have preceding rows"
-            if end < 0
-            else "frame starting from following row cannot end with current row",
-            position_of(spec),
+            "frame starting from following row cannot have preceding rows", position_of(spec)
         )
-    if start == 0 and end is not None and end < 0:
+    if first == "CURRENT ROW" and last == "PRECEDING":
         raise WindowingError(
             "frame starting from current row cannot have preceding rows", position_of(spec)
         )

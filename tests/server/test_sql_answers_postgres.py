@@ -177,7 +177,21 @@ QUERIES = {
     "nan_values_window": "SELECT y, x::text AS x, dense_rank() OVER (PARTITION BY y ORDER BY x"
     " DESC) AS d, count(*) OVER (ORDER BY x) AS c FROM (VALUES (1, 'NaN'::float8),"
     " (1, 'NaN'::float8), (1, 1.0), (2, 'NaN'::float8)) t(y, x)",
+    # A bound is checked as written: 0 PRECEDING / 0 FOLLOWING are offsets, not
+    # CURRENT ROW (both engines answer these; the frames are empty or one row).
+    "window_zero_offsets": (
+        "SELECT g, v, first_value(v) OVER (ORDER BY v ROWS BETWEEN 0 PRECEDING AND 1 PRECEDING)"
+        " AS a, count(*) OVER (ORDER BY v ROWS BETWEEN 1 FOLLOWING AND 0 FOLLOWING) AS b,"
+        " sum(v) OVER (PARTITION BY g ORDER BY v ROWS BETWEEN 0 PRECEDING AND 0 PRECEDING) AS c,"
+        " last_value(v) OVER (ORDER BY v ROWS BETWEEN 0 FOLLOWING AND 1 FOLLOWING) AS d FROM w"
+    ),
     # Frames PostgreSQL refuses.
+    "window_current_row_to_zero_preceding": (
+        "SELECT sum(v) OVER (ORDER BY v ROWS BETWEEN CURRENT ROW AND 0 PRECEDING) FROM w"
+    ),
+    "window_following_to_zero_preceding": (
+        "SELECT sum(v) OVER (ORDER BY v ROWS BETWEEN 0 FOLLOWING AND 0 PRECEDING) FROM w"
+    ),
     "window_range_two_keys": (
         "SELECT sum(v) OVER (ORDER BY g, v RANGE BETWEEN 1 PRECEDING AND CURRENT ROW) FROM w"
     ),

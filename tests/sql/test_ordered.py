@@ -159,8 +159,26 @@ def test_explain_shows_frames_and_the_window_rule() -> None:
         (
             "SELECT sum(c) OVER (ORDER BY a GROUPS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM t",
             "0A000",
-            "GROUPS window frames are not supported",
+            "GROUPS in window frames not yet supported",
             "1 PRECEDING",
+        ),
+        (  # GROUPS first in OVER (...) opens a frame, not a window's name
+            "SELECT sum(c) OVER (GROUPS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) FROM t",
+            "0A000",
+            "GROUPS in window frames not yet supported",
+            "1 PRECEDING",
+        ),
+        (
+            "SELECT sum(c) OVER (GROUPS 2 PRECEDING) FROM t",
+            "0A000",
+            "GROUPS in window frames not yet supported",
+            "2 PRECEDING",
+        ),
+        (  # PostgreSQL's words: a CURRENT ROW end counts as preceding rows
+            "SELECT sum(c) OVER (ORDER BY a ROWS BETWEEN 1 FOLLOWING AND CURRENT ROW) FROM t",
+            "42P20",
+            "frame starting from following row cannot have preceding rows",
+            "1 FOLLOWING",
         ),
         (
             "SELECT sum(c) OVER (ORDER BY a ROWS UNBOUNDED PRECEDING EXCLUDE TIES) FROM t",

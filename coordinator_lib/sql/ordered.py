@@ -504,8 +504,16 @@ def plan_windows(
     binder.clause = "window functions"
     # (partition columns, order keys) -> [(call id, functions, kind, arg types)]
     specs: dict[tuple, list[tuple[int, list[WindowExpr], Kind, list]]] = {}
+    # A call written again (in ORDER BY, DISTINCT ON) is the same column, as
+    # in PostgreSQL: `row_number() OVER ()` twice numbers the rows once.
+    first_call: dict[exp.Window, int] = {}
+    repeats: dict[int, int] = {}
     try:
         for window in calls:
+            if window in first_call:
+                repeats[id(window)] = first_call[window]
+                continue
+            first_call[window] = id(window)
             if window.args.get("alias") is not None:
                 raise UnsupportedFeature("named windows are not supported", position_of(window))
             partition = tuple(
@@ -548,6 +556,8 @@ def plan_windows(
         )
         for call_id, kind, columns, types in where:
             values[call_id] = _value(out, kind, columns, types)
+    for call_id, first in repeats.items():
+        values[call_id] = values[first]
     return out, WindowBinder(binder, out.desc.types, values)
 
 

@@ -1135,15 +1135,23 @@ def plan_select(select: exp.Select, ctx: PlanContext) -> BoundQuery:
     items = list(select.expressions)
     order = select.args.get("order")
     order_nodes = [o.this for o in order.expressions] if order is not None else []
+    # DISTINCT ON's expressions may hold aggregates and window functions too
+    # (PostgreSQL's and Materialize's `DISTINCT ON (row_number() OVER ())`)
+    if distinct_on is None:
+        on_nodes: list[exp.Expr] = []
+    else:
+        on_nodes = (
+            list(distinct_on.expressions) if isinstance(distinct_on, exp.Tuple) else [distinct_on]
+        )
     having = select.args.get("having")
     aggregate_nodes = _collect_aggregates(
-        items + order_nodes + ([having.this] if having is not None else [])
+        items + order_nodes + on_nodes + ([having.this] if having is not None else [])
     )
     if select.args.get("group") is not None or aggregate_nodes or having is not None:
         rel, binder = _plan_grouping(select, rel, scope, items, aggregate_nodes)
     else:
         binder = ScalarBinder(scope, "SELECT")
-    rel, binder = plan_windows(rel, binder, items + order_nodes)  # sql/ordered.py
+    rel, binder = plan_windows(rel, binder, items + order_nodes + on_nodes)  # sql/ordered.py
 
     typed, names, _, unknowns = _select_items(select, scope, binder)
     exprs = [t.expr for t in typed]

@@ -408,6 +408,22 @@ QUERIES: dict[str, tuple[str, str | None]] = {
         " first_value(v) OVER (PARTITION BY k ORDER BY v DESC NULLS FIRST, s) AS top FROM t",
         None,
     ),
+    # frames as written: 0 PRECEDING / 0 FOLLOWING are offsets (empty frames here)
+    "win_zero_offsets": (
+        "SELECT k, v, s, count(v) OVER (PARTITION BY k ORDER BY v NULLS FIRST, s NULLS FIRST"
+        " ROWS BETWEEN 1 FOLLOWING AND 0 FOLLOWING) AS none,"
+        " sum(v) OVER (PARTITION BY k ORDER BY v NULLS FIRST, s NULLS FIRST"
+        " ROWS BETWEEN 0 PRECEDING AND 0 PRECEDING) AS own,"
+        " first_value(v) OVER (ORDER BY k NULLS FIRST, v NULLS FIRST, s NULLS FIRST"
+        " ROWS BETWEEN 0 PRECEDING AND 1 PRECEDING) AS empty FROM t",
+        None,
+    ),
+    # a window function in DISTINCT ON, the same call in ORDER BY (one column)
+    "don_window": (
+        "SELECT DISTINCT ON (dense_rank() OVER (ORDER BY k NULLS FIRST)) k, v FROM t"
+        " ORDER BY dense_rank() OVER (ORDER BY k NULLS FIRST), v DESC NULLS LAST",
+        None,
+    ),
     "win_top_per_key": (
         "SELECT k, v FROM (SELECT k, v,"
         " row_number() OVER (PARTITION BY k ORDER BY v DESC NULLS LAST) AS rn FROM t) AS q"

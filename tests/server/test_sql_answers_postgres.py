@@ -185,6 +185,11 @@ QUERIES = {
         " sum(v) OVER (PARTITION BY g ORDER BY v ROWS BETWEEN 0 PRECEDING AND 0 PRECEDING) AS c,"
         " last_value(v) OVER (ORDER BY v ROWS BETWEEN 0 FOLLOWING AND 1 FOLLOWING) AS d FROM w"
     ),
+    # Window functions and aggregates in DISTINCT ON, the same call in ORDER BY
+    "window_in_distinct_on": "SELECT DISTINCT ON (rank() OVER (ORDER BY g)) g, v FROM w"
+    " ORDER BY rank() OVER (ORDER BY g), v DESC",
+    "aggregate_in_distinct_on": "SELECT DISTINCT ON (count(*)) g FROM w GROUP BY g"
+    " ORDER BY count(*), g DESC",
     # Frames PostgreSQL refuses.
     "window_current_row_to_zero_preceding": (
         "SELECT sum(v) OVER (ORDER BY v ROWS BETWEEN CURRENT ROW AND 0 PRECEDING) FROM w"

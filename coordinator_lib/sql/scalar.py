@@ -1089,23 +1089,17 @@ def _bind_row_any(
     of the pairs for `=`, their OR for `<>`; `row_comparison.expand_row_comparison`
     on bound pairs), so its NULLs are SQL's and it is one semi-join, as
     `x op ANY (query)` is. The caller checked the subquery's width."""
-    ctx = binder.scope.context
-    if ctx is None or not isinstance(query, exp.Query):
+    if binder.scope.context is None or not isinstance(query, exp.Query):
         raise UnsupportedFeature("ANY and ALL need a subquery", position_of(node))
     items = row_items(node.this)
     assert items is not None
     func, symbol = _COMPARISON[op]
     lefts = [binder.bind(item) for item in items]
-    bound = _plan(binder, query)
     width = len(items)
-    coerced = [k for k in range(width) if k in bound.unknowns and not lefts[k].unknown]
-    if coerced:
-        targets = [
-            lefts[k].scalar if k in coerced else bound.types[k].scalar_type for k in range(width)
-        ]
-        rel = ctx.planner.coerce_columns(bound, targets, False, [query] * width, "IN")
-    else:
-        rel = _relation(binder, bound, query)
+    # An untyped literal the subquery selects is text, as in PostgreSQL (its
+    # `(k, x) = ANY (SELECT 1, NULL)` is 42883 integer = text; a single
+    # value's `= ANY` takes the left side's type: _bind_any).
+    rel = _relation(binder, _plan(binder, query), query)
     right_types = rel.desc.types
     base = len(binder.types)
     inner = ScalarBinder(Scope(), binder.clause, types=right_types)

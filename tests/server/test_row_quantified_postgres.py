@@ -2,7 +2,8 @@
 of one), held to a real PostgreSQL: the eight comparisons of
 test_sql_answers_postgres's `row_any_all_ordered` in one view across
 DELETEs on both sides, with the plan that keeps its steps cheap, and every
-operator and quantifier on random rows with NULLs (hypothesis). A server
+operator and quantifier on random rows with NULLs (hypothesis), and fields
+of other types as PostgreSQL types them. A server
 of their own: the answers module's ~200 views make each of its writes
 wait seconds."""
 
@@ -138,3 +139,39 @@ def test_row_any_all_as_postgres_on_random_rows(
             )
     query = ROW_QUANTIFIED[form].format(g=g)
     assert outcome(tidemark, query) == outcome(postgres, query), query
+
+
+TYPED = [
+    # The subquery's untyped NULL is text, as in PostgreSQL: 42883 bigint = text
+    "SELECT k, (k, b) = ANY (SELECT 1, NULL) AS a FROM rt",
+    "SELECT k, (k, b) IN (SELECT 1, NULL) AS a FROM rt",
+    "SELECT k, (k, s) IN (SELECT k, 'a' FROM rt) AS a FROM rt",
+    "SELECT k, (1, NULL) < ANY (SELECT k, b FROM rt) AS a FROM rt",
+    "SELECT k, (k, b) < ALL (SELECT n, k FROM rt) AS a FROM rt",
+    "SELECT k, (k, b, s) <> ALL (SELECT k, b, s FROM rt WHERE k = 1) AS a FROM rt",
+    "SELECT k, (k, b) <= ANY (VALUES (1, 10), (2, 3)) AS a FROM rt",
+    "SELECT k, (k, s) < ANY (SELECT b, s FROM rt) AS a FROM rt",
+]
+
+
+@pytest.fixture(scope="module")
+def typed_table(tidemark: psycopg.Connection[Any], postgres: psycopg.Connection[Any]) -> None:
+    for conn in (tidemark, postgres):
+        temp = "TEMP " if conn is postgres else ""
+        conn.execute(f"CREATE {temp}TABLE rt (k int, b bigint, s text, n numeric)")
+        conn.execute(
+            "INSERT INTO rt VALUES (1, 10, 'a', 1.5), (2, NULL, 'b', NULL), (NULL, 3, NULL, 2)"
+        )
+
+
+@pytest.mark.parametrize("query", TYPED)
+def test_row_any_all_types_as_postgres(
+    tidemark: psycopg.Connection[Any],
+    postgres: psycopg.Connection[Any],
+    typed_table: None,
+    query: str,
+) -> None:
+    """Fields of other types meet as PostgreSQL's operators have them, or
+    fail with its SQLSTATE (the subquery's columns are never coerced to
+    the row's: unlike a single value's `= ANY`)."""
+    assert outcome(tidemark, query) == outcome(postgres, query)

@@ -227,3 +227,136 @@ def apply_all(
             raise
         optimistic = False
         time.sleep(0)  # lost a race: re-read and retry
+
+
+class Prepared:
+    """A compare-and-set of several shards (and records) computed but not
+    yet written (`prepare_all`), for a writer that prepares its next commit
+    while this one's durable write runs (group commit's pipeline). `heads`
+    are the values it writes: the next commit can be prepared on them
+    before they are durable, and its compare-and-set expects their seqnos,
+    so it can only land after this one did."""
+
+    __slots__ = (
+        "changes",
+        "consensus",
+        "heads",
+        "landed_on",
+        "op_id",
+        "records",
+        "states",
+        "steps",
+    )
+
+    def __init__(
+        self,
+        steps: Sequence[tuple[Machine, Transition[Any]]],
+        records: Sequence[RecordChange],
+        changes: list[KeyChange],
+        states: dict[str, ShardState],
+        landed_on: Machine,
+        op_id: str,
+    ) -> None:
+        self.steps = steps
+        self.records = records
+        self.consensus = landed_on.consensus
+        self.changes = changes
+        self.states = states
+        self.landed_on = landed_on
+        self.op_id = op_id
+        self.heads: dict[str, VersionedData] = {c.key: c.new for c in changes}
+
+    def land(self, as_prepared: bool = True) -> bool:
+        """Write it: True if it landed exactly as prepared (its `heads`),
+        False if it landed with its transitions run again on the current
+        values (`apply_all`: a key moved since it was prepared, or
+        `as_prepared` is False because the values it was prepared on were
+        not the ones written). Raises what `apply_all` raises, writing
+        nothing; ConsensusError if the outcome stays unknown."""
+        if as_prepared and self._compare_and_set():
+            return True
+        apply_all(self.steps, records=self.records)
+        return False
+
+    def _compare_and_set(self) -> bool:
+        consensus = self.consensus
+        known = _KNOWN.setdefault(consensus, {})
+        try:
+            landed = consensus.compare_and_set_all(self.changes)
+        except ConsensusError:
+            for change in self.changes:
+                known.pop(change.key, None)
+            if self.landed_on._landed(self.op_id):
+                return True
+            raise
+        if not landed:
+            for change in self.changes:  # decide again on the current values
+                known.pop(change.key, None)
+            return False
+        decoded = _DECODED.setdefault(consensus, {})
+        for written in self.changes:
+            known[written.key] = written.new
+            if written.key in self.states:
+                decoded[written.key] = (written.new.data, self.states[written.key])
+        return True
+
+
+def prepare_all(
+    steps: Sequence[tuple[Machine, Transition[Any]]],
+    *,
+    records: Sequence[RecordChange] = (),
+    base: Prepared | None = None,
+) -> Prepared:
+    """`apply_all`'s compare-and-set computed once and not written: each
+    transition runs on the value `base` writes (a commit prepared before,
+    not yet durable: this one can land only after it, as it expects its
+    seqnos) or else on the value this process last read or wrote
+    (`_KNOWN`; read if it has none). A transition or record change that
+    raises writes nothing; so does one that changes no shard (ValueError:
+    nothing to land)."""
+    consensus = steps[0][0].consensus
+    known = _KNOWN.setdefault(consensus, {})
+    heads = base.heads if base is not None else {}
+    base_states = base.states if base is not None else {}
+
+    def head_of(key: str) -> VersionedData | None:
+        head = heads.get(key) or known.get(key)
+        if head is None:
+            head = consensus.head(key)
+            if head is not None:
+                known[key] = head
+        return head
+
+    now = now_ms()
+    op_id = uuid.uuid4().hex
+    changes: list[KeyChange] = []
+    states: dict[str, ShardState] = {}
+    landed_on: Machine | None = None
+    for machine, transition in steps:
+        head = head_of(machine.key)
+        if head is None:
+            raise KeyError(f"shard {machine.shard_id} does not exist")
+        if machine.key in base_states:  # no parse of what `base` writes
+            state = base_states[machine.key].copy()
+        else:
+            state = decode(consensus, machine.key, head)
+        if state.finalized:
+            raise ShardFinalized(f"shard {machine.shard_id} is finalized")
+        changed, _ = transition(state, now)
+        if changed:
+            state.seqno = head.seqno + 1
+            state.op_id = op_id
+            new = VersionedData(state.seqno, state.to_bytes())
+            changes.append(KeyChange(machine.key, head.seqno, new))
+            states[machine.key] = state
+            landed_on = landed_on or machine
+    if landed_on is None:
+        raise ValueError("a prepared compare-and-set must change a shard")
+    for key, change in records:
+        head = head_of(key)
+        data = change(None if head is None else head.data)
+        seqno = 1 if head is None else head.seqno + 1
+        changes.append(
+            KeyChange(key, None if head is None else head.seqno, VersionedData(seqno, data))
+        )
+    return Prepared(steps, records, changes, states, landed_on, op_id)

@@ -23,23 +23,25 @@ duplicate a key gets 23505 and none of its changes are written; the others
 commit. If another process appended first, the append fails on the upper
 and the check runs again against the new contents.
 
-Two commits in flight: a leader prepares its commit (admits and encodes
-the batch, chooses the time, writes the batches and computes every shard's
-new state and the oracle's record: `StorageController.prepare_append`),
-waits for the commit before it to finish, hands over, and only then makes
-its compare-and-set (`land_append`, with SQLite's fsync). So the next
-leader prepares while this commit's durable write runs, on the states and
-the oracle record this one is about to write (not yet durable, so nobody
-else sees them): its time is after this one's and its uppers start where
-this one's end. Its compare-and-set expects those values' seqnos, and it is
-made as prepared only if this one wrote exactly them (`as_prepared`); if
-this one's compare-and-set lost (another write to its shards), wrote
-something else or failed, the next one's transitions run again on what is
-current (each checks the upper it expects, the oracle's claim its time),
-or failing that it commits again the serial way (`_commit_batch`). A
-writer returns only once its own commit landed, which is after the one
-before it. Batches with constrained tables, empty commits and commits that
-cannot be prepared are not built on: the next leader waits for them.
+Two commits in flight (`pipelined`, `Config.pipelined_commits`, off by
+default: README's "Two commits in flight" says why): a leader prepares its
+commit (admits and encodes the batch, chooses the time, writes the batches
+and computes every shard's new state and the oracle's record:
+`StorageController.prepare_append`), waits for the commit before it to
+finish, hands over, and only then makes its compare-and-set
+(`land_append`, with SQLite's fsync). So the next leader prepares while
+this commit's durable write runs, on the states and the oracle record this
+one is about to write (not yet durable, so nobody else sees them): its
+time is after this one's and its uppers start where this one's end. Its
+compare-and-set expects those values' seqnos, and it is made as prepared
+only if this one wrote exactly them (`as_prepared`); if this one's
+compare-and-set lost (another write to its shards), wrote something else
+or failed, the next one's transitions run again on what is current (each
+checks the upper it expects, the oracle's claim its time), or failing that
+it commits again the serial way (`_commit_batch`). A writer returns only
+once its own commit landed, which is after the one before it. Batches with
+constrained tables, empty commits and commits that cannot be prepared are
+not built on: the next leader waits for them.
 
 A writer whose table was dropped (its collection gone or closed) is
 rejected on its own with IdentifierMissing, and the others commit: a DROP
@@ -147,10 +149,13 @@ class GroupCommitter:
         oracle: TimestampOracle,
         tables: Callable[[], list[GlobalId]],
         constraints: Constraints | None = None,
+        pipelined: bool = False,
     ) -> None:
         """`tables`: the collections to advance (every installed table and
         webhook source: group commit is their only writer); `constraints`:
-        each table's unique constraints."""
+        each table's unique constraints; `pipelined`: two commits in flight
+        (else a leader hands over only once its commit is done)."""
+        self.pipelined_commits = pipelined
         self.storage = storage
         self.oracle = oracle
         self.tables = tables
@@ -208,14 +213,22 @@ class GroupCommitter:
         return encoded
 
     def _lead(self) -> None:
-        """Commit the queue (this writer is in it): prepare its commit, on
-        what the commit still landing before it will write if there is
-        one; once that one is done, hand over to the first writer still
-        queued (who prepares the next commit while this one's durable
-        write runs), then land it."""
+        """Commit the queue (this writer is in it), then hand over to the
+        first writer still queued. Pipelined: prepare the commit, on what
+        the commit still landing before it will write if there is one; once
+        that one is done, hand over (the next leader prepares while this
+        commit's durable write runs), then land it."""
+        if not self.pipelined_commits:  # one commit at a time
+            try:
+                with self._queue_lock:
+                    batch, self._queue = self._queue, []
+                self._commit_batch(batch)
+            finally:
+                self._hand_over()
+            return
         flight = _Flight()
         handed = False
-        batch: list[_Pending] = []
+        batch = []
         try:
             with self._queue_lock:
                 batch, self._queue = self._queue, []

@@ -29,7 +29,9 @@ WAIT_S = 30  # a bound on waits for what must happen, never a timing assertion
 @pytest.fixture
 def handle(tmp_path: Path) -> Iterator[Handle]:
     # No timer commits: every group commit here is one the test makes.
-    handle = serve(fast_config(tmp_path / "env", advance_interval_ms=3_600_000))
+    handle = serve(
+        fast_config(tmp_path / "env", advance_interval_ms=3_600_000, pipelined_commits=True)
+    )
     try:
         yield handle
     finally:

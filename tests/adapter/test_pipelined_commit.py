@@ -9,11 +9,14 @@ a coordinator in-process on a fresh SQLite environment."""
 
 from __future__ import annotations
 
+import itertools
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from coordinator_lib.adapter.client import Handle, serve
@@ -21,6 +24,7 @@ from coordinator_lib.adapter.durable import update_record
 from coordinator_lib.persist.consensus import ConsensusError, KeyChange
 from coordinator_lib.repr.global_id import GlobalId
 from tests.adapter.conftest import run_on
+from tests.fixtures.serve_process import Server
 from tests.fixtures.served import fast_config
 
 WAIT_S = 30  # a bound on waits for what must happen, never a timing assertion
@@ -216,3 +220,48 @@ def test_a_commit_that_fails_fails_only_its_writers_with_the_next_in_flight(
     assert sql("SELECT a FROM t") == [(2,)]
     _, upper = coord.storage.collection_frontiers(id)
     assert upper.time == outcomes[2] + 1
+
+
+CRASH_CLIENTS = 8
+
+
+@pytest.mark.slow
+def test_sigkilled_pipelined_server_keeps_every_acknowledged_insert(tmp_path: Path) -> None:
+    """`tidemark serve --pipelined-commits` with 8 clients inserting one row
+    a statement (so commits are prepared on ones still landing) is SIGKILLed
+    mid-write; after a restart every acknowledged row is there, once (the
+    crash helpers of test_atomic_writes, one kill)."""
+    data, log = tmp_path / "env", tmp_path / "serve.log"
+    server = Server(data, log, "--pipelined-commits")
+    server.sql("CREATE TABLE acked (id bigint)")
+    acked: set[int] = set()
+    lock = threading.Lock()
+
+    def client(number: int) -> None:
+        try:
+            with psycopg.connect(server.dsn, autocommit=True) as conn:
+                for seq in itertools.count():
+                    id = number * 1_000_000 + seq
+                    conn.execute("INSERT INTO acked VALUES (%s)", (id,))
+                    with lock:
+                        acked.add(id)
+        except psycopg.OperationalError:
+            return  # the server died under us: the last outcome is unknown
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(CRASH_CLIENTS)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while len(acked) < 200 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    server.kill()
+    for thread in threads:
+        thread.join(60)
+    assert len(acked) >= 200, "too few inserts acknowledged before the kill"
+    server = Server(data, log, "--pipelined-commits")
+    try:
+        ids = [id for (id,) in server.sql("SELECT id FROM acked")]
+    finally:
+        server.stop()
+    assert len(ids) == len(set(ids)), "a row landed twice"
+    assert acked <= set(ids), f"acknowledged but lost: {sorted(acked - set(ids))[:5]}"

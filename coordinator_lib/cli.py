@@ -54,7 +54,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         scheduler_lease_ttl_ms=args.lease_ttl_ms,
         webhook_max_body_bytes=args.webhook_max_body_bytes,
         webhook_max_concurrency=args.webhook_max_concurrency,
-        pipelined_commits=args.pipelined_commits,
         secrets_key_file=args.secrets_key_file,
         users=_superusers(args),
         **({} if args.local_max_rows is None else {"local_max_rows": args.local_max_rows}),
@@ -230,11 +229,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="a superuser with the password in $TIDEMARK_SUPERUSER_PASSWORD; "
         "turns on password authentication for everybody",
-    )
-    serve.add_argument(
-        "--pipelined-commits",
-        action="store_true",
-        help="prepare the next group commit while one lands (two in flight; off by default)",
     )
     serve.add_argument(
         "--local-max-rows",

@@ -127,11 +127,6 @@ class Config(BaseModel):
     webhook_max_body_bytes: int = 2 * 1024 * 1024
     webhook_max_concurrency: int = 500
     webhook_idempotency_window_ms: int = 300_000
-    # Group commit prepares the next commit while one lands (two in flight,
-    # adapter/group_commit.py). Off: on this project's loaded 2-core machine
-    # it cost more CPU a write than it saved in waiting (README: "Two commits
-    # in flight").
-    pipelined_commits: bool = False
     background: bool = True
     # The table scheduler (docs/scheduler.md): `workers` worker processes
     # maintain the default cluster's materialized views (0: this process
@@ -159,11 +154,7 @@ class Coordinator:
         self.statement_log = StatementLog()
         self.metrics = _metrics()
         self.group_commit = GroupCommitter(
-            self.storage,
-            self.oracle,
-            self.group_committed,
-            self.table_constraints,
-            pipelined=config.pipelined_commits,
+            self.storage, self.oracle, self.group_committed, self.table_constraints
         )
         self._lock = threading.RLock()  # runtime state: installed items, sessions
         # refresh_catalog's single flight: refreshes started / the last one done

@@ -23,26 +23,6 @@ duplicate a key gets 23505 and none of its changes are written; the others
 commit. If another process appended first, the append fails on the upper
 and the check runs again against the new contents.
 
-Two commits in flight (`pipelined`, `Config.pipelined_commits`, off by
-default: README's "Two commits in flight" says why): a leader prepares its
-commit (admits and encodes the batch, chooses the time, writes the batches
-and computes every shard's new state and the oracle's record:
-`StorageController.prepare_append`), waits for the commit before it to
-finish, hands over, and only then makes its compare-and-set
-(`land_append`, with SQLite's fsync). So the next leader prepares while
-this commit's durable write runs, on the states and the oracle record this
-one is about to write (not yet durable, so nobody else sees them): its
-time is after this one's and its uppers start where this one's end. Its
-compare-and-set expects those values' seqnos, and it is made as prepared
-only if this one wrote exactly them (`as_prepared`); if this one's
-compare-and-set lost (another write to its shards), wrote something else
-or failed, the next one's transitions run again on what is current (each
-checks the upper it expects, the oracle's claim its time), or failing that
-it commits again the serial way (`_commit_batch`). A writer returns only
-once its own commit landed, which is after the one before it. Batches with
-constrained tables, empty commits and commits that cannot be prepared are
-not built on: the next leader waits for them.
-
 A writer whose table was dropped (its collection gone or closed) is
 rejected on its own with IdentifierMissing, and the others commit: a DROP
 racing an INSERT fails only that INSERT (the coordinator names the table).
@@ -65,7 +45,7 @@ from coordinator_lib.repr.global_id import GlobalId
 from coordinator_lib.repr.update import Update
 from coordinator_lib.sql.constraints import KeyCounts, UniqueConstraint, UniqueViolation
 from coordinator_lib.storage import StorageController
-from coordinator_lib.storage.controller import AppendCommand, PreparedWrite
+from coordinator_lib.storage.controller import AppendCommand
 from coordinator_lib.storage.errors import (
     IdentifierMissing,
     InvalidUpdate,
@@ -109,39 +89,6 @@ class _Pending:
     error: BaseException | None = None
 
 
-class _Flight:
-    """A commit from its preparation until it is done (`finished`). The
-    next leader prepares its own commit on `prepared` (None: there is
-    nothing to build on; it waits for this one to finish) and lands it
-    only if this one landed exactly that (`as_prepared`)."""
-
-    __slots__ = ("as_prepared", "finished", "missed", "prepared", "uppers")
-
-    def __init__(self) -> None:
-        self.prepared: PreparedWrite | None = None
-        self.missed = False  # prepared on a base that did not write what it prepared
-        self.uppers: dict[GlobalId, Frontier] = {}  # the uppers it writes
-        self.finished = threading.Event()
-        self.as_prepared = False
-
-    def oracle_record(self, key: str) -> bytes | None:
-        assert self.prepared is not None
-        head = self.prepared.append.prepared.heads.get(key)
-        return None if head is None else head.data
-
-
-@dataclass(slots=True)
-class _Prepared:
-    """A batch's commit prepared, on what `base` writes (None: on what was
-    known)."""
-
-    prepared: PreparedWrite
-    timestamp: int
-    rejected: dict[int, BaseException]
-    idle: list[AppendCommand]
-    base: _Flight | None
-
-
 class GroupCommitter:
     def __init__(
         self,
@@ -149,13 +96,10 @@ class GroupCommitter:
         oracle: TimestampOracle,
         tables: Callable[[], list[GlobalId]],
         constraints: Constraints | None = None,
-        pipelined: bool = False,
     ) -> None:
         """`tables`: the collections to advance (every installed table and
         webhook source: group commit is their only writer); `constraints`:
-        each table's unique constraints; `pipelined`: two commits in flight
-        (else a leader hands over only once its commit is done)."""
-        self.pipelined_commits = pipelined
+        each table's unique constraints."""
         self.storage = storage
         self.oracle = oracle
         self.tables = tables
@@ -167,11 +111,7 @@ class GroupCommitter:
         self._queue: list[_Pending] = []
         self._queue_lock = threading.Lock()
         self._leading = False  # a writer is committing (under _queue_lock)
-        self._tail: _Flight | None = None  # the last commit prepared (the leader's)
         self.commits = 0
-        # Commits prepared on one still landing, landed (tests count them).
-        self.pipelined = 0
-        self.serial = 0  # commits made the serial way (`_commit_batch`)
 
     def commit(self, changes: Changes, encoded: dict[GlobalId, pa.Table] | None = None) -> int:
         """Make `changes` durable at one timestamp with others queued at the
@@ -213,174 +153,35 @@ class GroupCommitter:
         return encoded
 
     def _lead(self) -> None:
-        """Commit the queue (this writer is in it), then hand over to the
-        first writer still queued. Pipelined: prepare the commit, on what
-        the commit still landing before it will write if there is one; once
-        that one is done, hand over (the next leader prepares while this
-        commit's durable write runs), then land it."""
-        if not self.pipelined_commits:  # one commit at a time
-            try:
-                with self._queue_lock:
-                    batch, self._queue = self._queue, []
-                self._commit_batch(batch)
-            finally:
-                self._hand_over()
-            return
-        flight = _Flight()
-        handed = False
-        batch = []
+        """Commit the queue (this writer is in it), then hand over."""
         try:
             with self._queue_lock:
                 batch, self._queue = self._queue, []
-            base, self._tail = self._tail, flight  # only the leader touches _tail
-            first = self._prepare(batch, base, flight)
-            if base is not None:
-                base.finished.wait()
-                # Prepared on what `base` was to write, and it wrote something
-                # else: this one cannot land as prepared either, so the next
-                # waits for it rather than build on it (no chain of misses).
-                flight.missed = (
-                    first is not None and first.base is not None and not base.as_prepared
-                )
-            self._hand_over()
-            handed = True
-            self._finish(batch, first, flight)
-        except BaseException as error:  # a bug: its writers must not wait forever
-            self._settle([p for p in batch if not p.done], None, {}, error)
-            raise
+            self._commit_batch(batch)
         finally:
-            flight.finished.set()
-            if not handed:
-                self._hand_over()
-
-    def _hand_over(self) -> None:
-        with self._queue_lock:
-            if self._queue:
-                self._queue[0].wake.set()
-            else:
-                self._leading = False
-
-    def _prepare(
-        self, batch: list[_Pending], base: _Flight | None, flight: _Flight
-    ) -> _Prepared | None:
-        """The batch's commit prepared (`StorageController.prepare_append`)
-        on what `base` writes if `base` is still landing, else on what this
-        process knows; None if it cannot be prepared so (an empty commit,
-        a constrained table, a table dropped meanwhile, any error): the
-        commit then takes the serial way (`_commit_batch`) once `base` is
-        done. Records in `flight` what the next commit may build on."""
-        try:
-            spec = base if base is not None and not base.finished.is_set() else None
-            if spec is not None and (
-                spec.prepared is None or spec.missed or self._constrained(batch)
-            ):
-                base.finished.wait()  # type: ignore[union-attr]
-                spec = None
-            unstorable: dict[int, BaseException] = {}
-            while True:
-                keys, rejected = self._admit(batch, unstorable)
-                written = self._encode_admitted(batch, rejected, unstorable)
-                if written is not None:
-                    break
-            if keys or not written:
-                return None  # constrained (its key counts follow landed commits) or empty
-            if spec is not None and spec.finished.is_set() and not spec.as_prepared:
-                return None
-            base_uppers = spec.uppers if spec is not None else {}
-            uppers = {id: base_uppers.get(id) for id in written}
-            known = self._uppers({id: [] for id in written if uppers[id] is None}, {})
-            uppers = {id: upper or known.get(id) for id, upper in uppers.items()}
-            if any(upper is None for upper in uppers.values()):
-                return None  # dropped
-            least = max((u.time for u in uppers.values() if u and u.time is not None), default=0)
-            after = spec.oracle_record(self.oracle.key) if spec is not None else None
-            timestamp = max(self.oracle.propose_write_ts(after), least)
-            commands = [
-                AppendCommand(
-                    id,
-                    batch_io.at_time(pa.concat_tables(parts), timestamp) if parts else [],
-                    timestamp + 1,
-                    uppers[id],
-                )
-                for id, parts in written.items()
-            ]
-            idle = self._idle_commands(timestamp + 1, skip=set(written), uppers=base_uppers)
-            prepared = self.storage.prepare_append(
-                commands + idle,
-                [self.oracle.claim(timestamp)],
-                base=spec.prepared if spec is not None else None,
-            )
-        except Exception:
-            return None  # the serial way decides (and reports) it
-        flight.prepared = prepared
-        flight.uppers = {command.id: Frontier.at(timestamp + 1) for command in commands + idle}
-        return _Prepared(prepared, timestamp, rejected, idle, spec)
-
-    def _constrained(self, batch: list[_Pending]) -> bool:
-        for pending in batch:
-            for id in pending.changes:
-                found = self.constraints(id)
-                if found is not None and found[0]:
-                    return True
-        return False
-
-    def _finish(self, batch: list[_Pending], first: _Prepared | None, flight: _Flight) -> None:
-        """Land the prepared commit (the one before it is done): as
-        prepared if it was prepared on what that one wrote or on what this
-        process knew, else by running its transitions again on what is
-        current. If it cannot land so (an upper moved, the time was taken,
-        a lease lapsed: nothing of it landed), or was never prepared, the
-        serial way commits the batch from what is current."""
-        if first is not None:
-            # Its compare-and-set expects what `base` was to write: made
-            # only if `base` wrote exactly that; else its transitions run
-            # on what is current (each checks the upper it expects, the
-            # oracle's claim the time).
-            as_prepared = first.base is None or first.base.as_prepared
-            try:
-                landed = self.storage.land_append(first.prepared, as_prepared)
-            except BaseException as error:  # unknown outcome: every writer gets it
-                self._settle(batch, None, {}, error)
-                return
-            if landed is not None:
-                flight.as_prepared = landed
-                if first.base is not None:
-                    self.pipelined += 1
-                for command in first.idle:
-                    assert isinstance(command.expected_upper, Frontier)
-                    self._moved(command.id, command.expected_upper, first.timestamp + 1)
-                self._settle(batch, first.timestamp, first.rejected, None)
-                return
-        self.serial += 1
-        self._commit_batch(batch)
-
-    def _settle(
-        self,
-        batch: list[_Pending],
-        timestamp: int | None,
-        rejected: dict[int, BaseException],
-        error: BaseException | None,
-    ) -> None:
-        """Record each writer's outcome and wake it."""
-        if error is None:
-            self.commits += 1
-        for i, pending in enumerate(batch):
-            if error is not None:
-                pending.error = error
-            elif i in rejected:
-                pending.error = rejected[i]
-            else:
-                pending.timestamp = timestamp
-            pending.done = True
-            pending.wake.set()
+            with self._queue_lock:
+                if self._queue:
+                    self._queue[0].wake.set()
+                else:
+                    self._leading = False
 
     def _commit_batch(self, batch: list[_Pending]) -> None:
         try:
             timestamp, rejected = self._append(batch)
         except BaseException as error:
-            self._settle(batch, None, {}, error)
+            for pending in batch:
+                pending.error = error
+                pending.done = True
+                pending.wake.set()
             return
-        self._settle(batch, timestamp, rejected, None)
+        self.commits += 1
+        for i, pending in enumerate(batch):
+            if i in rejected:
+                pending.error = rejected[i]
+            else:
+                pending.timestamp = timestamp
+            pending.done = True
+            pending.wake.set()
 
     def _append(self, batch: list[_Pending]) -> tuple[int, dict[int, BaseException]]:
         """Commit the admitted writers of `batch`; returns the timestamp and
@@ -584,12 +385,9 @@ class GroupCommitter:
                     violation.message, code=violation.code, detail=violation.detail
                 ) from None
 
-    def _idle_commands(
-        self, upper: int, skip: set[GlobalId], uppers: dict[GlobalId, Frontier] | None = None
-    ) -> list[AppendCommand]:
+    def _idle_commands(self, upper: int, skip: set[GlobalId]) -> list[AppendCommand]:
         """Empty appends moving every other open table behind `upper` to it,
-        from the uppers this process knows or, for those in `uppers`, the
-        ones a commit still landing writes (no consensus read: if another
+        from the uppers this process knows (no consensus read: if another
         process moved one, the append fails, which refreshes it)."""
         commands = []
         for id in self.tables():
@@ -599,8 +397,6 @@ class GroupCommitter:
                 current = self.storage.collection(id).write_frontier
             except IdentifierMissing:
                 continue  # dropped
-            if uppers and id in uppers and not current.is_empty:
-                current = uppers[id]
             if current.time is not None and current.time < upper:
                 commands.append(AppendCommand(id, [], upper, current))
         return commands

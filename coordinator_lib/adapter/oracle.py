@@ -63,15 +63,10 @@ class TimestampOracle:
         _, record = update_record(self.consensus, self.key, allocate)
         return int(record["write_ts"])
 
-    def propose_write_ts(self, after: bytes | None = None) -> int:
+    def propose_write_ts(self) -> int:
         """The time `write_ts()` would hand out now, without handing it out:
-        for writes that `claim` it in their own compare-and-set. `after`:
-        the record as a commit prepared before (not yet durable) writes it,
-        to propose the time after that commit's instead of reading."""
-        if after is not None:
-            record = json.loads(after)
-        else:
-            _, record = read_record(self.consensus, self.key)
+        for writes that `claim` it in their own compare-and-set."""
+        _, record = read_record(self.consensus, self.key)
         record = record or {"read_ts": 0, "write_ts": 0}
         return max(self.now(), max(record["write_ts"], record["read_ts"]) + 1)
 

@@ -34,14 +34,7 @@ from coordinator_lib.persist.errors import (
     ShardFinalized,
     UpperMismatch,
 )
-from coordinator_lib.persist.machine import (
-    Machine,
-    Prepared,
-    RecordChange,
-    Transition,
-    apply_all,
-    prepare_all,
-)
+from coordinator_lib.persist.machine import Machine, RecordChange, Transition, apply_all
 from coordinator_lib.persist.read_scope import SEQNO_HOLD_LEASE_MS, current_scope
 from coordinator_lib.persist.state import (
     BatchMeta,
@@ -784,80 +777,6 @@ def compare_and_append_all(appends: Sequence[Append], records: Sequence[RecordCh
                 shard.blob.delete_batch(shard.shard_id, key)
             raise
     raise LeaseExpired("writer leases keep expiring")
-
-
-class PreparedAppend:
-    """`compare_and_append_all` with its batches written and its
-    compare-and-set computed but not made (`prepare_append_all`). `land`
-    makes it, or reports that it cannot (nothing landed, its blobs
-    deleted); `discard` drops it unwritten."""
-
-    __slots__ = ("appends", "prepared", "written")
-
-    def __init__(
-        self, appends: Sequence[Append], written: list[tuple[Shard, str]], prepared: Prepared
-    ) -> None:
-        self.appends = appends
-        self.written = written
-        self.prepared = prepared
-
-    def land(self, as_prepared: bool = True) -> bool | None:
-        """True if it landed exactly as prepared, False if it landed with
-        its shards' transitions run again on their current states (a state
-        moved since, or `as_prepared` False: the states it was prepared on
-        were not the ones written), None if it cannot land (an upper moved,
-        a lease lapsed, the time was taken: nothing landed, its blobs are
-        deleted). ConsensusError: unknown outcome (the states may name the
-        blobs; if not, GC takes them)."""
-        try:
-            return self.prepared.land(as_prepared)
-        except ConsensusError:
-            raise
-        except Exception:
-            self.discard()
-            return None
-
-    def discard(self) -> None:
-        for shard, key in self.written:
-            shard.blob.delete_batch(shard.shard_id, key)
-        self.written = []
-
-
-def prepare_append_all(
-    appends: Sequence[Append],
-    records: Sequence[RecordChange] = (),
-    base: PreparedAppend | None = None,
-) -> PreparedAppend:
-    """`compare_and_append_all` up to its compare-and-set: the batches
-    written, the shards' new states and the records' new values computed on
-    the values `base` writes (an append prepared before and not landed yet:
-    this one can land only after it) or on those this process knows. Raises
-    what the transitions raise (UpperMismatch against those values,
-    LeaseExpired), writing nothing."""
-    if len({a.shard.shard_id for a in appends}) != len(appends):
-        raise InvalidUpdates("an atomic append names a shard more than once")
-    if base is None:
-        for append in appends:
-            append.shard.check_upper(append.expected_upper)
-    written: list[tuple[Shard, str]] = []
-    try:
-        steps: list[tuple[Machine, Transition[None]]] = []
-        for append in appends:
-            shard, meta = append.shard, None
-            if append.table is not None:
-                meta = shard._write_batch(append.table, append.expected_upper, append.new_upper)
-                written.append((shard, meta.key))
-            steps.append(
-                (shard.machine, shard._commit(meta, append.expected_upper, append.new_upper))
-            )
-        prepared = prepare_all(
-            steps, records=records, base=base.prepared if base is not None else None
-        )
-    except BaseException:
-        for shard, key in written:
-            shard.blob.delete_batch(shard.shard_id, key)
-        raise
-    return PreparedAppend(appends, written, prepared)
 
 
 def _in_range(t: int, lower: Frontier, upper: Frontier) -> bool:

@@ -46,11 +46,9 @@ from coordinator_lib.persist.machine import RecordChange
 from coordinator_lib.persist.shard import (
     Append,
     LeasedReader,
-    PreparedAppend,
     Shard,
     SnapshotRows,
     compare_and_append_all,
-    prepare_append_all,
 )
 from coordinator_lib.repr.frontier import Frontier
 from coordinator_lib.repr.global_id import GlobalId
@@ -106,14 +104,6 @@ class AppendCommand(NamedTuple):
     updates: Sequence[Update] | pa.Table
     upper: Timestamp | Frontier
     expected_upper: Timestamp | Frontier | None = None
-
-
-class PreparedWrite(NamedTuple):
-    """An append prepared by `prepare_append`: its collections, in order of
-    the shards' appends."""
-
-    ids: list[GlobalId]
-    append: PreparedAppend
 
 
 @dataclass(frozen=True)
@@ -474,7 +464,21 @@ class StorageController:
         (group commit's timestamp oracle change). InvalidUppers means
         nothing landed."""
         with self._lock:
-            planned = self._planned(commands)
+            planned: list[tuple[GlobalId, Append]] = []
+            for raw in commands:
+                command = raw if isinstance(raw, AppendCommand) else AppendCommand(*raw)
+                state = self._state(command.id)
+                if any(command.id == id for id, _ in planned):
+                    raise StorageError(f"append names collection {command.id} more than once")
+                kind = state.description.data_source.kind
+                if kind not in WRITABLE_KINDS:
+                    raise NotWritable(command.id, kind.value)
+                expected = _frontier(command.expected_upper) or state.write_frontier
+                new_upper = _frontier(command.upper)
+                assert new_upper is not None
+                table = self._checked(command.id, command.updates, expected, new_upper)
+                shard = self._shards[command.id]
+                planned.append((command.id, Append(shard, table, expected, new_upper)))
             mismatches = []
             try:
                 compare_and_append_all([append for _, append in planned], records)
@@ -485,62 +489,6 @@ class StorageController:
                 self.update_write_frontiers([(id, current) for id, _, current in mismatches])
                 raise InvalidUppers(mismatches)
             self.update_write_frontiers([(id, append.new_upper) for id, append in planned])
-
-    def _planned(self, commands: Sequence[AppendCommand | tuple]) -> list[tuple[GlobalId, Append]]:
-        """Each command checked and encoded as its shard's `Append` (under
-        `_lock`)."""
-        planned: list[tuple[GlobalId, Append]] = []
-        for raw in commands:
-            command = raw if isinstance(raw, AppendCommand) else AppendCommand(*raw)
-            state = self._state(command.id)
-            if any(command.id == id for id, _ in planned):
-                raise StorageError(f"append names collection {command.id} more than once")
-            kind = state.description.data_source.kind
-            if kind not in WRITABLE_KINDS:
-                raise NotWritable(command.id, kind.value)
-            expected = _frontier(command.expected_upper) or state.write_frontier
-            new_upper = _frontier(command.upper)
-            assert new_upper is not None
-            table = self._checked(command.id, command.updates, expected, new_upper)
-            shard = self._shards[command.id]
-            planned.append((command.id, Append(shard, table, expected, new_upper)))
-        return planned
-
-    def prepare_append(
-        self,
-        commands: Sequence[AppendCommand],
-        records: Sequence[RecordChange] = (),
-        base: PreparedWrite | None = None,
-    ) -> PreparedWrite:
-        """`append` up to its compare-and-set (`persist.shard.prepare_append_all`):
-        checked, encoded, batches written, new states computed on what
-        `base` writes (an append prepared before and not landed yet) or on
-        what this process knows; `land_append` writes it. Every command
-        names its expected upper. UpperMismatch, LeaseExpired or
-        ShardFinalized: it cannot be prepared on those values (nothing
-        written)."""
-        with self._lock:
-            planned = self._planned(commands)
-            prepared = prepare_append_all(
-                [append for _, append in planned],
-                records,
-                base.append if base is not None else None,
-            )
-            return PreparedWrite([id for id, _ in planned], prepared)
-
-    def land_append(self, prepared: PreparedWrite, as_prepared: bool = True) -> bool | None:
-        """Make a prepared append durable and move the write frontiers:
-        True if it landed as prepared, False if its transitions ran again
-        on the current states (`PreparedAppend.land`); None if it cannot
-        land (nothing landed). ConsensusError: unknown outcome."""
-        landed = prepared.append.land(as_prepared)
-        if landed is None:
-            return None
-        appends = prepared.append.appends
-        self.update_write_frontiers(
-            [(id, append.new_upper) for id, append in zip(prepared.ids, appends, strict=True)]
-        )
-        return landed
 
     def encode(self, id: GlobalId, updates: Sequence[Update]) -> pa.Table | None:
         """`updates` to `id` checked and encoded as a batch table (None if

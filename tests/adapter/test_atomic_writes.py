@@ -13,7 +13,6 @@ import itertools
 import random
 import threading
 import time
-from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -180,19 +179,15 @@ def test_a_writer_that_cannot_be_stored_takes_no_key_from_its_batch(
         by_name = {item.name.item: item.id for item in coord.catalog.items()}
         committer = coord.group_commit
         entered, release = threading.Event(), threading.Event()
+        append = committer.storage.append
 
-        def held(write: Callable[..., Any]) -> Callable[..., Any]:
-            def held_write(*args: Any, **kwargs: Any) -> Any:
-                if not entered.is_set():  # the first batch leads while the two queue
-                    entered.set()
-                    assert release.wait(60)
-                return write(*args, **kwargs)
+        def held_append(*args: Any, **kwargs: Any) -> Any:
+            if not entered.is_set():  # the first batch leads while the two queue
+                entered.set()
+                assert release.wait(60)
+            return append(*args, **kwargs)
 
-            return held_write
-
-        # A commit is prepared (then landed) or, on the serial way, appended.
-        for name in ("append", "prepare_append"):
-            monkeypatch.setattr(committer.storage, name, held(getattr(committer.storage, name)))
+        monkeypatch.setattr(committer.storage, "append", held_append)
         outcomes: dict[str, BaseException | None] = {}
 
         def writer(name: str, id: Any, rows: list[tuple[Any, ...]]) -> None:

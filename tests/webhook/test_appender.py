@@ -74,32 +74,12 @@ def test_concurrent_requests_share_one_durable_append(
     storage_append = coord.storage.append
     appends: list[set[int]] = []  # the update times of each append with rows for `events`
 
-    def record(commands: Any) -> None:
-        for command in commands:
-            if command.id == source and len(command.updates):  # group commit's encoded table
-                appends.append(set(command.updates.column(TIME_COLUMN).to_pylist()))
-
     def slow_append(commands: Any, records: Any = ()) -> None:  # callers queue behind one commit
         time.sleep(0.05)
         storage_append(commands, records)
-        record(commands)
-
-    storage_prepare = coord.storage.prepare_append
-    storage_land = coord.storage.land_append
-    prepared: dict[int, Any] = {}  # each prepared append's commands, until it lands
-
-    def slow_prepare(commands: Any, records: Any = (), base: Any = None) -> Any:
-        time.sleep(0.05)
-        write = storage_prepare(commands, records, base)
-        prepared[id(write)] = commands
-        return write
-
-    def land(write: Any, as_prepared: bool = True) -> Any:
-        landed = storage_land(write, as_prepared)
-        commands = prepared.pop(id(write))
-        if landed is not None:
-            record(commands)
-        return landed
+        for command in commands:
+            if command.id == source and len(command.updates):  # group commit's encoded table
+                appends.append(set(command.updates.column(TIME_COLUMN).to_pylist()))
 
     def request(n: int) -> AppendResult:
         result = _append(appender, "events", str(n))
@@ -109,8 +89,6 @@ def test_concurrent_requests_share_one_durable_append(
         return result
 
     monkeypatch.setattr(coord.storage, "append", slow_append)
-    monkeypatch.setattr(coord.storage, "prepare_append", slow_prepare)
-    monkeypatch.setattr(coord.storage, "land_append", land)
     with ThreadPoolExecutor(32) as pool:
         results = list(pool.map(request, range(32)))
     timestamps = {r.timestamp for r in results}
@@ -360,24 +338,15 @@ def test_a_commit_advances_the_other_sources_in_its_one_append(tmp_path: Path) -
         storage_append = coord.storage.append
         mine: list[set[GlobalId]] = []  # collections of each append made by this thread
 
-        storage_prepare = coord.storage.prepare_append
-
         def append(commands: Any, records: Any = ()) -> None:
             if threading.get_ident() == caller:
                 mine.append({command.id for command in commands})
             storage_append(commands, records)
 
-        def prepare(commands: Any, records: Any = (), base: Any = None) -> Any:
-            if threading.get_ident() == caller:
-                mine.append({command.id for command in commands})
-            return storage_prepare(commands, records, base)
-
         caller = threading.get_ident()
         coord.storage.append = append  # type: ignore[method-assign]
-        coord.storage.prepare_append = prepare  # type: ignore[method-assign]
         result = WebhookAppender(coord).append("materialize", "public", "events", b"x", {}, NOW)
         coord.storage.append = storage_append  # type: ignore[method-assign]
-        coord.storage.prepare_append = storage_prepare  # type: ignore[method-assign]
         assert mine == [set(ids.values())]
         assert result.timestamp is not None
         for id in ids.values():

@@ -26,8 +26,6 @@ from coordinator_lib.expr import (
 from coordinator_lib.repr import ColumnType, RelationDesc, ScalarType, Update
 from tests.compute.harness import Environment, run_view
 
-pytestmark = pytest.mark.spark
-
 FACT = RelationDesc.of(("k", "integer"), ("v", "bigint"))
 DIM = RelationDesc.of(("k", "integer", False), ("name", "text"))
 
@@ -120,6 +118,7 @@ updates_strategy = st.lists(
 PLANS = ["filter", "join", "join_group", "group_nullable_key", "distinct", "int_div"]
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize("plan", PLANS)
 @settings(
     max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -136,10 +135,9 @@ def test_spark_view_matches_duckdb_at_every_time(
     max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(rounds=updates_strategy, seed=st.integers(0, 1000))
-def test_local_view_matches_duckdb_at_every_time(
-    spark, tmp_path_factory, plan, rounds, seed
-) -> None:  # type: ignore[no-untyped-def]
-    _check(spark, tmp_path_factory, "local", plan, rounds, seed)
+def test_local_view_matches_duckdb_at_every_time(tmp_path_factory, plan, rounds, seed) -> None:  # type: ignore[no-untyped-def]
+    """In-process: no Spark session, so no JVM."""
+    _check(None, tmp_path_factory, "local", plan, rounds, seed)
 
 
 def _check(spark, tmp_path_factory, engine: str, plan: str, rounds, seed: int) -> None:  # type: ignore[no-untyped-def]

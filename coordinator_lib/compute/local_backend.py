@@ -236,6 +236,17 @@ class LocalBackend:
     def union(self, cs: list[Rows]) -> Rows:
         return self._like(cs[0], lambda: (item for c in cs for item in c.get()))
 
+    def consolidate(self, c: Rows) -> Rows:
+        if self.streaming or not c.timed:  # a streamed delta is read once, as computed
+            return c
+        sums: dict[tuple[Row, int], int] = defaultdict(int)
+        try:
+            for row, time, diff in c.get():
+                sums[(row, time)] += diff
+        except TypeError:  # a value Python cannot hash (a list, a dict): left as it is
+            return c
+        return Rows.delta([Update(r, t, d) for (r, t), d in sums.items() if d])
+
     def join_matches(
         self, left: Pair[Rows], right: Pair[Rows], join: plan.Join, step: JoinStep
     ) -> tuple[Rows | None, Rows | None]:

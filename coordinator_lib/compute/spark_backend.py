@@ -127,6 +127,9 @@ class SparkBackend:
     def union(self, cs: list[DataFrame]) -> DataFrame:
         return union_all(cs)
 
+    def consolidate(self, c: DataFrame) -> DataFrame:
+        return c  # a plan, summed where Spark reads it
+
     def join_matches(
         self, left: Rendered, right: Rendered, join: plan.Join, step: JoinStep
     ) -> tuple[DataFrame | None, DataFrame | None]:

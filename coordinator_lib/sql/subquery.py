@@ -37,14 +37,17 @@ by zero, more than one row) does not fail the query. Subqueries in those
 conditions are lowered first (`_deciding_conditions`). Where a condition
 reads an enclosing query, the subquery is evaluated for every row of R.
 Each guarded subquery reads its own copy of R joined with those
-conditions' values (nothing shares it yet), so a SELECT list of many CASEs
-whose WHENs hold subqueries plans that join many times and a view's step
-costs as much: row ANY/ALL is not lowered that way (sql/scalar.py
-`_bind_row_any`) for this reason.
+conditions' values, narrowed (`_Joined.narrow`) to R and the values its
+guard reads: a value relation has one row per key of the rows before it,
+so leaving out one nobody reads keeps the rows. Without that, each guard
+read the join of every condition lowered so far and a SELECT list of n
+CASEs planned that join n times (quadratic in n).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from coordinator_lib.expr.relation import (
@@ -104,30 +107,93 @@ def lower_subqueries(
     """`rel` joined with one value column per subquery in `exprs` (rel's
     columns first and unchanged, each row once), and `exprs` over it with
     the subqueries replaced by those columns."""
+    joined, lowered = _lower(_Joined((rel,), ()), exprs)
+    return joined.expr, lowered
+
+
+@dataclass(frozen=True)
+class _Joined:
+    """A relation being lowered: its driver (`inputs[0]`, the relation the
+    subqueries were attached to) joined with value relations, each with
+    exactly one row per distinct value of its key columns in the join of
+    the inputs before it (`pairs`: key column, value relation's column,
+    over the concatenated columns). Dropping a value relation whose
+    columns nothing reads keeps the join's rows, so a guarded subquery's
+    outer rows are found from the driver and the values its guard reads
+    (`narrow`), not from every value relation joined so far."""
+
+    inputs: tuple[RelationExpr, ...]
+    pairs: tuple[tuple[int, int], ...]
+
+    @cached_property
+    def expr(self) -> RelationExpr:
+        if len(self.inputs) == 1:
+            return self.inputs[0]
+        types = tuple(t for i in self.inputs for t in i.desc.types)
+        return Join(self.inputs, tuple(null_safe_equivalences(list(self.pairs), types)))
+
+    @cached_property
+    def arity(self) -> int:
+        return sum(i.desc.arity for i in self.inputs)
+
+    def _input_of(self, column: int) -> int:
+        for n, width in enumerate(i.desc.arity for i in self.inputs):
+            if column < width:
+                return n
+            column -= width
+        raise AssertionError(f"column {column} past the join's inputs")
+
+    def joined(self, value: RelationExpr, pairs: list[tuple[int, int]]) -> _Joined:
+        return _Joined((*self.inputs, value), (*self.pairs, *pairs))
+
+    def narrow(self, columns: set[int]) -> tuple[RelationExpr, dict[int, int]]:
+        """The join of the driver and the value relations holding
+        `columns` (and those their keys read), and where each of this
+        join's columns (of those inputs) is in it."""
+        keep = {0} | {self._input_of(c) for c in columns}
+        pending = list(keep)
+        while pending:  # the inputs a kept one's keys are read from
+            n = pending.pop()
+            for key, col in self.pairs:
+                if self._input_of(col) == n and self._input_of(key) not in keep:
+                    keep.add(self._input_of(key))
+                    pending.append(self._input_of(key))
+        if len(keep) == len(self.inputs):
+            return self.expr, {c: c for c in range(self.arity)}
+        where: dict[int, int] = {}
+        old = new = 0
+        for n, child in enumerate(self.inputs):
+            if n in keep:
+                where.update({old + c: new + c for c in range(child.desc.arity)})
+                new += child.desc.arity
+            old += child.desc.arity
+        pairs = [(where[a], where[b]) for a, b in self.pairs if b in where]
+        return _Joined(tuple(self.inputs[n] for n in sorted(keep)), tuple(pairs)).expr, where
+
+
+def _lower(joined: _Joined, exprs: list[ScalarExpr]) -> tuple[_Joined, list[ScalarExpr]]:
     found = [s for e in exprs for s in subqueries_in(e)]
     if not found:
-        return rel, list(exprs)
+        return joined, list(exprs)
     conditions = _deciding_conditions(exprs)
     if conditions:  # lowered first, so that they can guard the branches (_guards)
-        rel, lowered = lower_subqueries(rel, conditions)
+        joined, lowered = _lower(joined, conditions)
         by_id = {id(c): new for c, new in zip(conditions, lowered, strict=True)}
-        return lower_subqueries(rel, [rewrite(e, lambda n: by_id.get(id(n))) for e in exprs])
-    arity = rel.desc.arity
-    rel, args = lower_subqueries(rel, [a for s in found for a in s.args])
+        return _lower(joined, [rewrite(e, lambda n: by_id.get(id(n))) for e in exprs])
+    arity = joined.arity
+    joined, args = _lower(joined, [a for s in found for a in s.args])
     arg_columns: list[int] = []
     extra: list[ScalarExpr] = []
     for arg in args:
         if isinstance(arg, Column):
             arg_columns.append(arg.index)
         else:
-            arg_columns.append(rel.desc.arity + len(extra))
+            arg_columns.append(joined.arity + len(extra))
             extra.append(arg)
-    if extra:
-        rel = Map(rel, tuple(extra))
-    inputs: list[RelationExpr] = [rel]
-    pairs: list[tuple[int, int]] = []
+    if extra:  # the arguments' columns: the join becomes the driver
+        joined = _Joined((Map(joined.expr, tuple(extra)),), ())
+    before = joined
     replacements: dict[int, ScalarExpr] = {}
-    width = rel.desc.arity
     first_arg = 0
     guards = _guards(exprs)
     for sub in found:
@@ -137,23 +203,34 @@ def lower_subqueries(
         keys = [i if i < sub.base else arg_columns[first_arg + i - sub.base] for i in refs]
         first_arg += len(sub.args)
         guard = guards.get(id(sub))
-        reached = rel if guard is None else Filter(rel, guard)
-        outer = distinct_keys(reached, keys) if keys or guard is not None else None
+        outer = None
+        if keys or guard is not None:
+            read = set(keys) | {c for g in guard or () for c in g.columns()}
+            rel, where = before.narrow(read)
+            if guard is not None:
+                rel = Filter(rel, tuple(_moved(g, where) for g in guard))
+            outer = distinct_keys(rel, [where[k] for k in keys])
         positions = {i: p for p, i in enumerate(refs)}
         body = apply_outer(sub.plan, outer, positions, gated=guard is not None and not keys)
         values = _values(sub, body, outer, len(keys))
         if guard is not None and outer is not None:  # rows not reaching it: NULL
-            every = distinct_keys(rel, keys) if keys else _ONE_ROW
+            if keys:
+                rel, where = before.narrow(set(keys))
+                every = distinct_keys(rel, [where[k] for k in keys])
+            else:
+                every = _ONE_ROW
             null = Literal(None, ColumnType(sub.type.scalar_type, True))
             values = Union((values, Map(Union((every, Negate(outer))), (null,))))
-        inputs.append(values)
-        pairs += [(key, width + p) for p, key in enumerate(keys)]
+        width = joined.arity
+        joined = joined.joined(values, [(key, width + p) for p, key in enumerate(keys)])
         replacements[id(sub)] = Column(width + len(keys))
-        width += values.desc.arity
-    types = tuple(t for i in inputs for t in i.desc.types)
-    joined = Join(tuple(inputs), tuple(null_safe_equivalences(pairs, types)))
     lowered = [rewrite(e, lambda n: replacements.get(id(n))) for e in exprs]
     return joined, lowered
+
+
+def _moved(expr: ScalarExpr, where: dict[int, int]) -> ScalarExpr:
+    """`expr` reading column `where[i]` for each column i it reads."""
+    return rewrite(expr, lambda n: Column(where[n.index]) if isinstance(n, Column) else None)
 
 
 def _deciding_conditions(exprs: list[ScalarExpr]) -> list[ScalarExpr]:

@@ -37,7 +37,7 @@ _PYTHON_TYPES: dict[ScalarType, tuple[type, ...]] = {
     ScalarType.NUMERIC: (decimal.Decimal, int),
     ScalarType.TEXT: (str,),
     ScalarType.BPCHAR: (str,),
-    ScalarType.MAP_TEXT: (str,),
+    **{st: (str,) for st in ScalarType if st.is_map},
     ScalarType.BYTEA: (bytes,),
     ScalarType.DATE: (dt.date,),
     ScalarType.TIMESTAMP: (dt.datetime,),

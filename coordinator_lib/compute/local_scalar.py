@@ -133,8 +133,8 @@ def to_text(value: Any, st: ScalarType) -> str:
         return "\\x" + value.hex()
     if st is S.TIME:
         return format_time(value)
-    if st is S.MAP_TEXT:
-        return format_map(value)
+    if st.map_value is not None:
+        return format_map(value, st.map_value)
     if st is S.BPCHAR:  # char(n) as text drops its padding
         return value.rstrip(" ")
     return str(value)

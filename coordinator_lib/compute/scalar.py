@@ -113,8 +113,8 @@ def to_spark(expr: ScalarExpr, types: tuple[ColumnType, ...]) -> SparkColumn:
             return text if expr.to is ScalarType.TEXT else text.cast(spark_type(expr.to))
         if source is ScalarType.NUMERIC and expr.to is ScalarType.TEXT:
             return _numeric_text(to_spark(expr.expr, types))
-        local = {ScalarType.INTERVAL, ScalarType.TIME, ScalarType.MAP_TEXT}
-        if local & {source, expr.to} and source is not expr.to:
+        local = {ScalarType.INTERVAL, ScalarType.TIME}
+        if (local & {source, expr.to} or source.is_map or expr.to.is_map) and source is not expr.to:
             return _local_cast(to_spark(expr.expr, types), source, expr.to)
         if expr.to in _FLOAT_CAST_SOURCES.get(source, ()):
             return _float_cast_checked(to_spark(expr.expr, types), source, expr.to)

@@ -22,7 +22,7 @@ from coordinator_lib.repr.interval import IntervalFieldOverflow, parse_interval
 from coordinator_lib.repr.jsonb import canonical_jsonb
 from coordinator_lib.repr.numeric import NumericFieldOverflow, to_numeric
 from coordinator_lib.repr.relation import ScalarType
-from coordinator_lib.repr.text_map import MapSyntaxError, parse_map
+from coordinator_lib.repr.text_map import MapSyntaxError, entry_text, map_value, parse_map_entries
 from coordinator_lib.repr.time_of_day import TimeOutOfRange, parse_time
 
 S = ScalarType
@@ -186,11 +186,16 @@ def parse_text_as(text: str, st: ScalarType) -> Any:
             raise TextInputError(str(error), "22015") from None
         except ValueError as error:
             raise TextInputError.bad_datetime(str(error)) from None
-    if st is S.MAP_TEXT:
+    value_type = st.map_value
+    if value_type is not None:  # each value read by its own type's input
         try:
-            return parse_map(text)
+            entries = parse_map_entries(text, nested=value_type.is_map)
         except MapSyntaxError as error:
             raise TextInputError(str(error)) from None
+        read = {k: None if v is None else parse_text_as(v, value_type) for k, v in entries.items()}
+        return map_value(
+            {k: None if v is None else entry_text(v, value_type) for k, v in read.items()}
+        )
     if st is S.JSONB:
         try:
             return canonical_jsonb(json.loads(text))

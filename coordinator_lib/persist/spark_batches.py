@@ -51,7 +51,7 @@ _SPARK_TYPES: dict[ScalarType, T.DataType] = {
     ScalarType.TIME: T.TimeType(6),
     # jsonb is stored as its canonical text, as on the pyarrow side.
     ScalarType.JSONB: T.StringType(),
-    ScalarType.MAP_TEXT: T.StringType(),
+    **{st: T.StringType() for st in ScalarType if st.is_map},
     # months, days, micros apart, as repr/relation.py stores them
     ScalarType.INTERVAL: T.StructType(
         [

@@ -54,6 +54,23 @@ class ScalarType(Enum):
     # Materialize's map of text keys to text values, carried as its
     # canonical JSON object text (repr/text_map.py).
     MAP_TEXT = "map[text=>text]"
+    # Maps of other value types (Materialize's `map[text=>T]`), named as the
+    # lists are, by their value type's name: `map_value` reads it back. Each
+    # is carried as map[text=>text] is, every value as its type's text
+    # output (a map value as its own carried text): repr/text_map.py.
+    MAP_BOOLEAN = "map[text=>boolean]"
+    MAP_SMALLINT = "map[text=>smallint]"
+    MAP_INTEGER = "map[text=>integer]"
+    MAP_BIGINT = "map[text=>bigint]"
+    MAP_DOUBLE = "map[text=>double precision]"
+    MAP_NUMERIC = "map[text=>numeric]"
+    MAP_JSONB = "map[text=>jsonb]"
+    # Maps of maps, one level (the enum names each type it has).
+    MAP_MAP_TEXT = "map[text=>map[text=>text]]"
+    MAP_MAP_INTEGER = "map[text=>map[text=>integer]]"
+    MAP_MAP_BIGINT = "map[text=>map[text=>bigint]]"
+    MAP_MAP_NUMERIC = "map[text=>map[text=>numeric]]"
+    MAP_MAP_MAP_TEXT = "map[text=>map[text=>map[text=>text]]]"
     # One-dimensional arrays of the types above (array_agg's results), values
     # are tuples (rows stay hashable); elements may be NULL.
     BOOLEAN_ARRAY = "boolean[]"
@@ -110,6 +127,24 @@ class ScalarType(Enum):
         return None
 
     @property
+    def map_value(self) -> ScalarType | None:
+        """The value type of a map type (`map[text=>T]`); None for other types."""
+        if self.element is None and self.value.startswith(_MAP_PREFIX):
+            return ScalarType(self.value[len(_MAP_PREFIX) : -1])
+        return None
+
+    @property
+    def is_map(self) -> bool:
+        return self.map_value is not None
+
+    def map_of(self) -> ScalarType:
+        """The map type `map[text=>self]`; ValueError if Tidemark has none."""
+        try:
+            return ScalarType(f"{_MAP_PREFIX}{self.value}]")
+        except ValueError:
+            raise ValueError(f"no map type with values of type {self.value}") from None
+
+    @property
     def is_array(self) -> bool:
         return self.value.endswith("[]")
 
@@ -130,6 +165,8 @@ class ScalarType(Enum):
         return ScalarType(self.value + "[]")
 
 
+_MAP_PREFIX = "map[text=>"
+
 _ARROW_TYPES: dict[ScalarType, pa.DataType] = {
     ScalarType.BOOLEAN: pa.bool_(),
     ScalarType.SMALLINT: pa.int16(),
@@ -147,7 +184,7 @@ _ARROW_TYPES: dict[ScalarType, pa.DataType] = {
     ScalarType.TIME: pa.time64("us"),
     # jsonb is stored as its canonical text so Spark and pyarrow agree on it.
     ScalarType.JSONB: pa.string(),
-    ScalarType.MAP_TEXT: pa.string(),
+    **{st: pa.string() for st in ScalarType if st.is_map},
     # A struct, not Arrow's month_day_nano_interval: Parquet cannot store
     # that (its INTERVAL is months, days, milliseconds), and Spark reads a
     # struct back as a struct.
@@ -195,6 +232,8 @@ def parse_scalar_type(name: str) -> ScalarType:
         return parse_scalar_type(key[:-5]).list()
     if key in _ALIASES:
         return _ALIASES[key]
+    if key.startswith(_MAP_PREFIX) and key.endswith("]"):
+        return parse_scalar_type(key[len(_MAP_PREFIX) : -1]).map_of()
     try:
         return ScalarType(key)
     except ValueError:
@@ -373,7 +412,7 @@ def _check_value(value: Any, ty: ColumnType) -> str | None:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
     elif st is ScalarType.NUMERIC:
         ok = isinstance(value, int | decimal.Decimal) and not isinstance(value, bool)
-    elif st in (ScalarType.TEXT, ScalarType.BPCHAR, ScalarType.MAP_TEXT):
+    elif st in (ScalarType.TEXT, ScalarType.BPCHAR) or st.is_map:
         ok = isinstance(value, str)
     elif st is ScalarType.BYTEA:
         ok = isinstance(value, bytes)

@@ -1,14 +1,22 @@
-"""Values of Materialize's `map[text=>text]`: text keys to text values (or
+"""Values of Materialize's `map[text=>T]`: text keys to values of T (or
 NULL), unordered, keys unique. A value is carried as its canonical JSON
 object text (keys sorted), so storage, Spark and equality treat it as a
 string, as jsonb is; it prints in Materialize's map syntax, `{a=>1,b=>NULL}`.
+Each value is held as a string: its type's text output (`entry_text`: one
+canonical text per value, so equal maps are equal strings), a map's value as
+that map's own carried text. `m -> key` reads it back with T's text input.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
+from typing import Any
+
+from coordinator_lib.repr.numeric import numeric_display
+from coordinator_lib.repr.relation import ScalarType
 
 # A key or value printed bare: no character map syntax or whitespace reads.
 _BARE = re.compile(r'[^\s{}",\\=>]+')
@@ -30,11 +38,39 @@ def _element_text(text: str, is_value: bool) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def format_map(value: str) -> str:
-    """Materialize's text output: `{a=>1,"b c"=>NULL}`, keys in order."""
+def entry_text(value: Any, st: ScalarType) -> str:
+    """How a map holds `value` of its value type `st`: the type's text output
+    (booleans `t` / `f`, numerics without trailing zeros), a map's or a jsonb's
+    own carried text."""
+    if st is ScalarType.BOOLEAN:
+        return "t" if value else "f"
+    if st is ScalarType.NUMERIC:
+        return format(numeric_display(value), "f")
+    if st is ScalarType.DOUBLE:
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        if float(value).is_integer() and abs(value) < 1e15:
+            return str(int(value))
+        return repr(float(value))
+    if st in (ScalarType.SMALLINT, ScalarType.INTEGER, ScalarType.BIGINT):
+        return str(int(value))
+    return str(value)
+
+
+def format_map(value: str, value_type: ScalarType = ScalarType.TEXT) -> str:
+    """Materialize's text output: `{a=>1,"b c"=>NULL}`, keys in order; a map
+    of maps prints its values bare, `{a=>{b=>1}}`."""
+    inner = value_type.map_value
     parts = []
     for key, item in sorted(map_entries(value).items()):
-        shown = "NULL" if item is None else _element_text(item, True)
+        if item is None:
+            shown = "NULL"
+        elif inner is not None:
+            shown = format_map(item, inner)
+        else:
+            shown = _element_text(item, True)
         parts.append(f"{_element_text(key, False)}=>{shown}")
     return "{" + ",".join(parts) + "}"
 
@@ -44,8 +80,15 @@ class MapSyntaxError(ValueError):
 
 
 def parse_map(text: str) -> str:
-    """`{a=>1, "b c"=>NULL}` (Materialize's map input) as a carried value;
-    MapSyntaxError if it is not one. A later duplicate key wins."""
+    """`{a=>1, "b c"=>NULL}` (Materialize's map input) as a carried value of
+    map[text=>text]; MapSyntaxError if it is not one. A later duplicate key wins."""
+    return map_value(parse_map_entries(text))
+
+
+def parse_map_entries(text: str, nested: bool = False) -> dict[str, str | None]:
+    """The keys and values of a map's text input, each value's text as
+    written (None for NULL); with `nested`, a value may be a map's braced
+    text, `{a=>{b=>1}}`, given whole."""
     reader = _Reader(text)
     reader.skip_space()
     reader.expect("{")
@@ -56,7 +99,7 @@ def parse_map(text: str) -> str:
             key, _ = reader.element()
             reader.skip_space()
             reader.expect("=>")
-            item, quoted = reader.element()
+            item, quoted = reader.braced() if nested else reader.element()
             entries[key] = None if not quoted and item.upper() == "NULL" else item
             reader.skip_space()
             if reader.take("}"):
@@ -65,7 +108,7 @@ def parse_map(text: str) -> str:
     reader.skip_space()
     if reader.pos != len(text):
         raise MapSyntaxError(f'invalid input syntax for type map: "{text}"')
-    return map_value(entries)
+    return entries
 
 
 class _Reader:
@@ -89,6 +132,31 @@ class _Reader:
         if not self.take(token):
             raise self.fail()
 
+    def braced(self) -> tuple[str, bool]:
+        """A nested map's value: its `{...}` text whole (quotes and
+        backslashes inside kept), reported as quoted; else an element."""
+        self.skip_space()
+        if not self.text.startswith("{", self.pos):
+            return self.element()
+        start, depth, quoted = self.pos, 0, False
+        while self.pos < len(self.text):
+            ch = self.text[self.pos]
+            self.pos += 1
+            if quoted:
+                if ch == "\\":
+                    self.pos += 1
+                elif ch == '"':
+                    quoted = False
+            elif ch == '"':
+                quoted = True
+            elif ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+                if depth == 0:
+                    return self.text[start : self.pos], True
+        raise self.fail()
+
     def element(self) -> tuple[str, bool]:
         """A key or value: quoted (with backslash escapes) or bare."""
         self.skip_space()
@@ -109,4 +177,12 @@ class _Reader:
         return match.group(), False
 
 
-__all__ = ["MapSyntaxError", "format_map", "map_entries", "map_value", "parse_map"]
+__all__ = [
+    "MapSyntaxError",
+    "entry_text",
+    "format_map",
+    "map_entries",
+    "map_value",
+    "parse_map",
+    "parse_map_entries",
+]

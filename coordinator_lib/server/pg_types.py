@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import json
 import math
 import struct
@@ -48,7 +49,7 @@ PG_TYPES: dict[ScalarType, PgType] = {
     ScalarType.INTERVAL: PgType(1186, "interval", 16),
     ScalarType.TIME: PgType(1083, "time", 8),
     # Sent as text: PostgreSQL clients have no map type.
-    ScalarType.MAP_TEXT: PgType(25, "text", -1),
+    **{st: PgType(25, "text", -1) for st in ScalarType if st.is_map},
     # Arrays (array_agg's results): PostgreSQL's `_<element>` types.
     ScalarType.BOOLEAN_ARRAY: PgType(1000, "_bool", -1),
     ScalarType.SMALLINT_ARRAY: PgType(1005, "_int2", -1),
@@ -73,7 +74,10 @@ PG_TYPES: dict[ScalarType, PgType] = {
 
 # Types PostgreSQL has not (Materialize's map and lists), sent as text and not in pg_type.
 SENT_AS_TEXT = frozenset(
-    {ScalarType.MAP_TEXT, ScalarType.MAP_TEXT_ARRAY, *(st for st in ScalarType if st.is_list)}
+    {
+        ScalarType.MAP_TEXT_ARRAY,
+        *(st for st in ScalarType if st.is_list or st.is_map),
+    }
 )
 
 # OIDs a client may name for a parameter, mapped back to our types (varchar,
@@ -300,8 +304,16 @@ _TEXT_ENCODERS: dict[ScalarType, Callable[[Any], str]] = {
     ScalarType.JSONB: _format_jsonb,
     ScalarType.INTERVAL: format_interval,
     ScalarType.TIME: format_time,
-    ScalarType.MAP_TEXT: format_map,
+    **{
+        st: functools.partial(format_map, value_type=st.map_value)
+        for st in ScalarType
+        if st.map_value
+    },
 }
+
+
+def _map_to_binary(value: str, value_type: ScalarType) -> bytes:
+    return format_map(value, value_type).encode()
 
 
 def encode_text(value: Any, scalar_type: ScalarType) -> str | None:
@@ -375,7 +387,11 @@ _BINARY_ENCODERS: dict[ScalarType, Callable[[Any], bytes]] = {
     ScalarType.JSONB: lambda v: b"\x01" + _format_jsonb(v).encode(),
     ScalarType.INTERVAL: lambda v: struct.pack(">qii", v.micros, v.days, v.months),
     ScalarType.TIME: lambda v: struct.pack(">q", time_micros(v)),
-    ScalarType.MAP_TEXT: lambda v: format_map(v).encode(),
+    **{
+        st: functools.partial(_map_to_binary, value_type=st.map_value)
+        for st in ScalarType
+        if st.map_value
+    },
 }
 
 

@@ -319,6 +319,7 @@ def _plan_jsonb_agg(
     if isinstance(node, exp.Distinct):
         raise UnsupportedFeature(f"{name}(DISTINCT ...) is not supported", position_of(call))
     fields = [finalize(binder.bind(node))]
+    map_type: ScalarType | None = None
     if isinstance(call, JsonbObjectAgg):  # keys as text, then the values
         value_node = call.expression
         if isinstance(value_node, exp.Order):  # jsonb_object_agg(k, v ORDER BY ...)
@@ -327,12 +328,21 @@ def _plan_jsonb_agg(
         key = fields[0]
         text = ColumnType(S.TEXT, key.type.nullable)
         fields = [Typed(Cast(key.expr, S.TEXT), text), finalize(binder.bind(value_node))]
-        if isinstance(call, MapAgg) and fields[1].scalar is not S.TEXT:
-            raise UnsupportedFeature(
-                f"map_agg of {fields[1].scalar.value} values is not supported"
-                " (Tidemark's maps are map[text=>text])",
-                position_of(value_node),
+        if isinstance(call, MapAgg):  # the values as the map holds them, text
+            value_type = fields[1].scalar
+            try:
+                map_type = value_type.map_of()
+            except ValueError:
+                raise UnsupportedFeature(
+                    f"map_agg of {value_type.value} values is not supported",
+                    position_of(value_node),
+                ) from None
+            entry = CallFunction(
+                "map_entry_text",
+                (fields[1].expr, Literal(value_type.value, ColumnType(S.TEXT, False))),
+                ColumnType(S.TEXT, fields[1].type.nullable),
             )
+            fields[1] = Typed(entry, entry.type)
     if any(f.scalar.element is not None for f in fields):
         raise UnsupportedFeature(f"{name} of an array is not supported", position_of(call))
     order_exprs, order = _order_keys(keys, binder, name)
@@ -345,7 +355,7 @@ def _plan_jsonb_agg(
         if condition is not None:
             record = If(condition.expr, record, null_of(field.scalar))
         columns.append(index(AggregateExpr(AggregateFunc.ARRAY_AGG, record, order=order)))
-    return (name, tuple(columns), None)
+    return (name, tuple(columns), map_type)
 
 
 def plan_interval_sum(
@@ -418,7 +428,8 @@ def extra_result(
         total, squares, count = map(Column, columns)
         return _variance(kind, total, squares, count, result)
     if kind == "map_agg":
-        return CallFunction("map_of_entries", tuple(map(Column, columns)), ColumnType(S.MAP_TEXT))
+        assert isinstance(result, S)
+        return CallFunction("map_of_entries", tuple(map(Column, columns)), ColumnType(result))
     jsonb = ColumnType(S.JSONB, True)
     if kind == "jsonb_agg":
         elements = types[columns[0]].scalar_type.element

@@ -64,7 +64,7 @@ INTERNAL_NAMES = {
     S.JSONB: "jsonb",
     S.INTERVAL: "interval",
     S.TIME: "time",
-    S.MAP_TEXT: "map",
+    **{st: "map" for st in S if st.is_map},
 }
 
 _DTYPES: dict[exp.DType, ScalarType] = {
@@ -120,11 +120,17 @@ def scalar_type_of(data_type: exp.DataType) -> ScalarType:
         if isinstance(element, exp.DataType) and element.this is not exp.DType.LIST:
             return scalar_type_of(element).list()
         raise UnsupportedFeature("lists of lists are not supported")
-    if kind is exp.DType.MAP and [scalar_type_of(t) for t in data_type.expressions] == [
-        S.TEXT,
-        S.TEXT,
-    ]:
-        return S.MAP_TEXT
+    if kind is exp.DType.MAP and len(data_type.expressions) == 2:  # `map[text=>T]`
+        key, value = (scalar_type_of(t) for t in data_type.expressions)
+        if key is not S.TEXT:
+            raise UnsupportedFeature(f"map keys of type {key.value} are not supported")
+        try:
+            return value.map_of()
+        except ValueError:
+            raise UnsupportedFeature(
+                f"map[text=>{value.value}] is not supported (Tidemark's maps hold values of"
+                f" {', '.join(st.map_value.value for st in S if st.map_value)})"
+            ) from None
     if kind is exp.DType.USERDEFINED:
         raise UnknownType(f'type "{data_type.args["kind"].name}" does not exist')
     name = data_type.sql(dialect="postgres").lower()
@@ -286,7 +292,7 @@ _CATEGORY = {
     S.TIMESTAMP: "D",
     S.TIMESTAMPTZ: "D",
     S.JSONB: "U",
-    S.MAP_TEXT: "U",
+    **{st: "U" for st in S if st.is_map},
     S.INTERVAL: "T",
     S.TIME: "D",
     # Arrays and lists compare only with the same array or list type.

@@ -82,6 +82,8 @@ def _fit(values: Sequence[Typed], params: Sequence[Any]) -> tuple[int, int] | No
     for value, param in zip(values, params, strict=True):
         if param is Pseudo.ANY_ARRAY and (value.unknown or not value.scalar.is_array):
             return None
+        if param is Pseudo.ANY_MAP and (value.unknown or not value.scalar.is_map):
+            return None
         if isinstance(param, Pseudo):
             continue
         if not value.unknown and value.scalar is param:
@@ -109,7 +111,7 @@ def _as_text(b: ScalarBinder, value: Typed, node: exp.Expr) -> Typed:
 def _convert(b: ScalarBinder, value: Typed, param: Any, node: exp.Expr) -> Typed:
     if param is Pseudo.ANY_TEXT:
         return _as_text(b, value, node)
-    if param is Pseudo.ANY_ARRAY:
+    if param in (Pseudo.ANY_ARRAY, Pseudo.ANY_MAP):
         return value
     if param is Pseudo.ANY:
         return b.resolve_unknown(value, S.TEXT, node) if value.unknown else value
@@ -341,8 +343,8 @@ def _json_get(b: ScalarBinder, node: exp.JSONExtract | exp.JSONExtractScalar) ->
     value = _jsonb(b, node.this)
     symbol = "->>" if isinstance(node, exp.JSONExtractScalar) else "->"
     keys = _json_keys(b, node.expression)
-    if value.scalar is S.MAP_TEXT and len(keys) == 1:  # `->` (`->>` kept for jsonb's users)
-        return _nullable(_Args(b, node, symbol, []).call("map_get", [value, keys[0]]))
+    if value.scalar.is_map and symbol == "->":  # `->` (`->>` kept for jsonb's users)
+        return _map_get(b, node, value, keys)
     if value.scalar is not S.JSONB:
         shown = keys[0].scalar if keys else S.TEXT
         raise b.no_operator(node, symbol, value.scalar, shown)
@@ -355,13 +357,31 @@ def _json_get(b: ScalarBinder, node: exp.JSONExtract | exp.JSONExtractScalar) ->
     return value
 
 
+def _map_get(b: ScalarBinder, node: exp.Expr, value: Typed, keys: list[Typed]) -> Typed:
+    """`m -> k1 -> k2 ...`: each step the value of the map's value type T
+    (NULL when absent). A map holds T's text output (repr/text_map.py), or
+    the carried text itself for text, jsonb and maps, which is read as T."""
+    for key in keys:
+        value_type = value.scalar.map_value
+        if value.unknown or value_type is None:
+            raise b.no_operator(node, "->", value.scalar, key.scalar)
+        entry = _nullable(_Args(b, node, "->", []).call("map_get", [value, key]))
+        if value_type in (S.TEXT, S.JSONB) or value_type.is_map:
+            assert isinstance(entry.expr, CallFunction)
+            expr = CallFunction(entry.expr.name, entry.expr.args, ColumnType(value_type, True))
+            value = Typed(expr, expr.type)
+        else:
+            value = b.cast_to(entry, value_type, node)
+    return value
+
+
 def _map_keys_test(name: str, symbol: str) -> Callable[[Any, Any], Typed]:
     """`map ? key`, `map ?& keys`, `map ?| keys` (Materialize's map; jsonb's
     are not bound)."""
 
     def bind(b: ScalarBinder, node: exp.Expr) -> Typed:
         args = _Args(b, node, symbol, [node.this, node.expression])
-        if args.values[0].unknown or args.values[0].scalar is not S.MAP_TEXT:
+        if args.values[0].unknown or not args.values[0].scalar.is_map:
             left, right = args.values
             raise b.no_operator(node, symbol, left.scalar, right.scalar)
         return args.call(name)
@@ -397,7 +417,7 @@ def _contains(flipped: bool) -> Callable[[Any, Any], Typed]:
         nodes = [node.this, node.expression]
         values = [b.bind(n) for n in nodes]
         known = {v.scalar for v in values if not v.unknown}
-        kind = S.MAP_TEXT if S.MAP_TEXT in known else S.JSONB
+        kind = next((st for st in known if st.is_map), S.JSONB)
         values = [
             b.resolve_unknown(v, kind, n) if v.unknown else v
             for v, n in zip(values, nodes, strict=True)
@@ -405,7 +425,7 @@ def _contains(flipped: bool) -> Callable[[Any, Any], Typed]:
         left, right = values
         if left.scalar is not kind or right.scalar is not kind:
             raise b.no_operator(node, symbol, left.scalar, right.scalar)
-        name = "map_contains_map" if kind is S.MAP_TEXT else "jsonb_contains"
+        name = "map_contains_map" if kind.is_map else "jsonb_contains"
         return _Args(b, node, symbol, []).call(name, values[::-1] if flipped else values)
 
     return bind

@@ -67,7 +67,7 @@ _ZERO: dict[ScalarType, Any] = {
     S.TIMESTAMP: dt.datetime(1970, 1, 1),
     S.TIMESTAMPTZ: dt.datetime(1970, 1, 1, tzinfo=dt.UTC),
     S.JSONB: "null",
-    S.MAP_TEXT: "{}",
+    **{st: "{}" for st in S if st.is_map},
     S.INTERVAL: ZERO,
     S.TIME: dt.time(0),
 }

@@ -42,6 +42,7 @@ class Pseudo(Enum):
     ANY = "any"  # any type, taken as it is (an untyped literal is text)
     ANY_TEXT = "any as text"  # any type, converted to its text form (concat's "any")
     ANY_ARRAY = "anyarray"  # an array of any element type
+    ANY_MAP = "anymap"  # a map of any value type (Materialize's map[text=>T])
 
 
 Param = ScalarType | Pseudo

@@ -343,8 +343,9 @@ def _json_get(b: ScalarBinder, node: exp.JSONExtract | exp.JSONExtractScalar) ->
     value = _jsonb(b, node.this)
     symbol = "->>" if isinstance(node, exp.JSONExtractScalar) else "->"
     keys = _json_keys(b, node.expression)
-    if value.scalar.is_map and symbol == "->":  # `->` (`->>` kept for jsonb's users)
-        return _map_get(b, node, value, keys)
+    # `->` (`->>` of map[text=>text] kept for jsonb's users, as webhooks write it)
+    if value.scalar.is_map and (symbol == "->" or value.scalar is S.MAP_TEXT):
+        return _map_get(b, node, value, keys, symbol)
     if value.scalar is not S.JSONB:
         shown = keys[0].scalar if keys else S.TEXT
         raise b.no_operator(node, symbol, value.scalar, shown)
@@ -357,15 +358,17 @@ def _json_get(b: ScalarBinder, node: exp.JSONExtract | exp.JSONExtractScalar) ->
     return value
 
 
-def _map_get(b: ScalarBinder, node: exp.Expr, value: Typed, keys: list[Typed]) -> Typed:
+def _map_get(
+    b: ScalarBinder, node: exp.Expr, value: Typed, keys: list[Typed], symbol: str
+) -> Typed:
     """`m -> k1 -> k2 ...`: each step the value of the map's value type T
     (NULL when absent). A map holds T's text output (repr/text_map.py), or
     the carried text itself for text, jsonb and maps, which is read as T."""
     for key in keys:
         value_type = value.scalar.map_value
         if value.unknown or value_type is None:
-            raise b.no_operator(node, "->", value.scalar, key.scalar)
-        entry = _nullable(_Args(b, node, "->", []).call("map_get", [value, key]))
+            raise b.no_operator(node, symbol, value.scalar, key.scalar)
+        entry = _nullable(_Args(b, node, symbol, []).call("map_get", [value, key]))
         if value_type in (S.TEXT, S.JSONB) or value_type.is_map:
             assert isinstance(entry.expr, CallFunction)
             expr = CallFunction(entry.expr.name, entry.expr.args, ColumnType(value_type, True))

@@ -419,7 +419,7 @@ def _contains(flipped: bool) -> Callable[[Any, Any], Typed]:
     def bind(b: ScalarBinder, node: exp.Expr) -> Typed:
         nodes = [node.this, node.expression]
         values = [b.bind(n) for n in nodes]
-        known = {v.scalar for v in values if not v.unknown}
+        known = [v.scalar for v in values if not v.unknown]
         kind = next((st for st in known if st.is_map), S.JSONB)
         values = [
             b.resolve_unknown(v, kind, n) if v.unknown else v

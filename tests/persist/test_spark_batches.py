@@ -55,8 +55,14 @@ ALL_TYPES = RelationDesc.of(
     ("tm", "time"),
     ("bc", "character"),
     ("mp", "map[text=>text]"),
+    ("mm", "map[text=>map[text=>integer]]"),
 )
-assert {t.scalar_type for t in ALL_TYPES.types} == {s for s in ScalarType if s.element is None}
+# Every map type is carried as map[text=>text] is (its JSON object text):
+# two of them stand for all.
+_MAPS = {ScalarType.MAP_TEXT, ScalarType.MAP_MAP_INTEGER}
+assert {t.scalar_type for t in ALL_TYPES.types} == {
+    s for s in ScalarType if s.element is None and (not s.is_map or s in _MAPS)
+}
 
 ALL_TYPES_UPDATES = [
     Update(
@@ -78,6 +84,7 @@ ALL_TYPES_UPDATES = [
             dt.time(23, 59, 58, 123456),
             "ab  ",
             '{"a":"1","b":null}',
+            '{"a":"{\\"b\\":\\"1\\"}","c":null}',
         ),
         1_700_000_000_000,
         1,
@@ -102,6 +109,7 @@ ALL_TYPES_UPDATES = [
             dt.time(0, 0),
             "",
             "{}",
+            "{}",
         ),
         1_700_000_000_001,
         -3,
@@ -111,6 +119,7 @@ ALL_TYPES_UPDATES = [
             None,
             None,
             2,
+            None,
             None,
             None,
             None,

@@ -171,15 +171,31 @@ class _Joined:
         return _Joined(tuple(self.inputs[n] for n in sorted(keep)), tuple(pairs)).expr, where
 
 
-def _lower(joined: _Joined, exprs: list[ScalarExpr]) -> tuple[_Joined, list[ScalarExpr]]:
+def _lower(
+    joined: _Joined, exprs: list[ScalarExpr], reaching: _Guards | None = None
+) -> tuple[_Joined, list[ScalarExpr]]:
+    """`lower_subqueries` over `joined`; `reaching`: the guards of
+    subqueries in `exprs` that the enclosing expressions' CASEs decide."""
     found = [s for e in exprs for s in subqueries_in(e)]
     if not found:
         return joined, list(exprs)
     conditions = _deciding_conditions(exprs)
     if conditions:  # lowered first, so that they can guard the branches (_guards)
-        joined, lowered = _lower(joined, conditions)
+        # with the guards the CASEs around them give where those read only
+        # the relation's columns (`CASE WHEN x = 0 THEN 0 WHEN (SELECT ...)`).
+        # A guard reading an earlier WHEN's value is left out: each value
+        # relation would hold a copy of every earlier one's (a plan
+        # exponential in the number of WHENs), so such a WHEN's subquery is
+        # evaluated for every row (an error there fails the query).
+        width = joined.inputs[0].desc.arity
+        around = {
+            i: g
+            for i, g in _guards(exprs).items()
+            if all(c < width for cond in g for c in cond.columns())
+        }
+        joined, lowered = _lower(joined, conditions, {**around, **(reaching or {})})
         by_id = {id(c): new for c, new in zip(conditions, lowered, strict=True)}
-        return _lower(joined, [rewrite(e, lambda n: by_id.get(id(n))) for e in exprs])
+        return _lower(joined, [rewrite(e, lambda n: by_id.get(id(n))) for e in exprs], reaching)
     arity = joined.arity
     joined, args = _lower(joined, [a for s in found for a in s.args])
     arg_columns: list[int] = []
@@ -195,7 +211,7 @@ def _lower(joined: _Joined, exprs: list[ScalarExpr]) -> tuple[_Joined, list[Scal
     before = joined
     replacements: dict[int, ScalarExpr] = {}
     first_arg = 0
-    guards = _guards(exprs)
+    guards = {**_guards(exprs), **(reaching or {})}
     for sub in found:
         if sub.base > arity:
             raise AssertionError(f"subquery bound over {sub.base} columns, lowered over {arity}")
@@ -235,7 +251,8 @@ def _moved(expr: ScalarExpr, where: dict[int, int]) -> ScalarExpr:
 
 def _deciding_conditions(exprs: list[ScalarExpr]) -> list[ScalarExpr]:
     """The CASE conditions that hold a subquery and decide which rows reach
-    a branch holding one."""
+    a branch holding one, the outermost only: those in their branches are
+    lowered once these are columns, guarded by them (`_guards`)."""
     found: list[ScalarExpr] = []
 
     def visit(node: ScalarExpr) -> None:
@@ -245,8 +262,6 @@ def _deciding_conditions(exprs: list[ScalarExpr]) -> list[ScalarExpr]:
         branches = (node.then, node.els) if isinstance(node, If) else ()
         if isinstance(node, If) and deciding and any(map(has_subquery, branches)):
             found.append(node.cond)
-            for branch in branches:
-                visit(branch)
             return
         for child in node.children():
             visit(child)
@@ -256,12 +271,15 @@ def _deciding_conditions(exprs: list[ScalarExpr]) -> list[ScalarExpr]:
     return found
 
 
-def _guards(exprs: list[ScalarExpr]) -> dict[int, tuple[ScalarExpr, ...]]:
+_Guards = dict[int, tuple[ScalarExpr, ...]]
+
+
+def _guards(exprs: list[ScalarExpr]) -> _Guards:
     """For each subquery (by id) in a CASE branch of `exprs`: the conditions
     a row must meet to reach it (THEN: its WHEN is true; ELSE and later
     WHENs: the earlier ones are not). Subqueries that every row reaches, or
     whose conditions hold a subquery or an enclosing query's column, have none."""
-    guards: dict[int, tuple[ScalarExpr, ...]] = {}
+    guards: _Guards = {}
 
     def visit(node: ScalarExpr, path: tuple[ScalarExpr, ...] | None) -> None:
         if isinstance(node, SubqueryExpr):

@@ -160,3 +160,42 @@ def test_case_subqueries_as_postgres_on_random_rows(
             )
     query = _QUERY.format(g=g)
     assert outcome(tidemark, query) == outcome(postgres, query), query
+
+
+# A WHEN holding a subquery after plain WHENs, and deciding a later branch's
+# subquery, is evaluated only for the rows that reach it: key 1 has two rows
+# in cn_u and its row is decided by x = 10 (21000 on 075111b). After a WHEN
+# that holds a subquery it is still evaluated for every row (subquery.py).
+NESTED = [
+    "SELECT k, CASE WHEN x = 10 THEN 0 WHEN (SELECT x FROM cn_u WHERE cn_u.k = cn_t.k) > 0"
+    " THEN 1 WHEN EXISTS (SELECT 1 FROM cn_u) THEN 2 END AS c FROM cn_t",
+    "SELECT k, CASE WHEN x = 10 THEN 0 WHEN k = 5 THEN 5 ELSE CASE"
+    " WHEN (SELECT x FROM cn_u WHERE cn_u.k = cn_t.k) > 1 THEN 1"
+    " ELSE (SELECT x FROM cn_u WHERE cn_u.k = cn_t.k) END END AS c FROM cn_t",
+    # and where a row reaches it, PostgreSQL's 21000
+    "SELECT k, CASE WHEN x = 20 THEN 0 WHEN (SELECT x FROM cn_u WHERE cn_u.k = cn_t.k) > 0"
+    " THEN 1 WHEN EXISTS (SELECT 1 FROM cn_u) THEN 2 END AS c FROM cn_t",
+]
+
+
+@pytest.fixture(scope="module")
+def nested_tables(tidemark: psycopg.Connection[Any], postgres: psycopg.Connection[Any]) -> None:
+    for conn in (tidemark, postgres):
+        temp = "TEMP " if conn is postgres else ""
+        conn.execute(f"CREATE {temp}TABLE cn_t (k int, x int)")
+        conn.execute(f"CREATE {temp}TABLE cn_u (k int, x int)")
+        conn.execute("INSERT INTO cn_t VALUES (1, 10), (2, 20)")
+        conn.execute("INSERT INTO cn_u VALUES (1, 1), (1, 2), (2, 5)")
+
+
+@pytest.mark.parametrize("query", NESTED)
+def test_later_whens_are_evaluated_for_the_rows_reaching_them(
+    tidemark: psycopg.Connection[Any],
+    postgres: psycopg.Connection[Any],
+    nested_tables: None,
+    query: str,
+) -> None:
+    assert outcome(tidemark, query) == outcome(postgres, query), query
+    name = f"case_nested_{NESTED.index(query)}"
+    tidemark.execute(f"CREATE MATERIALIZED VIEW {name} AS {query}")
+    assert outcome(tidemark, f"SELECT * FROM {name}") == outcome(postgres, query), query
